@@ -1,0 +1,102 @@
+/**
+ * Every error the library throws is a `DogpileError` with a stable `code`, a correct `name`,
+ * the cache key or lock name it concerns (when there is one) and the ES2022 `cause`.
+ */
+
+export interface DogpileErrorOptions {
+  key?: string;
+  cause?: unknown;
+}
+
+export class DogpileError extends Error {
+  /** Stable, machine-readable code such as `E_LOCK_TIMEOUT`. */
+  readonly code: string = 'E_DOGPILE';
+  /** The cache key or lock name the error concerns. */
+  readonly key: string | undefined;
+
+  constructor(message: string, options: DogpileErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.key = options.key;
+  }
+}
+
+/** An option or argument is invalid; nothing was sent or written. */
+export class InvalidOptionError extends DogpileError {
+  override readonly code = 'E_INVALID_OPTION';
+  /** The name of the option or argument, e.g. `ttl` or `lockTtl`. */
+  readonly option: string;
+  constructor(option: string, message: string, options: DogpileErrorOptions = {}) {
+    super(`Invalid ${option}: ${message}`, options);
+    this.option = option;
+  }
+}
+
+/** `acquire({ timeout })` gave up before the lock became free. */
+export class LockTimeoutError extends DogpileError {
+  override readonly code = 'E_LOCK_TIMEOUT';
+}
+
+/** The lock expired or was taken by someone else while it was believed held. */
+export class LockLostError extends DogpileError {
+  override readonly code = 'E_LOCK_LOST';
+}
+
+/** `release()` or `extend()` was called on a lock this object does not hold. */
+export class LockNotHeldError extends DogpileError {
+  override readonly code = 'E_LOCK_NOT_HELD';
+}
+
+/** `acquire()` was called on a lock object that is already held or being acquired. */
+export class LockAlreadyHeldError extends DogpileError {
+  override readonly code = 'E_LOCK_ALREADY_HELD';
+}
+
+/** The wait was aborted by the caller's `AbortSignal`. */
+export class AbortedError extends DogpileError {
+  override readonly code = 'E_ABORTED';
+}
+
+/**
+ * The loader failed in another process (or before this caller joined). The original error's
+ * name and message are kept in `cause` (an `Error` rebuilt from what the leader published).
+ */
+export class LoaderError extends DogpileError {
+  override readonly code = 'E_LOADER';
+}
+
+/** A waiter waited `waitTimeout` for another caller's loader and gave up. */
+export class WaitTimeoutError extends DogpileError {
+  override readonly code = 'E_WAIT_TIMEOUT';
+}
+
+/** A value could not be serialised for storage (functions, symbols, cycles in JSON ...). */
+export class SerializationError extends DogpileError {
+  override readonly code = 'E_SERIALIZATION';
+}
+
+/** The cache was closed; no further calls are accepted. */
+export class CacheClosedError extends DogpileError {
+  override readonly code = 'E_CACHE_CLOSED';
+}
+
+/** The backend (Redis) failed or timed out; used internally and in `backend:error` events. */
+export class BackendError extends DogpileError {
+  override readonly code = 'E_BACKEND';
+}
+
+/** All error classes by name, for `instanceof` checks without deep imports. */
+export const errors = {
+  DogpileError,
+  InvalidOptionError,
+  LockTimeoutError,
+  LockLostError,
+  LockNotHeldError,
+  LockAlreadyHeldError,
+  AbortedError,
+  LoaderError,
+  WaitTimeoutError,
+  SerializationError,
+  CacheClosedError,
+  BackendError,
+} as const;

@@ -1,0 +1,203 @@
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { toMs } from '../core/duration.js';
+import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../core/errors.js';
+import { resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
+import { Renewal } from './renewal.js';
+import { abortReason } from './wait.js';
+import type { AcquireOptions, Lock, LockOptions } from './types.js';
+
+type State = 'idle' | 'acquiring' | 'held';
+
+export interface LockEvents {
+  /** The lock was lost while held (renewal found it gone, or its TTL ran out). */
+  lost: [err: LockLostError];
+  acquired: [fencingToken: number];
+  released: [];
+}
+
+/**
+ * The state machine `RedisLock` and `MemoryLock` share: one holder per object, re-acquirable
+ * after release or timeout, a fresh `signal` per acquisition, renewal or an expiry timer
+ * while held, and `Symbol.asyncDispose`.
+ */
+export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock {
+  readonly name: string;
+  protected readonly options: ResolvedLockOptions;
+  private state: State = 'idle';
+  private value = '';
+  private token = 0;
+  private controller = new AbortController();
+  private renewal: Renewal | undefined;
+  private expiryTimer: NodeJS.Timeout | undefined;
+
+  constructor(name: string, options?: LockOptions) {
+    super();
+    this.name = validateName(name);
+    this.options = resolveLockOptions(options);
+  }
+
+  get isHeld(): boolean {
+    return this.state === 'held';
+  }
+
+  get fencingToken(): number {
+    return this.token;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The owner id this object acquires with. */
+  get ownerId(): string {
+    return this.options.id;
+  }
+
+  /** Attempts once; resolves the fencing token, or false when the lock is taken. */
+  protected abstract tryOnce(value: string): Promise<number | false>;
+  /** Waits up to `timeoutMs` (> 0) for the lock; resolves the fencing token or throws. */
+  protected abstract waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number>;
+  protected abstract extendRaw(value: string, ms: number): Promise<boolean>;
+  protected abstract releaseRaw(value: string): Promise<boolean>;
+  abstract getOwnerId(): Promise<string | null>;
+
+  async acquire(options: AcquireOptions = {}): Promise<number> {
+    if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
+    const timeout = options.timeout === undefined ? this.options.timeout : toMs(options.timeout, 'timeout', { allowZero: true });
+    const signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
+    this.beginAcquire();
+    try {
+      if (signal?.aborted) throw abortReason(signal, this.name);
+      const value = newLockValue(this.options.id);
+      let token = await this.tryOnce(value);
+      if (token === false) {
+        if (timeout === 0) throw this.timeoutError(0);
+        token = await this.waitFor(value, timeout, signal);
+      }
+      if (signal?.aborted) {
+        await this.releaseRaw(value).catch(() => {});
+        throw abortReason(signal, this.name);
+      }
+      this.onAcquired(value, token);
+      return token;
+    } finally {
+      if (this.state === 'acquiring') this.state = 'idle';
+    }
+  }
+
+  async tryAcquire(): Promise<number | false> {
+    this.beginAcquire();
+    try {
+      const value = newLockValue(this.options.id);
+      const token = await this.tryOnce(value);
+      if (token !== false) this.onAcquired(value, token);
+      return token;
+    } finally {
+      if (this.state === 'acquiring') this.state = 'idle';
+    }
+  }
+
+  async extend(ms?: number | string): Promise<void> {
+    const duration = ms === undefined ? this.options.ttl : toMs(ms, 'ms');
+    if (this.state !== 'held') throw new LockNotHeldError(`the lock "${this.name}" is not held by this object`, { key: this.name });
+    const held = await this.extendRaw(this.value, duration);
+    if (!held) {
+      const err = new LockLostError(`the lock "${this.name}" expired or was taken by another holder`, { key: this.name });
+      this.markLost(err);
+      throw err;
+    }
+    this.renewal?.touch();
+    if (!this.options.autoRenew) this.armExpiry(duration);
+  }
+
+  async release(): Promise<boolean> {
+    if (this.state !== 'held') return false;
+    const value = this.value;
+    this.state = 'idle';
+    this.clearExpiry();
+    const renewal = this.renewal;
+    this.renewal = undefined;
+    await renewal?.stop();
+    const released = await this.releaseRaw(value);
+    this.emit('released');
+    return released;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+
+  protected timeoutError(timeout: number): LockTimeoutError {
+    return new LockTimeoutError(
+      timeout === 0
+        ? `the lock "${this.name}" is held by someone else (tried once: timeout 0)`
+        : `timed out after ${timeout} ms waiting for the lock "${this.name}"`,
+      { key: this.name },
+    );
+  }
+
+  private beginAcquire(): void {
+    if (this.state !== 'idle') {
+      throw new LockAlreadyHeldError(
+        `the lock object for "${this.name}" is already ${this.state === 'held' ? 'held' : 'acquiring'}; release it first or create another RedisLock/MemoryLock`,
+        { key: this.name },
+      );
+    }
+    this.state = 'acquiring';
+  }
+
+  private onAcquired(value: string, token: number): void {
+    this.state = 'held';
+    this.value = value;
+    this.token = token;
+    this.controller = new AbortController();
+    if (this.options.autoRenew) {
+      this.renewal = new Renewal({
+        ttl: this.options.ttl,
+        key: this.name,
+        extend: () => this.extendRaw(value, this.options.ttl),
+        onLost: (err) => this.markLost(err),
+      }).start();
+    } else {
+      this.armExpiry(this.options.ttl);
+    }
+    this.emit('acquired', token);
+  }
+
+  private armExpiry(ms: number): void {
+    this.clearExpiry();
+    this.expiryTimer = setTimeout(() => {
+      this.markLost(new LockLostError(`the lock "${this.name}" expired after its TTL without being extended`, { key: this.name }));
+    }, ms);
+    this.expiryTimer.unref();
+  }
+
+  private clearExpiry(): void {
+    if (this.expiryTimer) clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
+  }
+
+  private markLost(err: LockLostError): void {
+    if (this.state !== 'held') return;
+    this.state = 'idle';
+    this.clearExpiry();
+    const renewal = this.renewal;
+    this.renewal = undefined;
+    void renewal?.stop();
+    this.controller.abort(err);
+    this.emit('lost', err);
+  }
+}
+
+/** `<random 128-bit token>|<owner id>`: the value a lock key holds. */
+export function newLockValue(ownerId: string): string {
+  return `${randomBytes(16).toString('hex')}|${ownerId}`;
+}
+
+export function ownerOf(value: string | null): string | null {
+  if (value === null) return null;
+  const bar = value.indexOf('|');
+  return bar === -1 ? value : value.slice(bar + 1);
+}

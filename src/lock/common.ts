@@ -1,0 +1,48 @@
+import { hostname } from 'node:os';
+import { toMs } from '../core/duration.js';
+import { InvalidOptionError } from '../core/errors.js';
+import { LOCK_DEFAULTS, type LockOptions } from './types.js';
+
+export interface ResolvedLockOptions {
+  ttl: number;
+  autoRenew: boolean;
+  id: string;
+  timeout: number;
+  prefix: string;
+}
+
+export const MAX_NAME_LENGTH = 1024;
+
+export function defaultOwnerId(): string {
+  return `${hostname()}:${process.pid}`;
+}
+
+export function validateName(name: unknown, option = 'name'): string {
+  if (typeof name !== 'string') throw new InvalidOptionError(option, `expected a non-empty string, got ${name === null ? 'null' : typeof name}`);
+  if (name.length === 0) throw new InvalidOptionError(option, 'must not be empty');
+  if (name.length > MAX_NAME_LENGTH) throw new InvalidOptionError(option, `must be at most ${MAX_NAME_LENGTH} characters, got ${name.length}`);
+  return name;
+}
+
+export function validatePrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
+    throw new InvalidOptionError('prefix', 'must be a non-empty string without "{" or "}"');
+  }
+  return prefix;
+}
+
+export function resolveLockOptions(options: LockOptions | undefined): ResolvedLockOptions {
+  const o = options ?? {};
+  if (typeof o !== 'object') throw new InvalidOptionError('options', 'expected an object');
+  if (o.autoRenew !== undefined && typeof o.autoRenew !== 'boolean') throw new InvalidOptionError('autoRenew', 'must be a boolean');
+  if (o.id !== undefined && (typeof o.id !== 'string' || o.id.length === 0 || o.id.includes('|'))) {
+    throw new InvalidOptionError('id', 'must be a non-empty string without "|"');
+  }
+  return {
+    ttl: o.ttl === undefined ? LOCK_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
+    autoRenew: o.autoRenew ?? LOCK_DEFAULTS.autoRenew,
+    id: o.id ?? defaultOwnerId(),
+    timeout: o.timeout === undefined ? LOCK_DEFAULTS.timeout : toMs(o.timeout, 'timeout', { allowZero: true }),
+    prefix: o.prefix === undefined ? LOCK_DEFAULTS.prefix : validatePrefix(o.prefix),
+  };
+}

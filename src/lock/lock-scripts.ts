@@ -1,0 +1,102 @@
+import { LuaScript } from './script.js';
+
+/*
+ * Keys of one lock named N (prefix P); they share the hash tag {N}, so one cluster slot:
+ *   P:lock:{N}        the lock: "<token>|<owner id>", with a PX expiry
+ *   P:lock:{N}:fence  the fencing counter (INCR on every acquisition, never expires)
+ *   P:lock:{N}:q      waiters: a sorted set of waiter ids scored by their deadline (ms)
+ * Channel P:lock:{N}: a release publishes the id of the one waiter it wakes.
+ */
+
+/**
+ * KEYS: lock, fence, queue. ARGV: value, ttl ms, waiter id ('' = do not queue), how long the
+ * waiter will wait at most (ms; its queue entry lapses then, measured on the server's clock).
+ * Returns {1, fencing token} when acquired; {0, remaining ms of the current holder} when not.
+ */
+export const ACQUIRE = new LuaScript(
+  'acquire',
+  `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
+  return {1, redis.call('INCR', KEYS[2])}
+end
+if ARGV[3] ~= '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local bound = tonumber(ARGV[4])
+  redis.call('ZADD', KEYS[3], 'NX', now + bound, ARGV[3])
+  if redis.call('PTTL', KEYS[3]) < bound + 1000 then redis.call('PEXPIRE', KEYS[3], bound + 1000) end
+end
+return {0, redis.call('PTTL', KEYS[1])}
+`,
+);
+
+/**
+ * KEYS: lock, queue. ARGV: value, channel.
+ * Deletes the lock only if it holds this value, then wakes the first live waiter.
+ * Returns 1 when released, 0 when the lock was not held by this value.
+ */
+export const RELEASE = new LuaScript(
+  'release',
+  `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)
+if nxt[1] then
+  redis.call('ZREM', KEYS[2], nxt[1])
+  redis.call('PUBLISH', ARGV[2], nxt[1])
+end
+return 1
+`,
+);
+
+/**
+ * KEYS: queue, lock. ARGV: waiter id, channel.
+ * A waiter that gives up leaves the queue; if it had just been woken (it is no longer queued
+ * but the lock is free), the wake-up is passed on to the next waiter.
+ */
+export const LEAVE = new LuaScript(
+  'leave',
+  `
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+if removed == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  local nxt = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if nxt[1] then
+    redis.call('ZREM', KEYS[1], nxt[1])
+    redis.call('PUBLISH', ARGV[2], nxt[1])
+  end
+end
+return removed
+`,
+);
+
+/** KEYS: lock. ARGV: value, ttl ms. Resets the expiry to ttl if held by value; 1 or 0. */
+export const EXTEND = new LuaScript(
+  'extend',
+  `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`,
+);
+
+/** KEYS: lock, queue. ARGV: channel. Deletes the lock whoever holds it and wakes a waiter. */
+export const FORCE_RELEASE = new LuaScript(
+  'force-release',
+  `
+local existed = redis.call('DEL', KEYS[1])
+local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)
+if nxt[1] then
+  redis.call('ZREM', KEYS[2], nxt[1])
+  redis.call('PUBLISH', ARGV[1], nxt[1])
+end
+return existed
+`,
+);

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { InvalidOptionError } from '../core/errors.js';
+import { BaseLock, ownerOf } from './base-lock.js';
+import { validateName, validatePrefix } from './common.js';
+import { ACQUIRE, EXTEND, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
+import { isCluster, isRedisClient, type RedisClient } from './redis-client.js';
+import { sharedSubscriber, type Subscriber } from './subscriber.js';
+import { LOCK_DEFAULTS, type LockOptions } from './types.js';
+import { abortReason, Wakeup } from './wait.js';
+
+export interface RedisLockOptions extends LockOptions {
+  /**
+   * The subscriber used to wait for releases. By default one duplicate connection per
+   * client is shared by all locks on it, opened on the first wait and closed a second after
+   * the last wait ends.
+   */
+  subscriber?: Subscriber;
+}
+
+/** The Redis keys and channel of the lock `name`. */
+export function lockKeys(prefix: string, name: string) {
+  const lock = `${prefix}:lock:{${name}}`;
+  return { lock, fence: `${lock}:fence`, queue: `${lock}:q`, channel: lock };
+}
+
+/**
+ * A distributed lock on Redis.
+ *
+ * - Acquisition is `SET NX PX` with a random 128-bit token; release and extension run Lua
+ *   scripts that check the token, so a holder whose lock expired never deletes or extends
+ *   the next holder's lock.
+ * - Every acquisition returns a fencing token from a per-name counter that only grows.
+ * - Waiting does not poll: a waiter queues itself and the release wakes the first live waiter
+ *   through pub/sub. If no wake-up comes (holder crashed, message lost) the waiter retries
+ *   when the holder's remaining TTL runs out.
+ *
+ * The lock is for efficiency, not for the correctness of side effects: a holder paused
+ * longer than its TTL can still act after losing the lock. Pass `fencingToken` to the
+ * resource you protect if that matters.
+ */
+export class RedisLock extends BaseLock {
+  private readonly client: RedisClient;
+  private readonly keys: ReturnType<typeof lockKeys>;
+  private readonly subscriber: Subscriber | undefined;
+
+  constructor(redis: RedisClient, name: string, options: RedisLockOptions = {}) {
+    if (!isRedisClient(redis)) throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance');
+    super(name, options);
+    this.client = redis;
+    this.keys = lockKeys(this.options.prefix, this.name);
+    this.subscriber = options.subscriber;
+  }
+
+  protected async tryOnce(value: string): Promise<number | false> {
+    const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0])) as [number, number];
+    return ok === 1 ? n : false;
+  }
+
+  protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    const waiterId = randomBytes(8).toString('hex');
+    const wakeup = new Wakeup();
+    const subscriber = this.subscriber ?? sharedSubscriber(this.client);
+    const unlisten = await subscriber.listen(this.keys.channel, (message) => {
+      if (message === null || message.toString() === waiterId) wakeup.wake();
+    });
+    let queued = false;
+    try {
+      for (;;) {
+        if (signal?.aborted) throw abortReason(signal, this.name);
+        const left = deadline - Date.now();
+        if (left <= 0) throw this.timeoutError(timeoutMs);
+        const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left])) as [number, number];
+        if (ok === 1) {
+          queued = false;
+          return n;
+        }
+        queued = true;
+        // n is the holder's remaining TTL: if no wake-up comes by then, the holder is gone.
+        const holderLeft = n >= 0 ? n + 1 : this.options.ttl;
+        await wakeup.sleep(Math.min(deadline - Date.now(), holderLeft), signal, this.name);
+      }
+    } catch (err) {
+      if (queued) {
+        await LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel]).catch(() => {});
+      }
+      throw err;
+    } finally {
+      unlisten();
+    }
+  }
+
+  protected async extendRaw(value: string, ms: number): Promise<boolean> {
+    return (await EXTEND.run(this.client, [this.keys.lock], [value, ms])) === 1;
+  }
+
+  protected async releaseRaw(value: string): Promise<boolean> {
+    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel])) === 1;
+  }
+
+  async getOwnerId(): Promise<string | null> {
+    return ownerOf(await (this.client as { get(key: string): Promise<string | null> }).get(this.keys.lock));
+  }
+
+  /**
+   * Deletes the lock `name` whoever holds it and wakes a waiter. The fencing counter is kept,
+   * so tokens stay monotonic. Use with care: the old holder still believes it holds the lock
+   * until its next renewal.
+   */
+  static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
+    const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
+    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel])) === 1;
+  }
+
+  /**
+   * Deletes every lock under the prefix (SCAN, never KEYS; every master of a cluster) and
+   * wakes their waiters. Meant for application start-up after a crash. Returns how many
+   * locks were deleted.
+   */
+  static async resetAll(redis: RedisClient, options: { prefix?: string } = {}): Promise<number> {
+    const prefix = validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix);
+    const nodes = isCluster(redis) ? redis.nodes('master') : [redis];
+    let count = 0;
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:lock:{*`, 'COUNT', 500);
+        cursor = next;
+        for (const key of keys) {
+          if (!key.endsWith('}')) continue; // fence counters and queues
+          const name = key.slice(`${prefix}:lock:{`.length, -1);
+          if (await RedisLock.reset(redis, name, { prefix })) count++;
+        }
+      } while (cursor !== '0');
+    }
+    return count;
+  }
+}

@@ -1,0 +1,81 @@
+import { LockLostError } from '../core/errors.js';
+
+export interface RenewalOptions {
+  /** The lock's TTL in ms; renewal runs every ttl / 3. */
+  ttl: number;
+  /** Resets the lock's expiry; resolves false when the lock is no longer held. */
+  extend: () => Promise<boolean>;
+  /** Called once when the lock is found gone, or could not be renewed for a whole TTL. */
+  onLost: (err: LockLostError) => void;
+  /** The name or key, for error messages. */
+  key: string;
+}
+
+/**
+ * Keeps a held lock alive: renews it every TTL/3 on an unref'd timer, never runs two
+ * renewals at once, and reports the loss of the lock exactly once. A failed renewal (Redis
+ * unreachable) is retried on the next tick until a whole TTL has passed since the last
+ * successful one; by then the lock has expired on the server, so it is reported lost.
+ */
+export class Renewal {
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> | undefined;
+  private lastOk = Date.now();
+  private stopped = false;
+
+  constructor(private readonly options: RenewalOptions) {}
+
+  start(): this {
+    this.lastOk = Date.now();
+    const interval = Math.max(1, Math.floor(this.options.ttl / 3));
+    this.timer = setInterval(() => {
+      if (!this.inFlight) this.inFlight = this.tick().finally(() => (this.inFlight = undefined));
+    }, interval);
+    this.timer.unref();
+    return this;
+  }
+
+  /** Records a successful extension made by someone else (e.g. an explicit `extend()`). */
+  touch(): void {
+    this.lastOk = Date.now();
+  }
+
+  /** Stops the timer and waits for a renewal that is already running. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.inFlight;
+  }
+
+  private async tick(): Promise<void> {
+    const startedAt = Date.now();
+    try {
+      const held = await this.options.extend();
+      if (this.stopped) return;
+      if (held) {
+        this.lastOk = startedAt;
+        return;
+      }
+      this.lose(new LockLostError(`the lock "${this.options.key}" expired or was taken by another holder`, { key: this.options.key }));
+    } catch (err) {
+      if (this.stopped) return;
+      if (Date.now() - this.lastOk >= this.options.ttl) {
+        this.lose(
+          new LockLostError(`the lock "${this.options.key}" could not be renewed for a whole TTL (${this.options.ttl} ms)`, {
+            key: this.options.key,
+            cause: err,
+          }),
+        );
+      }
+    }
+  }
+
+  private lose(err: LockLostError): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.options.onLost(err);
+  }
+}

@@ -1,0 +1,155 @@
+import type { RedisClient } from './redis-client.js';
+
+/** Called with a message, or with `null` when the connection came back and messages may have been lost. */
+export type ChannelListener = (message: Buffer | null) => void;
+
+interface ChannelState {
+  listeners: Set<ChannelListener>;
+  ready: Promise<void>;
+}
+
+/**
+ * One Redis connection in subscriber mode, shared by every waiter of a cache or a lock.
+ * Channel subscriptions are reference-counted: a channel is subscribed when its first
+ * listener arrives and unsubscribed when its last one leaves, so no subscription outlives
+ * the waits that needed it. After a reconnect (ioredis re-subscribes by itself) every
+ * listener is called with `null`, since a message may have been published meanwhile.
+ */
+export class Subscriber {
+  private readonly channels = new Map<string, ChannelState>();
+  private connectedOnce = false;
+  private closed = false;
+  private lingerTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly connection: RedisClient,
+    private readonly options: { owned: boolean; lingerMs?: number; onIdle?: () => void; onError?: (err: Error) => void },
+  ) {
+    connection.on('messageBuffer', this.onMessage);
+    connection.on('ready', this.onReady);
+    connection.on('error', this.onError);
+    if (connection.status === 'ready') this.connectedOnce = true;
+  }
+
+  /** Number of channels currently subscribed. */
+  get channelCount(): number {
+    return this.channels.size;
+  }
+
+  /**
+   * Adds a listener and resolves once the channel subscription is confirmed by the server,
+   * so a message published after that cannot be missed. Returns the function that removes it.
+   */
+  async listen(channel: string, listener: ChannelListener): Promise<() => void> {
+    if (this.closed) throw new Error('subscriber is closed');
+    this.cancelLinger();
+    let state = this.channels.get(channel);
+    if (!state) {
+      const ready = (this.connection.subscribe(channel) as Promise<unknown>).then(() => undefined);
+      state = { listeners: new Set(), ready };
+      this.channels.set(channel, state);
+    }
+    state.listeners.add(listener);
+    const current = state;
+    let removed = false;
+    const remove = () => {
+      if (removed) return;
+      removed = true;
+      current.listeners.delete(listener);
+      if (current.listeners.size === 0 && this.channels.get(channel) === current) {
+        this.channels.delete(channel);
+        if (!this.closed) {
+          current.ready
+            .then(() => this.connection.unsubscribe(channel))
+            .catch(() => {
+              /* the connection is gone; so is the subscription */
+            });
+        }
+        if (this.channels.size === 0) this.scheduleLinger();
+      }
+    };
+    try {
+      await current.ready;
+    } catch (err) {
+      remove();
+      throw err;
+    }
+    return remove;
+  }
+
+  /** Closes the connection if this subscriber created it. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.cancelLinger();
+    this.connection.off('messageBuffer', this.onMessage);
+    this.connection.off('ready', this.onReady);
+    for (const state of this.channels.values()) for (const l of state.listeners) l(null);
+    this.channels.clear();
+    if (this.options.owned) {
+      this.connection.disconnect();
+      this.connection.off('error', this.onError);
+    }
+  }
+
+  private scheduleLinger(): void {
+    if (!this.options.onIdle) return;
+    const linger = this.options.lingerMs ?? 0;
+    if (linger <= 0) {
+      this.options.onIdle();
+      return;
+    }
+    this.lingerTimer = setTimeout(() => {
+      this.lingerTimer = undefined;
+      if (this.channels.size === 0) this.options.onIdle?.();
+    }, linger);
+    this.lingerTimer.unref();
+  }
+
+  private cancelLinger(): void {
+    if (this.lingerTimer) clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+  }
+
+  private readonly onMessage = (channel: Buffer, message: Buffer) => {
+    const state = this.channels.get(channel.toString());
+    if (!state) return;
+    for (const l of [...state.listeners]) l(message);
+  };
+
+  private readonly onReady = () => {
+    if (!this.connectedOnce) {
+      this.connectedOnce = true;
+      return;
+    }
+    for (const state of this.channels.values()) for (const l of [...state.listeners]) l(null);
+  };
+
+  private readonly onError = (err: Error) => {
+    this.options.onError?.(err);
+  };
+}
+
+const shared = new WeakMap<RedisClient, Subscriber>();
+
+/**
+ * The subscriber shared by every `RedisLock` on `client` that was not given one: a duplicate
+ * connection, opened on the first wait and closed a moment after the last wait ends.
+ */
+export function sharedSubscriber(client: RedisClient): Subscriber {
+  let sub = shared.get(client);
+  if (!sub) {
+    const connection = client.duplicate();
+    const created: Subscriber = new Subscriber(connection, {
+      owned: true,
+      lingerMs: 1000,
+      onIdle: () => {
+        if (shared.get(client) === created) shared.delete(client);
+        created.close();
+      },
+    });
+    sub = created;
+    shared.set(client, sub);
+  }
+  return sub;
+}

@@ -1,0 +1,58 @@
+import { InvalidOptionError } from '../core/errors.js';
+import { MemoryLock, type MemoryLockOptions } from './memory-lock.js';
+import { isRedisClient, type RedisClient } from './redis-client.js';
+import { RedisLock, type RedisLockOptions } from './redis-lock.js';
+import type { AcquireOptions, Lock } from './types.js';
+
+export interface WithLockContext {
+  /** Aborts with `LockLostError` if the lock is lost while `fn` runs. */
+  signal: AbortSignal;
+  /** The fencing token of this acquisition: pass it to the resource you protect. */
+  fencingToken: number;
+  lock: Lock;
+}
+
+export interface WithLockOptions extends RedisLockOptions, MemoryLockOptions, AcquireOptions {
+  /** Redis client to lock on; without it the lock is a `MemoryLock` (this process only). */
+  redis?: RedisClient;
+  /**
+   * Called when releasing fails (e.g. Redis went away); the lock then expires by its TTL.
+   * @default emits a process warning
+   */
+  onReleaseError?: (err: unknown) => void;
+}
+
+/**
+ * Runs `fn` while holding the lock and releases it in `finally`, also when `fn` throws.
+ * `nameOrLock` is a lock name (a `RedisLock` when `options.redis` is given, else a
+ * `MemoryLock`) or a lock object you created. Renewal is on by default.
+ */
+export async function withLock<T>(
+  nameOrLock: string | Lock,
+  fn: (ctx: WithLockContext) => T | Promise<T>,
+  options: WithLockOptions = {},
+): Promise<T> {
+  if (typeof fn !== 'function') throw new InvalidOptionError('fn', `expected a function, got ${typeof fn}`);
+  let lock: Lock;
+  if (typeof nameOrLock === 'string') {
+    if (options.redis !== undefined && !isRedisClient(options.redis)) {
+      throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance');
+    }
+    lock = options.redis ? new RedisLock(options.redis, nameOrLock, options) : new MemoryLock(nameOrLock, options);
+  } else if (nameOrLock instanceof RedisLock || nameOrLock instanceof MemoryLock) {
+    lock = nameOrLock;
+  } else {
+    throw new InvalidOptionError('name', 'expected a lock name (string) or a RedisLock/MemoryLock');
+  }
+  const fencingToken = await lock.acquire({ timeout: options.timeout, signal: options.signal });
+  try {
+    return await fn({ signal: lock.signal, fencingToken, lock });
+  } finally {
+    try {
+      await lock.release();
+    } catch (err) {
+      if (options.onReleaseError) options.onReleaseError(err);
+      else process.emitWarning(`dogpile-guard: releasing the lock "${lock.name}" failed; it will expire by its TTL: ${String(err)}`, 'DogpileWarning');
+    }
+  }
+}

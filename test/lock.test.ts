@@ -1,0 +1,227 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import {
+  RedisLock,
+  MemoryLock,
+  MemoryLockRegistry,
+  withLock,
+  LockTimeoutError,
+  LockLostError,
+  LockAlreadyHeldError,
+  LockNotHeldError,
+  InvalidOptionError,
+  AbortedError,
+  errors,
+  type Lock,
+} from '../src/index.js';
+import { startRedis, type RedisServer } from './support/redis-server.js';
+
+let server: RedisServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+const backends: [string, (name: string, opts?: any) => Lock][] = [
+  ['RedisLock', (name, opts) => new RedisLock(redis, name, opts)],
+  ['MemoryLock', (name, opts) => new MemoryLock(name, { registry: memRegistry, ...opts })],
+];
+const memRegistry = new MemoryLockRegistry();
+let n = 0;
+const uniq = (s: string) => `${s}-${++n}`;
+
+describe.each(backends)('%s', (_label, make) => {
+  it('excludes a second holder and hands over on release with increasing fencing tokens', async () => {
+    const name = uniq('basic');
+    const a = make(name);
+    const b = make(name);
+    const t1 = await a.acquire();
+    expect(t1).toBeGreaterThan(0);
+    expect(a.isHeld).toBe(true);
+    expect(await b.tryAcquire()).toBe(false);
+    const waiting = b.acquire({ timeout: 5000 });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(await a.release()).toBe(true);
+    const t2 = await waiting;
+    expect(t2).toBe(t1 + 1);
+    expect(await b.release()).toBe(true);
+    expect(await a.release()).toBe(false);
+  });
+
+  it('times out with LockTimeoutError, tries once with timeout 0, and can be acquired again after', async () => {
+    const name = uniq('timeout');
+    const a = make(name);
+    const b = make(name);
+    await a.acquire();
+    await expect(b.acquire({ timeout: 0 })).rejects.toBeInstanceOf(LockTimeoutError);
+    const err = await b.acquire({ timeout: 100 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LockTimeoutError);
+    expect((err as LockTimeoutError).code).toBe('E_LOCK_TIMEOUT');
+    expect((err as LockTimeoutError).key).toBe(name);
+    await a.release();
+    expect(await b.acquire({ timeout: 0 })).toBeGreaterThan(0);
+    await b.release();
+    expect(await b.tryAcquire()).not.toBe(false);
+    await b.release();
+  });
+
+  it('aborts a wait through the signal and leaves nothing behind', async () => {
+    const name = uniq('abort');
+    const a = make(name);
+    const b = make(name);
+    await a.acquire();
+    const ac = new AbortController();
+    const p = b.acquire({ timeout: 10_000, signal: ac.signal });
+    setTimeout(() => ac.abort(), 20);
+    await expect(p).rejects.toBeInstanceOf(AbortedError);
+    const reason = new Error('custom');
+    const ac2 = new AbortController();
+    ac2.abort(reason);
+    await expect(b.acquire({ signal: ac2.signal })).rejects.toBe(reason);
+    await a.release();
+    expect(await b.tryAcquire()).not.toBe(false);
+    await b.release();
+  });
+
+  it('rejects acquiring an object twice and extending a lock it does not hold', async () => {
+    const a = make(uniq('twice'));
+    await a.acquire();
+    await expect(a.acquire()).rejects.toBeInstanceOf(LockAlreadyHeldError);
+    await a.release();
+    await expect(a.extend(1000)).rejects.toBeInstanceOf(LockNotHeldError);
+  });
+
+  it('reports the owner id', async () => {
+    const name = uniq('owner');
+    const a = make(name, { id: 'worker-7' });
+    const b = make(name);
+    expect(await b.getOwnerId()).toBeNull();
+    await a.acquire();
+    expect(await b.getOwnerId()).toBe('worker-7');
+    await a.release();
+    expect(await b.getOwnerId()).toBeNull();
+  });
+
+  it('without renewal, signal aborts with LockLostError when the TTL runs out, and the next holder is safe', async () => {
+    const name = uniq('expire');
+    const a = make(name, { ttl: 80, autoRenew: false });
+    const b = make(name);
+    await a.acquire();
+    const lost = new Promise<unknown>((resolve) => a.signal.addEventListener('abort', () => resolve(a.signal.reason)));
+    expect(await lost).toBeInstanceOf(LockLostError);
+    const tb = await b.acquire({ timeout: 2000 });
+    expect(await a.release()).toBe(false);
+    expect(b.isHeld).toBe(true);
+    expect(await b.getOwnerId()).not.toBeNull();
+    await expect(a.extend()).rejects.toBeInstanceOf(LockNotHeldError);
+    expect(tb).toBeGreaterThan(0);
+    await b.release();
+  });
+
+  it('keeps a short-TTL lock alive with auto-renewal', async () => {
+    const name = uniq('renew');
+    const a = make(name, { ttl: 90 });
+    const b = make(name);
+    await a.acquire();
+    await new Promise((r) => setTimeout(r, 400));
+    expect(a.signal.aborted).toBe(false);
+    expect(await b.tryAcquire()).toBe(false);
+    await a.release();
+  });
+
+  it('withLock releases in finally when fn throws and passes the fencing token', async () => {
+    const name = uniq('with');
+    const seen: number[] = [];
+    const opts = _label === 'RedisLock' ? { redis } : { registry: memRegistry };
+    await expect(
+      withLock(name, ({ fencingToken }) => {
+        seen.push(fencingToken);
+        throw new Error('boom');
+      }, opts),
+    ).rejects.toThrow('boom');
+    const result = await withLock(name, ({ fencingToken, signal }) => {
+      seen.push(fencingToken);
+      expect(signal.aborted).toBe(false);
+      return 42;
+    }, opts);
+    expect(result).toBe(42);
+    expect(seen[1]).toBe(seen[0]! + 1);
+    expect(await make(name).tryAcquire()).not.toBe(false);
+  });
+
+  it('supports await using', async () => {
+    const name = uniq('dispose');
+    {
+      await using lock = make(name);
+      await lock.acquire();
+      expect(await make(name).tryAcquire()).toBe(false);
+    }
+    const again = make(name);
+    expect(await again.tryAcquire()).not.toBe(false);
+    await again.release();
+  });
+
+  it('validates names and TTLs before sending anything', () => {
+    expect(() => make('')).toThrow(InvalidOptionError);
+    expect(() => make(42 as unknown as string)).toThrow(/name/);
+    for (const ttl of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
+      expect(() => make('x', { ttl })).toThrow(/Invalid ttl/);
+    }
+  });
+});
+
+describe('RedisLock specifics', () => {
+  it('stores namespaced keys with a shared hash tag and no leftover waiter queue', async () => {
+    const lock = new RedisLock(redis, 'ns-test', { prefix: 'app' });
+    await lock.acquire();
+    expect(await redis.exists('app:lock:{ns-test}')).toBe(1);
+    expect(await redis.get('app:lock:{ns-test}:fence')).toBe(String(lock.fencingToken));
+    await lock.release();
+    expect(await redis.exists('app:lock:{ns-test}')).toBe(0);
+  });
+
+  it('never releases or extends the lock of the next holder (wrong-owner release)', async () => {
+    const a = new RedisLock(redis, 'wrong-owner', { ttl: 100, autoRenew: false });
+    const b = new RedisLock(redis, 'wrong-owner', { ttl: 5000 });
+    await a.acquire();
+    await new Promise((r) => setTimeout(r, 150));
+    await b.acquire({ timeout: 0 });
+    expect(await a.release()).toBe(false);
+    expect(await redis.get('dogpile:lock:{wrong-owner}')).toContain('|');
+    await b.release();
+  });
+
+  it('reset and resetAll free held locks and wake waiters', async () => {
+    const a = new RedisLock(redis, 'reset-me');
+    const b = new RedisLock(redis, 'reset-me');
+    await a.acquire();
+    const waiting = b.acquire({ timeout: 5000 });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(await RedisLock.reset(redis, 'reset-me')).toBe(true);
+    await waiting;
+    expect(b.isHeld).toBe(true);
+    const c = new RedisLock(redis, 'reset-other');
+    await c.acquire();
+    expect(await RedisLock.resetAll(redis)).toBeGreaterThanOrEqual(2);
+    expect(await redis.exists('dogpile:lock:{reset-me}', 'dogpile:lock:{reset-other}')).toBe(0);
+    expect(await redis.exists('dogpile:lock:{reset-me}:fence')).toBe(1);
+    await a.release();
+    await b.release();
+    await c.release();
+  });
+
+  it('rejects a client that is not ioredis', () => {
+    expect(() => new RedisLock({} as never, 'x')).toThrow(/Invalid redis/);
+  });
+
+  it('exports every error class in the errors map with stable codes', () => {
+    expect(new errors.LockTimeoutError('x').code).toBe('E_LOCK_TIMEOUT');
+    expect(new errors.LockLostError('x').name).toBe('LockLostError');
+    expect(new errors.LoaderError('x', { cause: 1 }).cause).toBe(1);
+  });
+});

@@ -1,0 +1,308 @@
+/**
+ * Throwaway Redis servers for tests: started on free loopback ports with nothing kept on
+ * disk, stopped when the test file ends. Never touches a server on the default port 6379.
+ *
+ * Every server's pid is written to the run directory created by `global-setup.ts`, whose
+ * teardown kills whatever is left, so servers die with the run even when a test file crashes.
+ */
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync, rmSync, mkdirSync, readdirSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
+
+const execFileAsync = promisify(execFile);
+const HOST = '127.0.0.1';
+const FORBIDDEN_PORT = 6379;
+
+export const REDIS_MISSING_MESSAGE =
+  'redis-server was not found on the PATH. The tests start their own throwaway Redis servers; ' +
+  'install it with `sudo apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis` (macOS).';
+
+function runDir(): string {
+  const dir = process.env.DOGPILE_TEST_RUN_DIR ?? path.join(os.tmpdir(), 'dogpile-guard-tests');
+  mkdirSync(path.join(dir, 'pids'), { recursive: true });
+  return dir;
+}
+
+/** A free TCP port on 127.0.0.1 (never 6379). */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const srv = net.createServer();
+      srv.unref();
+      srv.on('error', reject);
+      srv.listen(0, HOST, () => {
+        const address = srv.address();
+        srv.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+    });
+    // Redis cluster uses port + 10000 for its bus; keep both below 65536.
+    if (port !== FORBIDDEN_PORT && port > 0 && port < 55_000) return port;
+  }
+}
+
+function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  return new Promise((resolve, reject) => {
+    const attempt = () => {
+      const socket = net.connect(port, HOST);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve();
+      });
+      socket.once('error', () => {
+        socket.destroy();
+        if (Date.now() > deadline) reject(new Error(`redis-server on port ${port} did not start in ${timeoutMs} ms`));
+        else setTimeout(attempt, 20);
+      });
+    };
+    attempt();
+  });
+}
+
+export interface StartRedisOptions {
+  /** Extra `redis-server` arguments, e.g. `['--cluster-enabled', 'yes']`. */
+  args?: string[];
+  /** Fixed port; a free one is picked when omitted. */
+  port?: number;
+}
+
+/** One `redis-server` process owned by the test. */
+export class RedisServer {
+  readonly host = HOST;
+  private child: ChildProcess | undefined;
+  private readonly clients = new Set<Redis>();
+  private readonly dir: string;
+
+  constructor(
+    readonly port: number,
+    private readonly extraArgs: string[] = [],
+  ) {
+    if (port === FORBIDDEN_PORT) throw new Error('test servers never use port 6379');
+    this.dir = mkdtempSync(path.join(runDir(), `redis-${port}-`));
+  }
+
+  get url(): string {
+    return `redis://${HOST}:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  async start(): Promise<this> {
+    if (this.running) return this;
+    const args = [
+      '--port', String(this.port),
+      '--bind', HOST,
+      '--save', '',
+      '--appendonly', 'no',
+      '--dir', this.dir,
+      '--daemonize', 'no',
+      '--loglevel', 'warning',
+      '--enable-debug-command', 'yes',
+      ...this.extraArgs,
+    ];
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const spawned = new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', (err: NodeJS.ErrnoException) =>
+        reject(err.code === 'ENOENT' ? new Error(REDIS_MISSING_MESSAGE) : err),
+      );
+    });
+    child.stderr?.resume();
+    this.child = child;
+    await spawned;
+    writeFileSync(path.join(runDir(), 'pids', String(child.pid)), String(this.port));
+    await waitForPort(this.port, 10_000);
+    return this;
+  }
+
+  /** A new ioredis client for this server, closed by `stop()`. */
+  client(options: RedisOptions = {}): Redis {
+    const client = new Redis({ host: HOST, port: this.port, lazyConnect: false, ...options });
+    client.on('error', () => {
+      /* connection errors are expected in fault tests */
+    });
+    this.clients.add(client);
+    return client;
+  }
+
+  /** Blocks the whole server for `ms` (DEBUG SLEEP), from a separate connection. */
+  async debugSleep(ms: number): Promise<void> {
+    const c = new Redis({ host: HOST, port: this.port });
+    try {
+      await c.call('DEBUG', 'SLEEP', String(ms / 1000));
+    } finally {
+      c.disconnect();
+    }
+  }
+
+  /** Starts DEBUG SLEEP without waiting for it to end; resolves when the server is asleep. */
+  debugSleepInBackground(ms: number): Promise<void> {
+    const c = new Redis({ host: HOST, port: this.port });
+    c.on('error', () => {});
+    const done = c.call('DEBUG', 'SLEEP', String(ms / 1000)).finally(() => c.disconnect());
+    done.catch(() => {});
+    return new Promise((resolve) => setTimeout(resolve, 20));
+  }
+
+  /** CLIENT PAUSE: the server stops serving client commands for `ms`. */
+  async clientPause(ms: number, mode: 'ALL' | 'WRITE' = 'ALL'): Promise<void> {
+    const c = new Redis({ host: HOST, port: this.port });
+    try {
+      await c.call('CLIENT', 'PAUSE', String(ms), mode);
+    } finally {
+      c.disconnect();
+    }
+  }
+
+  /** SIGSTOP: the process freezes; connections stay open but nothing answers. */
+  freeze(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `freeze()`. */
+  thaw(): void {
+    this.child?.kill('SIGCONT');
+  }
+
+  /** Stops the process (SIGKILL by default: a crash; SIGTERM: a clean shutdown). */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.child;
+    if (!child || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (signal !== 'SIGKILL') child.kill('SIGCONT');
+    child.kill(signal);
+    await exited;
+    rmSync(path.join(runDir(), 'pids', String(child.pid)), { force: true });
+  }
+
+  /** Kill and start again on the same port (data is lost: nothing is saved). */
+  async restart(downMs = 0): Promise<void> {
+    await this.kill();
+    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+    await this.start();
+  }
+
+  /** Closes this server's clients and stops it. */
+  async stop(): Promise<void> {
+    for (const c of this.clients) c.disconnect();
+    this.clients.clear();
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** Runs a command on a short-lived connection (for inspection from tests). */
+  async command(...args: (string | number)[]): Promise<unknown> {
+    const c = new Redis({ host: HOST, port: this.port });
+    try {
+      return await c.call(String(args[0]), ...args.slice(1).map(String));
+    } finally {
+      c.disconnect();
+    }
+  }
+}
+
+/** Starts one throwaway server on a free port. */
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
+  for (let attempt = 0; ; attempt++) {
+    const port = options.port ?? (await freePort());
+    const server = new RedisServer(port, options.args);
+    try {
+      return await server.start();
+    } catch (err) {
+      await server.stop().catch(() => {});
+      if (options.port !== undefined || attempt >= 3 || (err as Error).message === REDIS_MISSING_MESSAGE) throw err;
+    }
+  }
+}
+
+/** Starts several independent servers. */
+export async function startRedisServers(count: number): Promise<RedisServer[]> {
+  return Promise.all(Array.from({ length: count }, () => startRedis()));
+}
+
+/** A Redis Cluster of `masters` masters (no replicas) on free ports. */
+export class RedisTestCluster {
+  private readonly clients = new Set<Cluster>();
+  constructor(readonly nodes: RedisServer[]) {}
+
+  get startupNodes(): { host: string; port: number }[] {
+    return this.nodes.map((n) => ({ host: n.host, port: n.port }));
+  }
+
+  client(options: ClusterOptions = {}): Cluster {
+    const c = new Cluster(this.startupNodes, options);
+    c.on('error', () => {});
+    this.clients.add(c);
+    return c;
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.clients) c.disconnect();
+    this.clients.clear();
+    await Promise.all(this.nodes.map((n) => n.stop()));
+  }
+}
+
+export async function startRedisCluster(masters = 3): Promise<RedisTestCluster> {
+  if (masters < 3) throw new Error('a Redis Cluster needs at least 3 masters');
+  const nodes: RedisServer[] = [];
+  try {
+    for (let i = 0; i < masters; i++) {
+      nodes.push(
+        await startRedis({
+          args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000'],
+        }),
+      );
+    }
+    await execFileAsync('redis-cli', [
+      '--cluster', 'create',
+      ...nodes.map((n) => `${n.host}:${n.port}`),
+      '--cluster-replicas', '0',
+      '--cluster-yes',
+    ]);
+    const deadline = Date.now() + 15_000;
+    for (const node of nodes) {
+      for (;;) {
+        const info = String(await node.command('CLUSTER', 'INFO'));
+        if (info.includes('cluster_state:ok')) break;
+        if (Date.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    return new RedisTestCluster(nodes);
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop().catch(() => {})));
+    throw err;
+  }
+}
+
+/** Kills every server recorded in the run directory (used by the global teardown). */
+export function killRecordedServers(dir: string): number {
+  let killed = 0;
+  const pidsDir = path.join(dir, 'pids');
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(pidsDir);
+  } catch {
+    return 0;
+  }
+  for (const pid of entries) {
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+      killed++;
+    } catch {
+      /* already gone */
+    }
+  }
+  return killed;
+}
