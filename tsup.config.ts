@@ -11,6 +11,7 @@ export default defineConfig({
   dts: true,
   clean: true,
   sourcemap: true,
+  shims: true,
   target: 'node20',
   platform: 'node',
   splitting: true,

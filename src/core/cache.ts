@@ -1,0 +1,621 @@
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { LRUCache } from 'lru-cache';
+import { toMs, type Duration } from './duration.js';
+import { encodeEntry, EntryKind } from './entry.js';
+import {
+  BackendError,
+  CacheClosedError,
+  InvalidOptionError,
+  LoaderError,
+  LockLostError,
+  SerializationError,
+  WaitTimeoutError,
+} from './errors.js';
+import { validateKey } from './key.js';
+import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
+import { Renewal } from '../lock/renewal.js';
+import { abortReason, Wakeup } from '../lock/wait.js';
+import { MemoryBackend } from '../store/memory-backend.js';
+import { RedisBackend } from '../store/redis-backend.js';
+import type { Backend, Commit, Outcome, StoredEntry } from '../store/types.js';
+import type { RedisClient } from '../lock/redis-client.js';
+
+export interface LoaderContext {
+  /** The cache key being computed. */
+  key: string;
+  /** Aborts with `LockLostError` if this caller's lead is lost (another process took over). */
+  signal: AbortSignal;
+}
+
+export type Loader<T> = (ctx: LoaderContext) => T | Promise<T>;
+
+/**
+ * What happens to a loader's result:
+ * - `'store'`: cached for `ttl` and handed to every waiter;
+ * - `'share'`: handed to every current waiter but not cached (the default for `undefined`);
+ * - `'private'`: returned only to the caller whose loader produced it; waiters run their own
+ *   loader, and with `hitForMissTtl` the next callers skip waiting for a while.
+ */
+export type CacheDecision = 'store' | 'share' | 'private';
+
+export interface GetOrComputeOptions<T = unknown> {
+  /** How long the value stays cached: ms or a string like `'30s'`, `'5m'`. */
+  ttl: Duration;
+  /** Overrides the cache's `lockTtl` for this call. */
+  lockTtl?: Duration;
+  /** Overrides the cache's `waitTimeout` for this call. */
+  waitTimeout?: Duration;
+  /** Overrides the cache's `onWaitTimeout` for this call. */
+  onWaitTimeout?: 'throw' | 'load';
+  /** Stops this caller's wait (not the shared loader, which others may be waiting for). */
+  signal?: AbortSignal;
+  /** Decides what happens to the result. @default undefined → 'share', anything else → 'store' */
+  cacheable?: (value: T) => CacheDecision;
+}
+
+/** How a call was answered. */
+export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass';
+
+export interface CacheResult<T> {
+  value: T;
+  /**
+   * `hit`: from the cache; `miss`: this caller ran the loader as the leader; `coalesced`:
+   * another caller's loader run (in this process or another); `pass`: this caller ran its own
+   * loader without coordination (a private result, a hit-for-miss marker, a wait timeout with
+   * `onWaitTimeout: 'load'`).
+   */
+  status: CacheStatus;
+  /** When the value was computed (ms since the epoch). */
+  createdAt: number;
+  /** True when Redis could not be used for this call. */
+  degraded: boolean;
+}
+
+export interface CacheEvents {
+  hit: [info: { key: string; layer: 'l1' | 'store' }];
+  miss: [info: { key: string }];
+  coalesced: [info: { key: string; remote: boolean }];
+  loaderError: [info: { key: string; error: unknown }];
+  backendError: [info: { key: string | undefined; operation: string; error: Error }];
+  corrupt: [info: { key: string; error: Error }];
+  lockLost: [info: { key: string; error: LockLostError }];
+  waitTimeout: [info: { key: string; waited: number }];
+}
+
+interface Settled<T> {
+  value: T;
+  status: CacheStatus;
+  createdAt: number;
+  degraded: boolean;
+  private: boolean;
+}
+
+interface CallOptions<T> {
+  ttl: number;
+  lockTtl: number;
+  waitTimeout: number;
+  onWaitTimeout: 'throw' | 'load';
+  signal: AbortSignal | undefined;
+  cacheable: ((value: T) => CacheDecision) | undefined;
+}
+
+const RETRY = Symbol('retry');
+const PROCESS_TOKEN = randomBytes(8).toString('hex');
+
+/**
+ * A cache whose misses are computed once: concurrent callers of one key share one loader
+ * run — within the process by single-flight, across processes through Redis (look up or
+ * lead in one round trip, store-release-announce in one more, waiters woken by pub/sub).
+ */
+export class DogpileCache extends EventEmitter<CacheEvents> {
+  readonly options: ResolvedCacheOptions;
+  private readonly backend: Backend;
+  private readonly memory: MemoryBackend | undefined;
+  private readonly l1: LRUCache<string, StoredEntry> | undefined;
+  private readonly inflight = new Map<string, Promise<Settled<unknown>>>();
+  private degradedUntil = 0;
+  private tokenCounter = 0;
+  private closed = false;
+
+  constructor(options: CacheOptions = {}) {
+    super();
+    this.options = resolveCacheOptions(options);
+    const { redis } = this.options;
+    if (redis === undefined) {
+      this.memory = new MemoryBackend(this.options.maxEntries);
+      this.backend = this.memory;
+    } else {
+      const client = typeof redis === 'string' ? createClientFromUrl(redis) : redis;
+      this.backend = new RedisBackend(client, {
+        prefix: this.options.prefix,
+        serializer: this.options.serializer,
+        inlineMax: this.options.inlineMax,
+        ownsClient: typeof redis === 'string',
+      });
+      if (this.options.l1) this.l1 = new LRUCache({ max: this.options.l1.max });
+    }
+  }
+
+  /** True when the cache coordinates through Redis (across processes). */
+  get distributed(): boolean {
+    return this.backend.distributed;
+  }
+
+  /**
+   * Returns the cached value of `key`, or runs `loader` once for all concurrent callers and
+   * caches its result for `ttl`.
+   */
+  async getOrCompute<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<T> {
+    return (await this.resolve(key, loader, ttlOrOptions)).value;
+  }
+
+  /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
+  async resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
+    const opts = this.callOptions(key, loader, ttlOrOptions);
+    this.assertOpen();
+    if (opts.signal?.aborted) throw abortReason(opts.signal, key);
+
+    const local = this.memory?.peek(key) ?? this.l1?.get(key);
+    if (local?.kind === EntryKind.Value) {
+      this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
+      return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
+    }
+
+    const existing = this.inflight.get(key) as Promise<Settled<T>> | undefined;
+    if (existing) {
+      this.emit('coalesced', { key, remote: false });
+      const settled = await withSignal(existing, opts.signal, key);
+      if (settled.private) return this.pass(key, loader, opts, settled.degraded);
+      return {
+        value: settled.value,
+        status: settled.status === 'hit' ? 'hit' : 'coalesced',
+        createdAt: settled.createdAt,
+        degraded: settled.degraded,
+      };
+    }
+
+    const flight = this.fly(key, loader, opts);
+    this.inflight.set(key, flight as Promise<Settled<unknown>>);
+    const cleanup = () => {
+      if (this.inflight.get(key) === flight) this.inflight.delete(key);
+    };
+    flight.then(cleanup, cleanup);
+    const settled = await withSignal(flight, opts.signal, key);
+    return { value: settled.value, status: settled.status, createdAt: settled.createdAt, degraded: settled.degraded };
+  }
+
+  /** The cached value of `key`, or `undefined`. Rejects with `BackendError` if Redis fails. */
+  async get<T = unknown>(key: string): Promise<T | undefined> {
+    validateKey(key);
+    this.assertOpen();
+    const local = this.memory?.peek(key) ?? this.l1?.get(key);
+    if (local) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
+    const found = await this.timed(key, 'get', this.backend.get(key));
+    if (found === undefined) return undefined;
+    if ('corrupt' in found) {
+      this.emit('corrupt', { key, error: found.corrupt });
+      return undefined;
+    }
+    if (found.kind !== EntryKind.Value) return undefined;
+    this.rememberL1(key, found);
+    return found.value as T;
+  }
+
+  /** Stores `value` under `key` for `ttl`. Rejects with `SerializationError` / `BackendError`. */
+  async set<T>(key: string, value: T, ttl: Duration): Promise<void> {
+    validateKey(key);
+    const ttlMs = toMs(ttl, 'ttl');
+    this.assertOpen();
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl: ttlMs };
+    const bytes = this.encode(key, entry);
+    await this.timed(key, 'set', this.backend.set(key, entry, bytes, ttlMs));
+    this.rememberL1(key, entry);
+  }
+
+  /**
+   * Deletes `key`. Other processes' L1 copies (when `l1` is on) may still serve it for up to
+   * `l1.ttl`. Rejects with `BackendError` if Redis fails.
+   */
+  async delete(key: string): Promise<boolean> {
+    validateKey(key);
+    this.assertOpen();
+    this.l1?.delete(key);
+    return this.timed(key, 'delete', this.backend.delete(key));
+  }
+
+  /**
+   * Stops accepting calls and closes what the cache created (a client made from a URL);
+   * a client you passed in is left open.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.l1?.clear();
+    await this.backend.close();
+  }
+
+  // --- the protocol ---------------------------------------------------------------
+
+  private async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+    const deadline = Date.now() + opts.waitTimeout;
+    let skipValue = false;
+    for (;;) {
+      if (!this.backendUsable()) return this.runLocal(key, loader, opts, true);
+      const token = this.nextToken();
+      let lookup;
+      try {
+        lookup = await this.timed(key, 'lookup', this.backend.lookup(key, token, opts.lockTtl, skipValue));
+      } catch {
+        return this.runLocal(key, loader, opts, true);
+      }
+      switch (lookup.kind) {
+        case 'corrupt':
+          this.emit('corrupt', { key, error: lookup.error });
+          skipValue = true;
+          continue;
+        case 'hit': {
+          const { entry } = lookup;
+          if (entry.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
+          this.emit('hit', { key, layer: 'store' });
+          this.rememberL1(key, entry);
+          return { value: entry.value as T, status: 'hit', createdAt: entry.createdAt, degraded: false, private: false };
+        }
+        case 'lead': {
+          this.emit('miss', { key });
+          const led = await this.lead(key, token, loader, opts);
+          if (led === RETRY) continue;
+          return led;
+        }
+        case 'wait': {
+          this.emit('coalesced', { key, remote: true });
+          const waited = await this.waitRemote(key, loader, opts, deadline);
+          if (waited === RETRY) continue;
+          return waited;
+        }
+      }
+    }
+  }
+
+  /** Step 3–4: run the loader holding the lead, then store, release and announce. */
+  private async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T> | typeof RETRY> {
+    const controller = new AbortController();
+    const renewal = this.backend.distributed
+      ? new Renewal({
+          ttl: opts.lockTtl,
+          key,
+          extend: () => this.timed(key, 'renew', this.backend.renew(key, token, opts.lockTtl)),
+          onLost: (error) => {
+            this.emit('lockLost', { key, error });
+            controller.abort(error);
+          },
+        }).start()
+      : undefined;
+    let value: T;
+    try {
+      value = await loader({ key, signal: controller.signal });
+    } catch (error) {
+      await renewal?.stop();
+      if (controller.signal.aborted && error === controller.signal.reason) return RETRY;
+      this.emit('loaderError', { key, error });
+      const payload = Buffer.from(JSON.stringify({ name: errorName(error), message: errorMessage(error) }));
+      await this.commit(key, token, { mode: 'error', bytes: payload });
+      throw error;
+    }
+    await renewal?.stop();
+
+    const createdAt = Date.now();
+    const decision = this.decide(value, opts);
+    if (decision === 'private') {
+      const marker = this.options.hitForMissTtl > 0 ? this.markerEntry(createdAt) : undefined;
+      await this.commit(key, token, {
+        mode: 'uncacheable',
+        bytes: marker ? encodeEntry(EntryKind.HitForMiss, createdAt, this.options.hitForMissTtl, Buffer.alloc(0)) : undefined,
+        entry: marker,
+        ttl: this.options.hitForMissTtl,
+      });
+      return { value, status: 'miss', createdAt, degraded: false, private: true };
+    }
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl };
+    let bytes: Buffer;
+    try {
+      bytes = this.encode(key, entry);
+    } catch (error) {
+      const payload = Buffer.from(JSON.stringify({ name: errorName(error), message: errorMessage(error) }));
+      await this.commit(key, token, { mode: 'error', bytes: payload });
+      throw error;
+    }
+    const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl });
+    if (committed && decision === 'store') this.rememberL1(key, entry);
+    return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
+  }
+
+  /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
+  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number): Promise<Settled<T> | typeof RETRY> {
+    const wakeup = new Wakeup();
+    let outcome: Outcome | null = null;
+    let unlisten: () => void;
+    try {
+      unlisten = await this.timed(
+        key,
+        'subscribe',
+        this.backend.listen(key, (o) => {
+          if (o) outcome = o;
+          wakeup.wake();
+        }),
+      );
+    } catch {
+      return this.runLocal(key, loader, opts, true);
+    }
+    try {
+      for (;;) {
+        const announced = outcome as Outcome | null;
+        outcome = null;
+        if (announced) {
+          const result = this.fromOutcome(key, announced, loader, opts);
+          if (result !== RETRY) return await result;
+        }
+        // Subscribed: look again, so an announcement made before the subscription is not missed.
+        const token = this.nextToken();
+        let lookup;
+        try {
+          lookup = await this.timed(key, 'lookup', this.backend.lookup(key, token, opts.lockTtl, false));
+        } catch {
+          return this.runLocal(key, loader, opts, true);
+        }
+        if (lookup.kind === 'corrupt') return RETRY;
+        if (lookup.kind === 'hit') {
+          if (lookup.entry.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
+          this.rememberL1(key, lookup.entry);
+          return { value: lookup.entry.value as T, status: 'coalesced', createdAt: lookup.entry.createdAt, degraded: false, private: false };
+        }
+        if (lookup.kind === 'lead') {
+          this.emit('miss', { key });
+          return await this.lead(key, token, loader, opts);
+        }
+        const left = deadline - Date.now();
+        if (left <= 0) return await this.waitTimedOut(key, loader, opts);
+        // Woken by the announcement, or when the leader's lock runs out (leader gone).
+        // No caller's signal here: the flight is shared; each caller's own signal is applied in resolve().
+        await wakeup.sleep(Math.min(left, lookup.remaining >= 0 ? lookup.remaining + 1 : opts.lockTtl));
+      }
+    } finally {
+      unlisten();
+    }
+  }
+
+  private fromOutcome<T>(key: string, outcome: Outcome, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> | typeof RETRY {
+    switch (outcome.kind) {
+      case 'value':
+        if (outcome.stored) this.rememberL1(key, outcome.entry);
+        return Promise.resolve({ value: outcome.entry.value as T, status: 'coalesced', createdAt: outcome.entry.createdAt, degraded: false, private: false });
+      case 'error': {
+        const cause = new Error(outcome.message);
+        cause.name = outcome.name;
+        return Promise.reject(new LoaderError(`the loader for "${key}" failed in another process: ${outcome.message}`, { key, cause }));
+      }
+      case 'uncacheable':
+        return this.passSettled(key, loader, opts);
+      case 'corrupt':
+        this.emit('corrupt', { key, error: outcome.error });
+        return RETRY;
+      default:
+        return RETRY;
+    }
+  }
+
+  private async waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+    this.emit('waitTimeout', { key, waited: opts.waitTimeout });
+    if (opts.onWaitTimeout === 'load') return this.passSettled(key, loader, opts);
+    throw new WaitTimeoutError(
+      `waited ${opts.waitTimeout} ms for another caller to compute "${key}"; raise waitTimeout, or set onWaitTimeout: 'load' to run the loader instead`,
+      { key },
+    );
+  }
+
+  /** Redis unusable: run the loader here (single-flight still applies); keep the value in L1 only. */
+  private async runLocal<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<Settled<T>> {
+    const value = await this.runLoader(key, loader);
+    const createdAt = Date.now();
+    const decision = this.decide(value, opts);
+    if (decision === 'store') this.rememberL1(key, { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl });
+    return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
+  }
+
+  /** Runs this caller's own loader without coordination; stores the result if it is cacheable. */
+  private async passSettled<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+    const value = await this.runLoader(key, loader);
+    const createdAt = Date.now();
+    const decision = this.decide(value, opts);
+    let degraded = false;
+    if (decision === 'store') {
+      const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl };
+      const bytes = this.encode(key, entry);
+      try {
+        await this.timed(key, 'set', this.backend.set(key, entry, bytes, opts.ttl));
+        this.rememberL1(key, entry);
+      } catch {
+        degraded = true;
+      }
+    }
+    return { value, status: 'pass', createdAt, degraded, private: decision === 'private' };
+  }
+
+  private async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<CacheResult<T>> {
+    const settled = await this.passSettled(key, loader, opts);
+    return { value: settled.value, status: 'pass', createdAt: settled.createdAt, degraded: degraded || settled.degraded };
+  }
+
+  private async runLoader<T>(key: string, loader: Loader<T>): Promise<T> {
+    try {
+      return await loader({ key, signal: new AbortController().signal });
+    } catch (error) {
+      this.emit('loaderError', { key, error });
+      throw error;
+    }
+  }
+
+  /** Store-and-release; a Redis failure here is reported, not thrown (undefined). */
+  private async commit(key: string, token: string, commit: Commit): Promise<boolean | undefined> {
+    try {
+      return await this.timed(key, 'commit', this.backend.commit(key, token, commit));
+    } catch {
+      return undefined;
+    }
+  }
+
+  // --- helpers --------------------------------------------------------------------
+
+  private decide<T>(value: T, opts: CallOptions<T>): CacheDecision {
+    if (opts.cacheable) {
+      const decision = opts.cacheable(value);
+      if (decision !== 'store' && decision !== 'share' && decision !== 'private') {
+        throw new InvalidOptionError('cacheable', `must return 'store', 'share' or 'private', got ${String(decision)}`);
+      }
+      return decision;
+    }
+    return value === undefined ? 'share' : 'store';
+  }
+
+  private markerEntry(createdAt: number): StoredEntry {
+    return { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: this.options.hitForMissTtl };
+  }
+
+  private encode(key: string, entry: StoredEntry): Buffer {
+    let payload: Uint8Array;
+    try {
+      payload = this.options.serializer.serialize(entry.value);
+    } catch (error) {
+      throw new SerializationError(`the value for "${key}" cannot be serialised: ${errorMessage(error)}`, { key, cause: error });
+    }
+    if (!(payload instanceof Uint8Array)) {
+      throw new SerializationError(`the serializer returned ${typeof payload} for "${key}"; serialize() must return a Buffer or Uint8Array`, { key });
+    }
+    return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload);
+  }
+
+  private rememberL1(key: string, entry: StoredEntry): void {
+    if (!this.l1 || !this.options.l1) return;
+    const left = entry.createdAt + entry.ttl - Date.now();
+    const ttl = Math.min(this.options.l1.ttl, left);
+    if (ttl > 0) this.l1.set(key, entry, { ttl });
+  }
+
+  private backendUsable(): boolean {
+    return this.backend.available() && Date.now() >= this.degradedUntil;
+  }
+
+  /** Bounds one backend call by `commandTimeout`; failures are reported and open the cooldown. */
+  private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
+    const ms = this.options.commandTimeout;
+    return new Promise<R>((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        fail(new BackendError(`Redis did not answer ${operation} within ${ms} ms (commandTimeout)`, { key }));
+      }, ms);
+      const fail = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
+        this.degradedUntil = Date.now() + this.options.backendCooldown;
+        this.emit('backendError', { key, operation, error });
+        reject(error);
+      };
+      promise.then((v) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(v);
+      }, fail);
+    });
+  }
+
+  private nextToken(): string {
+    this.tokenCounter = (this.tokenCounter + 1) % Number.MAX_SAFE_INTEGER;
+    return `${PROCESS_TOKEN}${this.tokenCounter.toString(36)}`;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');
+  }
+
+  private callOptions<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): CallOptions<T> {
+    validateKey(key);
+    if (typeof loader !== 'function') throw new InvalidOptionError('loader', `expected a function, got ${loader === null ? 'null' : typeof loader}`);
+    if (ttlOrOptions === undefined || ttlOrOptions === null) {
+      throw new InvalidOptionError('ttl', "is required: pass milliseconds, a string like '30s', or { ttl }");
+    }
+    if (typeof ttlOrOptions !== 'object') {
+      return {
+        ttl: toMs(ttlOrOptions, 'ttl'),
+        lockTtl: this.options.lockTtl,
+        waitTimeout: this.options.waitTimeout,
+        onWaitTimeout: this.options.onWaitTimeout,
+        signal: undefined,
+        cacheable: undefined,
+      };
+    }
+    const o = ttlOrOptions;
+    if (o.onWaitTimeout !== undefined && o.onWaitTimeout !== 'throw' && o.onWaitTimeout !== 'load') {
+      throw new InvalidOptionError('onWaitTimeout', `expected 'throw' or 'load', got ${String(o.onWaitTimeout)}`);
+    }
+    if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
+    if (o.cacheable !== undefined && typeof o.cacheable !== 'function') throw new InvalidOptionError('cacheable', 'must be a function');
+    return {
+      ttl: toMs(o.ttl, 'ttl'),
+      lockTtl: o.lockTtl === undefined ? this.options.lockTtl : toMs(o.lockTtl, 'lockTtl'),
+      waitTimeout: o.waitTimeout === undefined ? this.options.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
+      onWaitTimeout: o.onWaitTimeout ?? this.options.onWaitTimeout,
+      signal: o.signal,
+      cacheable: o.cacheable,
+    };
+  }
+}
+
+function createClientFromUrl(url: string): RedisClient {
+  // ioredis is an optional peer dependency: loaded only when a URL is given.
+  let mod: typeof import('ioredis');
+  try {
+    mod = requireOptional('ioredis') as typeof import('ioredis');
+  } catch (cause) {
+    throw new InvalidOptionError('redis', 'a Redis URL needs the ioredis package: npm install ioredis', { cause });
+  }
+  const client = new mod.Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  client.on('error', () => {
+    /* reported through backendError events when a call fails */
+  });
+  return client;
+}
+
+function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined, key: string): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(abortReason(signal, key));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortReason(signal, key));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : 'Error';
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function requireOptional(name: string): unknown {
+  return createRequire(import.meta.url)(name);
+}

@@ -1,0 +1,30 @@
+import { createHash } from 'node:crypto';
+import { InvalidOptionError } from './errors.js';
+
+/** Keys longer than this are stored under a SHA-256 digest of the key. */
+export const MAX_PLAIN_KEY_LENGTH = 512;
+
+export function validateKey(key: unknown): string {
+  if (typeof key !== 'string') throw new InvalidOptionError('key', `expected a non-empty string, got ${key === null ? 'null' : typeof key}`);
+  if (key.length === 0) throw new InvalidOptionError('key', 'must not be empty');
+  return key;
+}
+
+/**
+ * The part of the Redis key that identifies a cache key. Keys up to 512 characters are used
+ * as they are; longer ones (and any key starting with `#`) become `#` + the base64url SHA-256
+ * of the key, so a plain key and a digest can never meet.
+ */
+export function storageId(key: string): string {
+  if (key.length <= MAX_PLAIN_KEY_LENGTH && key.charCodeAt(0) !== 35 /* # */) return key;
+  return `#${createHash('sha256').update(key).digest('base64url')}`;
+}
+
+/**
+ * The Redis keys and channel of one cache key, all with the hash tag `{id}` so they land on
+ * one cluster slot. The segments `v`, `l`, `c` never overlap with `RedisLock`'s `lock`.
+ */
+export function cacheKeys(prefix: string, key: string) {
+  const id = storageId(key);
+  return { value: `${prefix}:v:{${id}}`, lock: `${prefix}:l:{${id}}`, channel: `${prefix}:c:{${id}}` };
+}

@@ -1,0 +1,145 @@
+import { toMs, type Duration } from './duration.js';
+import { InvalidOptionError } from './errors.js';
+import { isRedisClient, type RedisClient } from '../lock/redis-client.js';
+import { validatePrefix } from '../lock/common.js';
+import { v8Serializer, type Serializer } from './serializer.js';
+
+export interface L1Options {
+  /** Most entries kept in process memory. @default 1000 */
+  max?: number;
+  /** How long a value is served from process memory before Redis is asked again. @default 1000 (ms) */
+  ttl?: Duration;
+}
+
+export interface CacheOptions {
+  /**
+   * An ioredis `Redis` or `Cluster` instance, or a `redis://` URL (then the cache creates the
+   * client and closes it in `close()`). Without it the cache lives in this process
+   * (lru-cache) and coalesces misses within the process only.
+   */
+  redis?: RedisClient | string;
+  /** Namespace of every Redis key and channel. @default 'dogpile' */
+  prefix?: string;
+  /**
+   * A short-lived in-process cache in front of Redis (only with `redis`): hits skip the
+   * round trip; other processes' writes are seen after at most `l1.ttl`. `true` = defaults.
+   * @default false
+   */
+  l1?: boolean | L1Options;
+  /** Entries kept by the in-process store when there is no `redis`. @default 10_000 */
+  maxEntries?: number;
+  /**
+   * How long a leader's lock lives without renewal. The leader renews it every lockTtl/3
+   * while the loader runs; if the leader dies, a waiter takes over after at most this long.
+   * @default 5000 (ms)
+   */
+  lockTtl?: Duration;
+  /** How long a caller waits for another caller's loader before giving up. @default 10_000 (ms) */
+  waitTimeout?: Duration;
+  /**
+   * What a waiter does when `waitTimeout` passes: `'throw'` a `WaitTimeoutError`, or `'load'`
+   * (run the loader itself, without storing over the leader).
+   * @default 'throw'
+   */
+  onWaitTimeout?: 'throw' | 'load';
+  /**
+   * Longest wait for one Redis round trip; past it the call goes on without Redis (the loader
+   * runs with in-process single-flight) and a `backendError` event is emitted.
+   * @default 1000 (ms)
+   */
+  commandTimeout?: Duration;
+  /** After a Redis failure, calls skip Redis for this long before trying it again. @default 1000 (ms) */
+  backendCooldown?: Duration;
+  /** Values up to this many bytes travel inside the wake-up message to waiters. @default 65_536 */
+  inlineMax?: number;
+  /** How values become bytes in Redis. @default v8Serializer */
+  serializer?: Serializer;
+  /** How long a hit-for-miss marker (the last result was not cacheable) is kept. @default 0 (none) */
+  hitForMissTtl?: Duration;
+}
+
+export interface ResolvedCacheOptions {
+  redis: RedisClient | string | undefined;
+  prefix: string;
+  l1: { max: number; ttl: number } | undefined;
+  maxEntries: number;
+  lockTtl: number;
+  waitTimeout: number;
+  onWaitTimeout: 'throw' | 'load';
+  commandTimeout: number;
+  backendCooldown: number;
+  inlineMax: number;
+  serializer: Serializer;
+  hitForMissTtl: number;
+}
+
+export const CACHE_DEFAULTS = {
+  prefix: 'dogpile',
+  l1Max: 1000,
+  l1Ttl: 1000,
+  maxEntries: 10_000,
+  lockTtl: 5000,
+  waitTimeout: 10_000,
+  onWaitTimeout: 'throw',
+  commandTimeout: 1000,
+  backendCooldown: 1000,
+  inlineMax: 65_536,
+  hitForMissTtl: 0,
+} as const;
+
+const KNOWN = new Set([
+  'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'commandTimeout',
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl',
+]);
+
+function positiveInt(value: unknown, option: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+    throw new InvalidOptionError(option, `must be a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+export function resolveCacheOptions(options: CacheOptions | undefined, { allowExtra = false } = {}): ResolvedCacheOptions {
+  const o = options ?? {};
+  if (typeof o !== 'object' || o === null) throw new InvalidOptionError('options', 'expected an object');
+  if (!allowExtra) {
+    for (const k of Object.keys(o)) {
+      if (!KNOWN.has(k)) throw new InvalidOptionError(k, `unknown option; known options are ${[...KNOWN].join(', ')}`);
+    }
+  }
+  if (o.redis !== undefined && typeof o.redis !== 'string' && !isRedisClient(o.redis)) {
+    throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance, or a redis:// URL');
+  }
+  if (typeof o.redis === 'string' && !/^rediss?:\/\//.test(o.redis)) {
+    throw new InvalidOptionError('redis', `expected a URL starting with redis:// or rediss://, got ${JSON.stringify(o.redis)}`);
+  }
+  let l1: ResolvedCacheOptions['l1'];
+  if (o.l1 === true) l1 = { max: CACHE_DEFAULTS.l1Max, ttl: CACHE_DEFAULTS.l1Ttl };
+  else if (o.l1 && typeof o.l1 === 'object') {
+    l1 = {
+      max: o.l1.max === undefined ? CACHE_DEFAULTS.l1Max : positiveInt(o.l1.max, 'l1.max'),
+      ttl: o.l1.ttl === undefined ? CACHE_DEFAULTS.l1Ttl : toMs(o.l1.ttl, 'l1.ttl'),
+    };
+  } else if (o.l1 !== undefined && o.l1 !== false) throw new InvalidOptionError('l1', 'expected true, false or { max, ttl }');
+  if (o.onWaitTimeout !== undefined && o.onWaitTimeout !== 'throw' && o.onWaitTimeout !== 'load') {
+    throw new InvalidOptionError('onWaitTimeout', `expected 'throw' or 'load', got ${String(o.onWaitTimeout)}`);
+  }
+  const serializer = o.serializer ?? v8Serializer;
+  if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
+    throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
+  }
+  return {
+    redis: o.redis,
+    prefix: o.prefix === undefined ? CACHE_DEFAULTS.prefix : validatePrefix(o.prefix),
+    l1,
+    maxEntries: o.maxEntries === undefined ? CACHE_DEFAULTS.maxEntries : positiveInt(o.maxEntries, 'maxEntries'),
+    lockTtl: o.lockTtl === undefined ? CACHE_DEFAULTS.lockTtl : toMs(o.lockTtl, 'lockTtl'),
+    waitTimeout: o.waitTimeout === undefined ? CACHE_DEFAULTS.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
+    onWaitTimeout: o.onWaitTimeout ?? CACHE_DEFAULTS.onWaitTimeout,
+    commandTimeout: o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout'),
+    backendCooldown: o.backendCooldown === undefined ? CACHE_DEFAULTS.backendCooldown : toMs(o.backendCooldown, 'backendCooldown', { allowZero: true }),
+    inlineMax: o.inlineMax === undefined ? CACHE_DEFAULTS.inlineMax : positiveInt(o.inlineMax, 'inlineMax'),
+    serializer,
+    hitForMissTtl: o.hitForMissTtl === undefined ? CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+  };
+}

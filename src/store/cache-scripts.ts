@@ -1,0 +1,59 @@
+import { LuaScript } from '../lock/script.js';
+
+/*
+ * Keys of one cache key K (see core/key.ts): P:v:{K} value, P:l:{K} lead lock; channel P:c:{K}.
+ * Messages on the channel (first byte): 'v' + entry (value stored, inline), 's' + entry (value
+ * shared with the waiters but not stored), 'V' (value stored, too big
+ * to inline: read it), 'e' + JSON error, 'u' (not cacheable), 'r' (lead released, no outcome).
+ */
+
+/**
+ * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value).
+ * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock}.
+ */
+export const LOOKUP = new LuaScript(
+  'lookup',
+  `
+if ARGV[3] ~= '1' then
+  local v = redis.call('GET', KEYS[1])
+  if v then return {1, v} end
+end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end
+return {3, redis.call('PTTL', KEYS[2])}
+`,
+);
+
+/**
+ * KEYS: value, lock. ARGV: token, mode, bytes, ttl ms, channel, inline max bytes.
+ * mode: 'store' (write + announce), 'share' (announce only), 'uncacheable' (optional marker),
+ * 'error' (announce the error), 'release' (announce nothing but the release).
+ * Writes only while the lock still holds this token, so a leader that lost its lock never
+ * overwrites a newer leader's value. Returns 1, or 0 when the lock was lost.
+ */
+export const COMMIT = new LuaScript(
+  'commit',
+  `
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[2])
+local mode = ARGV[2]
+local bytes = ARGV[3]
+if mode == 'store' or mode == 'share' then
+  if mode == 'store' then redis.call('SET', KEYS[1], bytes, 'PX', ARGV[4]) end
+  if #bytes <= tonumber(ARGV[6]) then
+    redis.call('PUBLISH', ARGV[5], (mode == 'store' and 'v' or 's') .. bytes)
+  elseif mode == 'store' then
+    redis.call('PUBLISH', ARGV[5], 'V')
+  else
+    redis.call('PUBLISH', ARGV[5], 'r')
+  end
+elseif mode == 'uncacheable' then
+  if #bytes > 0 and tonumber(ARGV[4]) > 0 then redis.call('SET', KEYS[1], bytes, 'PX', ARGV[4]) end
+  redis.call('PUBLISH', ARGV[5], 'u')
+elseif mode == 'error' then
+  redis.call('PUBLISH', ARGV[5], 'e' .. bytes)
+else
+  redis.call('PUBLISH', ARGV[5], 'r')
+end
+return 1
+`,
+);

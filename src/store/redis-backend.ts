@@ -1,0 +1,134 @@
+import { decodeEntry, EntryKind } from '../core/entry.js';
+import { cacheKeys } from '../core/key.js';
+import type { Serializer } from '../core/serializer.js';
+import { EXTEND } from '../lock/lock-scripts.js';
+import type { RedisClient } from '../lock/redis-client.js';
+import { sharedSubscriber } from '../lock/subscriber.js';
+import { COMMIT, LOOKUP } from './cache-scripts.js';
+import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
+
+export interface RedisBackendOptions {
+  prefix: string;
+  serializer: Serializer;
+  inlineMax: number;
+  /** Close the client in `close()` (only when the cache created it). */
+  ownsClient: boolean;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * Entries in Redis, coordinated across processes: one Lua round trip to look up or lead,
+ * one to store, release and announce; waiters listen on the key's channel through the
+ * client's shared subscriber connection.
+ */
+export class RedisBackend implements Backend {
+  readonly distributed = true;
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly options: RedisBackendOptions,
+  ) {}
+
+  available(): boolean {
+    return this.client.status === 'ready';
+  }
+
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
+    const k = cacheKeys(this.options.prefix, key);
+    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number];
+    switch (reply[0]) {
+      case 1: {
+        const decoded = this.decode(reply[1] as Buffer);
+        return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
+      }
+      case 2:
+        return { kind: 'lead' };
+      default:
+        return { kind: 'wait', remaining: Number(reply[1]) };
+    }
+  }
+
+  async commit(key: string, token: string, commit: Commit): Promise<boolean> {
+    const k = cacheKeys(this.options.prefix, key);
+    const result = await COMMIT.run(this.client, [k.value, k.lock], [
+      token,
+      commit.mode,
+      commit.bytes ?? EMPTY,
+      Math.max(1, Math.ceil(commit.ttl ?? 0)),
+      k.channel,
+      this.options.inlineMax,
+    ]);
+    return result === 1;
+  }
+
+  async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return (await EXTEND.run(this.client, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
+  }
+
+  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
+    return sharedSubscriber(this.client).listen(cacheKeys(this.options.prefix, key).channel, (message) => {
+      listener(message === null ? null : this.parseMessage(message));
+    });
+  }
+
+  async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(cacheKeys(this.options.prefix, key).value);
+    if (bytes === null) return undefined;
+    const decoded = this.decode(bytes);
+    return 'error' in decoded ? { corrupt: decoded.error } : decoded;
+  }
+
+  async set(key: string, _entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void> {
+    await (this.client as { set(k: string, v: Buffer, px: 'PX', ms: number): Promise<unknown> }).set(
+      cacheKeys(this.options.prefix, key).value,
+      bytes,
+      'PX',
+      Math.max(1, Math.ceil(ttl)),
+    );
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return (await (this.client as { del(k: string): Promise<number> }).del(cacheKeys(this.options.prefix, key).value)) > 0;
+  }
+
+  async close(): Promise<void> {
+    if (this.options.ownsClient) {
+      await (this.client as { quit(): Promise<unknown> }).quit().catch(() => this.client.disconnect());
+    }
+  }
+
+  private decode(bytes: Buffer): StoredEntry | { error: Error } {
+    try {
+      const header = decodeEntry(bytes);
+      const value = header.kind === EntryKind.Value ? this.options.serializer.deserialize(header.payload) : undefined;
+      return { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl };
+    } catch (error) {
+      return { error: error as Error };
+    }
+  }
+
+  private parseMessage(message: Buffer): Outcome {
+    switch (message[0]) {
+      case 0x76: /* v: stored and inline */
+      case 0x73: /* s: shared, not stored */ {
+        const decoded = this.decode(message.subarray(1));
+        return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'value', entry: decoded, stored: message[0] === 0x76 };
+      }
+      case 0x56: /* V */
+        return { kind: 'stored' };
+      case 0x65: /* e */ {
+        try {
+          const { name, message: text } = JSON.parse(message.subarray(1).toString('utf8')) as { name: string; message: string };
+          return { kind: 'error', name: String(name), message: String(text) };
+        } catch {
+          return { kind: 'error', name: 'Error', message: 'the loader failed in another process' };
+        }
+      }
+      case 0x75: /* u */
+        return { kind: 'uncacheable' };
+      default:
+        return { kind: 'released' };
+    }
+  }
+}
