@@ -242,7 +242,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const deadline = Date.now() + opts.waitTimeout;
     let skipValue = false;
     for (;;) {
-      if (!this.backendUsable()) return this.runLocal(key, loader, opts, true);
+      if (!this.backendUsable(key)) return this.runLocal(key, loader, opts, true);
       const token = this.nextToken();
       let lookup;
       try {
@@ -502,8 +502,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (ttl > 0) this.l1.set(key, entry, { ttl });
   }
 
-  private backendUsable(): boolean {
-    return this.backend.available() && Date.now() >= this.degradedUntil;
+  /** Redis may be tried now: not in a cooldown after a failure, and the client is not disconnected. */
+  private backendUsable(key: string): boolean {
+    if (Date.now() < this.degradedUntil) return false;
+    if (this.backend.available()) return true;
+    this.degradedUntil = Date.now() + this.options.backendCooldown;
+    this.emit('backendError', { key, operation: 'connect', error: new BackendError('the Redis client is not connected', { key }) });
+    return false;
   }
 
   /** Bounds one backend call by `commandTimeout`; failures are reported and open the cooldown. */

@@ -15,7 +15,9 @@ export interface RenewalOptions {
  * Keeps a held lock alive: renews it every TTL/3 on an unref'd timer, never runs two
  * renewals at once, and reports the loss of the lock exactly once. A failed renewal (Redis
  * unreachable) is retried on the next tick until a whole TTL has passed since the last
- * successful one; by then the lock has expired on the server, so it is reported lost.
+ * successful one; by then the lock has expired on the server, so it is reported lost. The
+ * same holds for a renewal that is still waiting for its answer a whole TTL after the last
+ * successful one.
  */
 export class Renewal {
   private timer: NodeJS.Timeout | undefined;
@@ -29,7 +31,13 @@ export class Renewal {
     this.lastOk = Date.now();
     const interval = Math.max(1, Math.floor(this.options.ttl / 3));
     this.timer = setInterval(() => {
-      if (!this.inFlight) this.inFlight = this.tick().finally(() => (this.inFlight = undefined));
+      if (!this.inFlight) {
+        this.inFlight = this.tick().finally(() => (this.inFlight = undefined));
+      } else if (Date.now() - this.lastOk >= this.options.ttl) {
+        // A renewal that never answers (the client queues commands while Redis is unreachable,
+        // and may retry them for many seconds) must not hide that the lock has expired by now.
+        this.lose(this.notRenewedError(new Error('the last renewal has not been answered')));
+      }
     }, interval);
     this.timer.unref();
     return this;
@@ -60,15 +68,15 @@ export class Renewal {
       this.lose(new LockLostError(`the lock "${this.options.key}" expired or was taken by another holder`, { key: this.options.key }));
     } catch (err) {
       if (this.stopped) return;
-      if (Date.now() - this.lastOk >= this.options.ttl) {
-        this.lose(
-          new LockLostError(`the lock "${this.options.key}" could not be renewed for a whole TTL (${this.options.ttl} ms)`, {
-            key: this.options.key,
-            cause: err,
-          }),
-        );
-      }
+      if (Date.now() - this.lastOk >= this.options.ttl) this.lose(this.notRenewedError(err));
     }
+  }
+
+  private notRenewedError(cause: unknown): LockLostError {
+    return new LockLostError(`the lock "${this.options.key}" could not be renewed for a whole TTL (${this.options.ttl} ms)`, {
+      key: this.options.key,
+      cause,
+    });
   }
 
   private lose(err: LockLostError): void {

@@ -30,8 +30,10 @@ export class RedisBackend implements Backend {
     private readonly options: RedisBackendOptions,
   ) {}
 
+  /** False while the client is known to be disconnected; a client still connecting is given its chance. */
   available(): boolean {
-    return this.client.status === 'ready';
+    const status = this.client.status;
+    return status !== 'reconnecting' && status !== 'close' && status !== 'end';
   }
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {

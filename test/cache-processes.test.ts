@@ -1,0 +1,112 @@
+/**
+ * The cache's cross-process claims, proven with real Node processes on one real Redis.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from './support/redis-server.js';
+import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
+
+interface CallResult {
+  ok: boolean;
+  value?: { pid: number; run: number };
+  status?: string;
+  name?: string;
+  code?: string;
+  message?: string;
+  causeName?: string;
+}
+
+let server: RedisServer;
+let redis: Redis;
+let keyN = 0;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+});
+afterEach(killAllWorkers);
+afterAll(async () => {
+  await killAllWorkers();
+  await server.stop();
+});
+
+async function startWorkers(count: number, config: Record<string, unknown>): Promise<Worker[]> {
+  const workers = Array.from({ length: count }, () => spawnWorker('test/fixtures/cache-worker.ts', [JSON.stringify({ url: server.url, ...config })]));
+  await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
+  return workers;
+}
+
+async function results(w: Worker, timeoutMs = 40_000): Promise<CallResult[]> {
+  const line = await w.waitFor((l) => l.startsWith('{'), timeoutMs);
+  return (JSON.parse(line) as { results: CallResult[] }).results;
+}
+
+describe('getOrCompute across processes', () => {
+  it('8 processes × 100 concurrent calls on a cold key run the loader exactly once', async () => {
+    const key = `cold-${++keyN}`;
+    const workers = await startWorkers(8, { key, concurrency: 100, loaderMs: 200 });
+    for (const w of workers) w.send('go\n');
+    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    expect(all).toHaveLength(800);
+    expect(all.filter((r) => !r.ok)).toEqual([]);
+    expect(await redis.get(`${key}:runs`)).toBe('1');
+    const values = new Set(all.map((r) => JSON.stringify(r.value)));
+    expect(values.size).toBe(1);
+    const statuses = all.map((r) => r.status);
+    expect(statuses.filter((s) => s === 'miss')).toHaveLength(1);
+    expect(statuses.every((s) => s === 'miss' || s === 'coalesced' || s === 'hit')).toBe(true);
+    // no subscription is left behind once everyone is served
+    await Promise.all(workers.map((w) => w.exited));
+    expect(await redis.call('PUBSUB', 'NUMSUB', `dogpile:c:{${key}}`)).toEqual([`dogpile:c:{${key}}`, 0]);
+  });
+
+  it('a 5 s loader with a 1 s lock TTL still runs exactly once, with no waiter errors', async () => {
+    const key = `slow-${++keyN}`;
+    const workers = await startWorkers(4, { key, concurrency: 25, loaderMs: 5000, lockTtl: 1000 });
+    for (const w of workers) w.send('go\n');
+    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    expect(all.filter((r) => !r.ok)).toEqual([]);
+    expect(all).toHaveLength(100);
+    expect(await redis.get(`${key}:runs`)).toBe('1');
+    expect(new Set(all.map((r) => r.value?.pid)).size).toBe(1);
+  });
+
+  it('when the leader is killed mid-loader, exactly one new loader run serves everyone soon after the lock TTL', async () => {
+    const key = `crash-${++keyN}`;
+    const lockTtl = 1000;
+    const workers = await startWorkers(4, { key, concurrency: 20, loaderMs: 1500, lockTtl });
+    for (const w of workers) w.send('go\n');
+    const leader = await Promise.race(workers.map((w) => w.waitFor((l) => l === 'leading 1').then(() => w)));
+    const killedAt = Date.now();
+    leader.kill('SIGKILL');
+    const survivors = workers.filter((w) => w !== leader);
+    const all = (await Promise.all(survivors.map((w) => results(w)))).flat();
+    const servedAt = Date.now();
+    expect(all).toHaveLength(60);
+    expect(all.filter((r) => !r.ok)).toEqual([]);
+    expect(await redis.get(`${key}:runs`)).toBe('2');
+    expect(new Set(all.map((r) => r.value?.run))).toEqual(new Set([2]));
+    // takeover waits for the dead leader's lock to expire, then one 1.5 s loader run
+    expect(servedAt - killedAt).toBeGreaterThanOrEqual(1500);
+  });
+
+  it('a loader error reaches every waiter in every process, is not cached, and runs once', async () => {
+    const key = `fail-${++keyN}`;
+    const workers = await startWorkers(4, { key, concurrency: 25, loaderMs: 300, fail: true });
+    for (const w of workers) w.send('go\n');
+    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    expect(all).toHaveLength(100);
+    expect(all.every((r) => !r.ok)).toBe(true);
+    expect(await redis.get(`${key}:runs`)).toBe('1');
+    const local = all.filter((r) => r.name === 'TypeError');
+    const remote = all.filter((r) => r.name === 'LoaderError');
+    expect(local.length).toBe(25); // the leader's process gets the original error
+    expect(remote.length).toBe(75);
+    for (const r of remote) {
+      expect(r.code).toBe('E_LOADER');
+      expect(r.causeName).toBe('TypeError');
+      expect(r.message).toContain('loader failed in');
+    }
+    expect(await redis.exists(`dogpile:v:{${key}}`)).toBe(0);
+  });
+});

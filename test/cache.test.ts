@@ -1,0 +1,509 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import {
+  createCache,
+  cacheWithoutDogpiling,
+  getOrCompute,
+  setDefaultCache,
+  getDefaultCache,
+  jsonSerializer,
+  DogpileCache,
+  InvalidOptionError,
+  SerializationError,
+  WaitTimeoutError,
+  CacheClosedError,
+  LockLostError,
+  RedisLock,
+  type CacheEvents,
+} from '../src/index.js';
+import { startRedis, type RedisServer } from './support/redis-server.js';
+
+let server: RedisServer;
+let redis: Redis;
+let n = 0;
+const uniq = (s: string) => `${s}-${++n}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+function record<E extends keyof CacheEvents>(cache: DogpileCache, event: E): CacheEvents[E][0][] {
+  const seen: CacheEvents[E][0][] = [];
+  (cache.on as (e: E, l: (info: CacheEvents[E][0]) => void) => void)(event, (info) => seen.push(info));
+  return seen;
+}
+
+const kinds: [string, () => DogpileCache][] = [
+  ['embedded (no Redis)', () => createCache()],
+  ['Redis', () => createCache({ redis })],
+  ['Redis with L1', () => createCache({ redis, l1: { ttl: 500 } })],
+];
+
+describe.each(kinds)('%s', (_label, make) => {
+  it('runs the loader once for concurrent callers and serves the cached value after', async () => {
+    const cache = make();
+    const key = uniq('flight');
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(50);
+      return { runs };
+    };
+    const results = await Promise.all(Array.from({ length: 100 }, () => cache.resolve(key, loader, '10s')));
+    expect(runs).toBe(1);
+    expect(results.filter((r) => r.status === 'miss')).toHaveLength(1);
+    expect(results.every((r) => r.value.runs === 1)).toBe(true);
+    const again = await cache.resolve(key, loader, 10_000);
+    expect(again.status).toBe('hit');
+    expect(runs).toBe(1);
+    await cache.close();
+  });
+
+  it('gives the loader its key and a live signal', async () => {
+    const cache = make();
+    const key = uniq('ctx');
+    let seen: { key: string; aborted: boolean } | undefined;
+    await cache.getOrCompute(key, ({ key: k, signal }) => {
+      seen = { key: k, aborted: signal.aborted };
+      return 1;
+    }, 1000);
+    expect(seen).toEqual({ key, aborted: false });
+    await cache.close();
+  });
+
+  it('passes a loader error to every concurrent caller and caches nothing', async () => {
+    const cache = make();
+    const key = uniq('err');
+    const errorEvents = record(cache, 'loaderError');
+    let runs = 0;
+    const failing = async () => {
+      runs++;
+      await sleep(30);
+      throw new RangeError('db down');
+    };
+    const settled = await Promise.allSettled(Array.from({ length: 20 }, () => cache.getOrCompute(key, failing, 1000)));
+    expect(runs).toBe(1);
+    expect(settled.every((s) => s.status === 'rejected' && (s.reason as Error) instanceof RangeError)).toBe(true);
+    expect(errorEvents).toHaveLength(1);
+    expect(await cache.getOrCompute(key, () => 'recovered', 1000)).toBe('recovered');
+    await cache.close();
+  });
+
+  it('expires values after their TTL', async () => {
+    const cache = make();
+    const key = uniq('ttl');
+    expect(await cache.getOrCompute(key, () => 'a', 60)).toBe('a');
+    await sleep(600);
+    expect(await cache.getOrCompute(key, () => 'b', 60)).toBe('b');
+    await cache.close();
+  });
+
+  it('shares undefined with concurrent callers but does not cache it', async () => {
+    const cache = make();
+    const key = uniq('undef');
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(20);
+      return undefined;
+    };
+    const values = await Promise.all(Array.from({ length: 10 }, () => cache.getOrCompute(key, loader, 1000)));
+    expect(values.every((v) => v === undefined)).toBe(true);
+    expect(runs).toBe(1);
+    await cache.getOrCompute(key, loader, 1000);
+    expect(runs).toBe(2);
+    await cache.close();
+  });
+
+  it('lets concurrent callers run their own loader when the result is private', async () => {
+    const cache = make();
+    const key = uniq('private');
+    let runs = 0;
+    const results = await Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        cache.resolve(key, async () => {
+          runs++;
+          await sleep(20);
+          return `caller-${i}`;
+        }, { ttl: 1000, cacheable: () => 'private' }),
+      ),
+    );
+    expect(runs).toBe(5);
+    expect(results.map((r) => r.value)).toEqual(['caller-0', 'caller-1', 'caller-2', 'caller-3', 'caller-4']);
+    expect(await cache.get(key)).toBeUndefined();
+    await cache.close();
+  });
+
+  it('get / set / delete', async () => {
+    const cache = make();
+    const key = uniq('gsd');
+    expect(await cache.get(key)).toBeUndefined();
+    await cache.set(key, { a: 1 }, '1m');
+    expect(await cache.get(key)).toEqual({ a: 1 });
+    expect(await cache.getOrCompute(key, () => ({ a: 2 }), 1000)).toEqual({ a: 1 });
+    expect(await cache.delete(key)).toBe(true);
+    expect(await cache.get(key)).toBeUndefined();
+    await cache.close();
+  });
+
+  it('rejects bad input at once, naming the argument, and writes nothing', async () => {
+    const cache = make();
+    const loader = () => 1;
+    const cases: [() => Promise<unknown>, RegExp][] = [
+      [() => cache.getOrCompute('', loader, 1000), /Invalid key: must not be empty/],
+      [() => cache.getOrCompute(42 as unknown as string, loader, 1000), /Invalid key/],
+      [() => cache.getOrCompute('k', loader, 0), /Invalid ttl/],
+      [() => cache.getOrCompute('k', loader, -5), /Invalid ttl/],
+      [() => cache.getOrCompute('k', loader, Number.NaN), /Invalid ttl/],
+      [() => cache.getOrCompute('k', loader, Number.POSITIVE_INFINITY), /Invalid ttl/],
+      [() => cache.getOrCompute('k', loader, 'soon' as never), /Invalid ttl/],
+      [() => cache.getOrCompute('k', loader, undefined as never), /Invalid ttl: is required/],
+      [() => cache.getOrCompute('k', loader, { ttl: 1000, lockTtl: 0 }), /Invalid lockTtl/],
+      [() => cache.getOrCompute('k', 'nope' as never, 1000), /Invalid loader: expected a function/],
+      [() => cache.set('k', 1, 0), /Invalid ttl/],
+    ];
+    for (const [call, message] of cases) {
+      const err = await call().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidOptionError);
+      expect(String((err as Error).message)).toMatch(message);
+    }
+    const unserialisable = await cache.getOrCompute('fn-value', () => ({ f: () => 1 }), 1000).catch((e: unknown) => e);
+    expect(unserialisable).toBeInstanceOf(SerializationError);
+    expect((unserialisable as SerializationError).key).toBe('fn-value');
+    await expect(cache.set('fn-value', { f: () => 1 }, 1000)).rejects.toBeInstanceOf(SerializationError);
+    expect(await cache.get('fn-value')).toBeUndefined();
+    expect(await cache.get('k')).toBeUndefined();
+    await cache.close();
+  });
+
+  it('refuses calls after close()', async () => {
+    const cache = make();
+    await cache.close();
+    await expect(cache.getOrCompute('x', () => 1, 1000)).rejects.toBeInstanceOf(CacheClosedError);
+  });
+});
+
+describe('createCache options', () => {
+  it('names the bad option', () => {
+    expect(() => createCache({ lockTtl: -1 })).toThrow(/Invalid lockTtl/);
+    expect(() => createCache({ waitTimeout: Number.NaN })).toThrow(/Invalid waitTimeout/);
+    expect(() => createCache({ redis: 'localhost:6379' })).toThrow(/Invalid redis: expected a URL/);
+    expect(() => createCache({ redis: {} as never })).toThrow(/Invalid redis/);
+    expect(() => createCache({ l1: { max: 0 } })).toThrow(/Invalid l1.max/);
+    expect(() => createCache({ prefix: 'a{b' })).toThrow(/Invalid prefix/);
+    expect(() => createCache({ onWaitTimeout: 'wait' as never })).toThrow(/Invalid onWaitTimeout/);
+    expect(() => createCache({ serializer: {} as never })).toThrow(/Invalid serializer/);
+    expect(() => createCache({ lockTTL: 5 } as never)).toThrow(/Invalid lockTTL: unknown option/);
+  });
+});
+
+describe('values through Redis', () => {
+  it('round-trip faithfully with the default serializer', async () => {
+    const cache = createCache({ redis });
+    const other = createCache({ redis });
+    const value = {
+      object: { nested: [1, 'two', { three: 3 }] },
+      string: 'héllo ✓',
+      number: -1.5,
+      null: null,
+      undef: undefined,
+      date: new Date('2024-01-02T03:04:05.678Z'),
+      buffer: Buffer.from([0, 1, 2, 255]),
+      bytes: new Uint8Array([9, 8, 7]),
+      map: new Map<unknown, unknown>([['a', 1], [2, { b: true }]]),
+      set: new Set([1, 'x']),
+      big: 12345678901234567890n,
+    };
+    const key = uniq('types');
+    await cache.getOrCompute(key, () => value, 10_000);
+    const back = (await other.get(key)) as typeof value;
+    expect(back).toEqual(value);
+    expect(back.date).toBeInstanceOf(Date);
+    expect(Buffer.isBuffer(back.buffer)).toBe(true);
+    expect(back.bytes).toBeInstanceOf(Uint8Array);
+    expect(back.map).toBeInstanceOf(Map);
+    expect(back.set).toBeInstanceOf(Set);
+    expect(typeof back.big).toBe('bigint');
+    for (const primitive of ['s', 0, null, [1, 2]]) {
+      const k = uniq('prim');
+      await cache.set(k, primitive, 10_000);
+      expect(await other.get(k)).toEqual(primitive);
+    }
+    await cache.close();
+    await other.close();
+  });
+
+  it('accepts a pluggable serializer', async () => {
+    const cache = createCache({ redis, serializer: jsonSerializer, prefix: 'json' });
+    const key = uniq('json');
+    await cache.set(key, { a: [1, 2] }, 10_000);
+    expect(await redis.get(`json:v:{${key}}`)).toContain('{"a":[1,2]}');
+    expect(await createCache({ redis, serializer: jsonSerializer, prefix: 'json' }).get(key)).toEqual({ a: [1, 2] });
+    await cache.close();
+  });
+
+  it('treats a corrupt or foreign value as a miss and reports it', async () => {
+    const cache = createCache({ redis });
+    const corrupt = record(cache, 'corrupt');
+    const key = uniq('corrupt');
+    await redis.set(`dogpile:v:{${key}}`, 'written by someone else');
+    expect(await cache.getOrCompute(key, () => 'fresh', 10_000)).toBe('fresh');
+    expect(corrupt).toHaveLength(1);
+    expect(await createCache({ redis }).get(key)).toBe('fresh');
+    const key2 = uniq('corrupt-payload');
+    await redis.set(`dogpile:v:{${key2}}`, Buffer.concat([Buffer.from([0xd0, 0x67, 1, 1]), Buffer.alloc(16), Buffer.from('not v8')]));
+    expect(await cache.getOrCompute(key2, () => 'fresh2', 10_000)).toBe('fresh2');
+    expect(corrupt).toHaveLength(2);
+    expect(await cache.get(key2)).toBe('fresh2');
+    await cache.close();
+  });
+
+  it('hashes over-long keys and keeps user keys apart from the library keys', async () => {
+    const cache = createCache({ redis, prefix: 'iso' });
+    const long = 'x'.repeat(5000);
+    expect(await cache.getOrCompute(long, () => 'long', 10_000)).toBe('long');
+    const stored = await redis.keys('iso:v:*');
+    expect(stored.some((k) => k.length < 100 && k.startsWith('iso:v:{#'))).toBe(true);
+    expect(await cache.getOrCompute('x'.repeat(4999) + 'y', () => 'other', 10_000)).toBe('other');
+    // keys shaped like the library's own never touch its lock, channel or lead keys
+    const lock = new RedisLock(redis, 'shared-name', { prefix: 'iso' });
+    await lock.acquire();
+    for (const k of ['shared-name', 'lock:{shared-name}', '}', '{', '#abc', 'l:{shared-name}']) {
+      expect(await cache.getOrCompute(k, () => `v-${k}`, 10_000)).toBe(`v-${k}`);
+    }
+    expect(lock.isHeld).toBe(true);
+    expect(await redis.get('iso:lock:{shared-name}')).toContain('|');
+    await lock.release();
+    for (const k of ['shared-name', 'lock:{shared-name}', '}', '{', '#abc', 'l:{shared-name}']) {
+      expect(await cache.get(k)).toBe(`v-${k}`);
+    }
+    await cache.close();
+  });
+});
+
+describe('coordination through Redis (two caches = two processes)', () => {
+  it('a waiter gets the leader value from the announcement without running its loader', async () => {
+    const a = createCache({ redis: server.client() });
+    const b = createCache({ redis: server.client() });
+    const key = uniq('two');
+    const coalesced = record(b, 'coalesced');
+    const leader = a.resolve(key, async () => {
+      await sleep(200);
+      return 'from-a';
+    }, 10_000);
+    await sleep(50);
+    const waiter = await b.resolve(key, () => 'from-b', 10_000);
+    expect(waiter.value).toBe('from-a');
+    expect(waiter.status).toBe('coalesced');
+    expect(coalesced).toEqual([{ key, remote: true }]);
+    expect((await leader).status).toBe('miss');
+    await a.close();
+    await b.close();
+  });
+
+  it('a large value is stored, announced without inlining, and read by the waiter', async () => {
+    const a = createCache({ redis, inlineMax: 100 });
+    const b = createCache({ redis: server.client(), inlineMax: 100 });
+    const key = uniq('large');
+    const big = 'z'.repeat(10_000);
+    const leader = a.getOrCompute(key, async () => {
+      await sleep(150);
+      return big;
+    }, 10_000);
+    await sleep(40);
+    expect(await b.getOrCompute(key, () => 'nope', 10_000)).toBe(big);
+    await leader;
+    await a.close();
+    await b.close();
+  });
+
+  it('waitTimeout: throws WaitTimeoutError by default, or runs the loader with onWaitTimeout "load"', async () => {
+    const a = createCache({ redis });
+    const b = createCache({ redis: server.client(), waitTimeout: 150 });
+    const key = uniq('wait');
+    const timeouts = record(b, 'waitTimeout');
+    const leader = a.getOrCompute(key, async () => {
+      await sleep(1000);
+      return 'slow';
+    }, 10_000);
+    await sleep(40);
+    const err = await b.getOrCompute(key, () => 'b', 10_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WaitTimeoutError);
+    expect((err as WaitTimeoutError).message).toMatch(/waitTimeout/);
+    const own = await b.resolve(key, () => 'b-own', { ttl: 10_000, onWaitTimeout: 'load' });
+    expect(own).toMatchObject({ value: 'b-own', status: 'pass' });
+    expect(timeouts).toHaveLength(2);
+    expect(await leader).toBe('slow');
+    await a.close();
+    await b.close();
+  });
+
+  it('a caller signal stops only that caller', async () => {
+    const a = createCache({ redis });
+    const key = uniq('signal');
+    const ac = new AbortController();
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(150);
+      return 'v';
+    };
+    const first = a.getOrCompute(key, loader, { ttl: 10_000, signal: ac.signal });
+    const second = a.getOrCompute(key, loader, 10_000);
+    ac.abort();
+    await expect(first).rejects.toThrow(/aborted/);
+    expect(await second).toBe('v');
+    expect(runs).toBe(1);
+    await a.close();
+  });
+
+  it('a leader that lost its lock does not overwrite the newer value, and its signal aborts', async () => {
+    const a = createCache({ redis, lockTtl: 300 });
+    const b = createCache({ redis: server.client(), lockTtl: 300 });
+    const key = uniq('fence');
+    const lost = record(a, 'lockLost');
+    let signalReason: unknown;
+    const slowLeader = a.getOrCompute(key, async ({ signal }) => {
+      signal.addEventListener('abort', () => (signalReason = signal.reason));
+      // the lock is deleted under the leader (as if it had expired during a long pause)
+      await redis.del(`dogpile:l:{${key}}`);
+      await sleep(400);
+      return 'stale';
+    }, 10_000);
+    await sleep(50);
+    expect(await b.getOrCompute(key, () => 'new', 10_000)).toBe('new');
+    expect(await slowLeader).toBe('stale');
+    expect(await createCache({ redis }).get(key)).toBe('new');
+    expect(lost).toHaveLength(1);
+    expect(signalReason).toBeInstanceOf(LockLostError);
+    await a.close();
+    await b.close();
+  });
+
+  it('a loader that honours the signal after losing the lock rejoins and gets the new leader value', async () => {
+    const a = createCache({ redis, lockTtl: 300 });
+    const b = createCache({ redis: server.client(), lockTtl: 300 });
+    const key = uniq('rejoin');
+    const leader = a.getOrCompute(key, async ({ signal }) => {
+      await redis.del(`dogpile:l:{${key}}`);
+      await new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+      return 'never';
+    }, 10_000);
+    await sleep(30);
+    const fromB = b.getOrCompute(key, async () => {
+      await sleep(400);
+      return 'b-value';
+    }, 10_000);
+    expect(await leader).toBe('b-value');
+    expect(await fromB).toBe('b-value');
+    await a.close();
+    await b.close();
+  });
+
+  it('one Redis round trip per miss to look up or lead, one to store and release, in-process callers coalesced', async () => {
+    const cache = createCache({ redis: server.client() });
+    const key = uniq('roundtrips');
+    const before = await evalshaCalls();
+    await Promise.all(Array.from({ length: 50 }, () => cache.getOrCompute(key, async () => {
+      await sleep(50);
+      return 1;
+    }, 10_000)));
+    expect((await evalshaCalls()) - before).toBe(2);
+    await cache.close();
+  });
+});
+
+async function evalshaCalls(): Promise<number> {
+  const info = String(await server.command('INFO', 'commandstats'));
+  let total = 0;
+  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) total += Number(m[2]);
+  return total;
+}
+
+describe('when Redis fails', () => {
+  it('keeps answering from the loader while Redis is down, reports it, and recovers by itself', async () => {
+    const own = await startRedis();
+    const client = own.client({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    const cache = createCache({ redis: client, commandTimeout: 200, backendCooldown: 100 });
+    const backendErrors = record(cache, 'backendError');
+    const key = uniq('down');
+    expect(await cache.getOrCompute(key, () => 'first', 60_000)).toBe('first');
+    await own.kill();
+    let runs = 0;
+    const values = await Promise.all(Array.from({ length: 10 }, () => cache.resolve(key, async () => {
+      runs++;
+      await sleep(20);
+      return 'while-down';
+    }, 60_000)));
+    expect(values.every((v) => v.value === 'while-down' && v.degraded)).toBe(true);
+    expect(runs).toBe(1); // in-process single-flight still applies
+    expect(backendErrors.length).toBeGreaterThan(0);
+    await own.start();
+    for (let i = 0; i < 100 && client.status !== 'ready'; i++) await sleep(50);
+    await sleep(150);
+    expect(await cache.getOrCompute(key, () => 'after', 60_000)).toBe('after');
+    expect(await cache.getOrCompute(key, () => 'cached?', 60_000)).toBe('after');
+    expect(await own.command('EXISTS', `dogpile:v:{${key}}`)).toBe(1);
+    await cache.close();
+    await own.stop();
+  });
+
+  it('bounds a slow Redis by commandTimeout and still returns the loader value', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client(), commandTimeout: 100, backendCooldown: 50 });
+    const backendErrors = record(cache, 'backendError');
+    await own.debugSleepInBackground(800);
+    const r = await cache.resolve(uniq('slow'), () => 'computed', 60_000);
+    expect(r).toMatchObject({ value: 'computed', degraded: true });
+    expect(backendErrors[0]?.error.message).toMatch(/commandTimeout/);
+    await sleep(900);
+    await cache.close();
+    await own.stop();
+  });
+
+  it('get/set/delete reject with BackendError when Redis is unreachable', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client({ maxRetriesPerRequest: 0, enableOfflineQueue: false }), commandTimeout: 200 });
+    await own.kill();
+    await expect(cache.get('k')).rejects.toMatchObject({ code: 'E_BACKEND' });
+    await expect(cache.set('k', 1, 1000)).rejects.toMatchObject({ code: 'E_BACKEND' });
+    await cache.close();
+    await own.stop();
+  });
+});
+
+describe('default cache and cacheWithoutDogpiling', () => {
+  it('work in one process with no Redis and can be replaced', async () => {
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(20);
+      return 'v';
+    };
+    const key = uniq('default');
+    const values = await Promise.all(Array.from({ length: 10 }, () => cacheWithoutDogpiling(key, loader, '1m')));
+    expect(values).toEqual(Array(10).fill('v'));
+    expect(await getOrCompute(key, loader, 1000)).toBe('v');
+    expect(runs).toBe(1);
+    const previous = getDefaultCache();
+    const onRedis = createCache({ redis });
+    setDefaultCache(onRedis);
+    expect(getDefaultCache()).toBe(onRedis);
+    await getOrCompute(key, () => 'redis', 10_000);
+    expect(await onRedis.get(key)).toBe('redis');
+    setDefaultCache(previous);
+    expect(() => setDefaultCache({} as never)).toThrow(/Invalid cache/);
+    await onRedis.close();
+  });
+
+  it('a cache made from a URL closes its own client', async () => {
+    const cache = createCache({ redis: server.url });
+    expect(await cache.getOrCompute(uniq('url'), () => 1, 1000)).toBe(1);
+    await cache.close();
+  });
+});
