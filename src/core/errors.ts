@@ -23,7 +23,7 @@ export class DogpileError extends Error {
 
 /** An option or argument is invalid; nothing was sent or written. */
 export class InvalidOptionError extends DogpileError {
-  override readonly code = 'E_INVALID_OPTION';
+  override readonly code = 'E_INVALID_OPTION' as const;
   /** The name of the option or argument, e.g. `ttl` or `lockTtl`. */
   readonly option: string;
   constructor(option: string, message: string, options: DogpileErrorOptions = {}) {
@@ -34,27 +34,27 @@ export class InvalidOptionError extends DogpileError {
 
 /** `acquire({ timeout })` gave up before the lock became free. */
 export class LockTimeoutError extends DogpileError {
-  override readonly code = 'E_LOCK_TIMEOUT';
+  override readonly code = 'E_LOCK_TIMEOUT' as const;
 }
 
 /** The lock expired or was taken by someone else while it was believed held. */
 export class LockLostError extends DogpileError {
-  override readonly code = 'E_LOCK_LOST';
+  override readonly code = 'E_LOCK_LOST' as const;
 }
 
 /** `release()` or `extend()` was called on a lock this object does not hold. */
 export class LockNotHeldError extends DogpileError {
-  override readonly code = 'E_LOCK_NOT_HELD';
+  override readonly code = 'E_LOCK_NOT_HELD' as const;
 }
 
 /** `acquire()` was called on a lock object that is already held or being acquired. */
 export class LockAlreadyHeldError extends DogpileError {
-  override readonly code = 'E_LOCK_ALREADY_HELD';
+  override readonly code = 'E_LOCK_ALREADY_HELD' as const;
 }
 
 /** The wait was aborted by the caller's `AbortSignal`. */
 export class AbortedError extends DogpileError {
-  override readonly code = 'E_ABORTED';
+  override readonly code = 'E_ABORTED' as const;
 }
 
 /**
@@ -62,27 +62,27 @@ export class AbortedError extends DogpileError {
  * name and message are kept in `cause` (an `Error` rebuilt from what the leader published).
  */
 export class LoaderError extends DogpileError {
-  override readonly code = 'E_LOADER';
+  override readonly code = 'E_LOADER' as const;
 }
 
 /** A waiter waited `waitTimeout` for another caller's loader and gave up. */
 export class WaitTimeoutError extends DogpileError {
-  override readonly code = 'E_WAIT_TIMEOUT';
+  override readonly code = 'E_WAIT_TIMEOUT' as const;
 }
 
 /** A value could not be serialised for storage (functions, symbols, cycles in JSON ...). */
 export class SerializationError extends DogpileError {
-  override readonly code = 'E_SERIALIZATION';
+  override readonly code = 'E_SERIALIZATION' as const;
 }
 
 /** The cache was closed; no further calls are accepted. */
 export class CacheClosedError extends DogpileError {
-  override readonly code = 'E_CACHE_CLOSED';
+  override readonly code = 'E_CACHE_CLOSED' as const;
 }
 
 /** The backend (Redis) failed or timed out; used internally and in `backend:error` events. */
 export class BackendError extends DogpileError {
-  override readonly code = 'E_BACKEND';
+  override readonly code = 'E_BACKEND' as const;
 }
 
 /** All error classes by name, for `instanceof` checks without deep imports. */

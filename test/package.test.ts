@@ -1,0 +1,101 @@
+/**
+ * The published package: `npm pack` output installed into a separate project can be
+ * `require`d and `import`ed through every entry of the exports map, with types.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync, readdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+let project: string;
+
+beforeAll(() => {
+  if (buildIsStale()) execFileSync('npx', ['tsup'], { cwd: root, stdio: 'ignore' });
+  project = mkdtempSync(path.join(os.tmpdir(), 'dogpile-consumer-'));
+  const packed = execFileSync('npm', ['pack', '--silent', '--pack-destination', project], { cwd: root }).toString().trim().split('\n').pop()!;
+  const target = path.join(project, 'node_modules', 'dogpile-guard');
+  mkdirSync(target, { recursive: true });
+  execFileSync('tar', ['-xzf', path.join(project, packed), '-C', target, '--strip-components=1']);
+  // The consumer's other dependencies come from this repository's install (no network needed).
+  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types']) {
+    const from = path.join(root, 'node_modules', dep);
+    if (existsSync(from)) symlinkSync(from, path.join(project, 'node_modules', dep));
+  }
+  writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+}, 120_000);
+
+afterAll(() => {
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+describe('npm pack', () => {
+  it('ships only the build and the README', () => {
+    const files = execFileSync('tar', ['-tzf', path.join(project, readdir(project).find((f) => f.endsWith('.tgz'))!)]).toString().split('\n').filter(Boolean);
+    expect(files).toContain('package/dist/index.js');
+    expect(files).toContain('package/dist/index.cjs');
+    expect(files).toContain('package/dist/index.d.ts');
+    expect(files).toContain('package/README.md');
+    expect(files.some((f) => f.startsWith('package/src/') || f.startsWith('package/test/'))).toBe(false);
+  });
+
+  it('can be required (CommonJS) and imported (ESM) through every entry', () => {
+    const cjs = `
+      const main = require('dogpile-guard');
+      for (const name of ['createCache', 'getOrCompute', 'cacheWithoutDogpiling', 'setDefaultCache', 'RedisLock', 'MemoryLock', 'withLock', 'errors']) {
+        if (!main[name]) throw new Error('missing ' + name);
+      }
+      for (const sub of ['express', 'fastify', 'nest']) require('dogpile-guard/' + sub);
+      main.createCache().getOrCompute('k', () => 'cjs-ok', 1000).then((v) => console.log(v));
+    `;
+    expect(execFileSync(process.execPath, ['-e', cjs], { cwd: project }).toString().trim()).toBe('cjs-ok');
+    const esm = `
+      import { createCache, errors } from 'dogpile-guard';
+      await import('dogpile-guard/express'); await import('dogpile-guard/fastify'); await import('dogpile-guard/nest');
+      if (!errors.LockTimeoutError) throw new Error('no errors map');
+      console.log(await createCache().getOrCompute('k', () => 'esm-ok', 1000));
+    `;
+    expect(execFileSync(process.execPath, ['--input-type=module', '-e', esm], { cwd: project }).toString().trim()).toBe('esm-ok');
+  });
+
+  it('type-checks a consumer under NodeNext (ESM and CommonJS) resolution', () => {
+    const source = `
+      import { createCache, RedisLock, LockTimeoutError, type DogpileCache, type CacheResult } from 'dogpile-guard';
+      const cache: DogpileCache = createCache({ lockTtl: '5s' });
+      const n: Promise<number> = cache.getOrCompute('k', async ({ key, signal }) => key.length + (signal.aborted ? 1 : 0), '1m');
+      const r: Promise<CacheResult<string>> = cache.resolve('k', () => 'x', { ttl: 1000 });
+      const e: string = new LockTimeoutError('x').code;
+      export { n, r, e, RedisLock };
+    `;
+    writeFileSync(path.join(project, 'consumer.mts'), source);
+    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock };'));
+    writeFileSync(
+      path.join(project, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false, lib: ['ES2023', 'ESNext.Disposable'] }, files: ['consumer.mts', 'consumer.cts'] }),
+    );
+    const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    let output = '';
+    try {
+      output = execFileSync(process.execPath, [tsc, '-p', project], { cwd: project }).toString();
+    } catch (err) {
+      output = String((err as { stdout?: Buffer }).stdout ?? err);
+    }
+    expect(output).toBe('');
+  });
+});
+
+/** True when dist/ is missing or older than a file under src/ (npm test builds first anyway). */
+function buildIsStale(): boolean {
+  const built = path.join(root, 'dist', 'index.js');
+  if (!existsSync(built)) return true;
+  const builtAt = statSync(built).mtimeMs;
+  const newest = (dir: string): number =>
+    Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(path.join(dir, e.name)) : statSync(path.join(dir, e.name)).mtimeMs)));
+  return newest(path.join(root, 'src')) > builtAt;
+}
+
+function readdir(dir: string): string[] {
+  return execFileSync('ls', [dir]).toString().split('\n').filter(Boolean);
+}
