@@ -36,6 +36,17 @@ async function startWorkers(count: number, config: Record<string, unknown>): Pro
   return workers;
 }
 
+async function commandCalls(): Promise<Record<string, number>> {
+  const info = String(await server.command('INFO', 'commandstats'));
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/cmdstat_([a-z|_-]+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+function diff(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
+}
+
 async function results(w: Worker, timeoutMs = 40_000): Promise<CallResult[]> {
   const line = await w.waitFor((l) => l.startsWith('{'), timeoutMs);
   return (JSON.parse(line) as { results: CallResult[] }).results;
@@ -45,8 +56,16 @@ describe('getOrCompute across processes', () => {
   it('8 processes × 100 concurrent calls on a cold key run the loader exactly once', async () => {
     const key = `cold-${++keyN}`;
     const workers = await startWorkers(8, { key, concurrency: 100, loaderMs: 200 });
+    const before = await commandCalls();
     for (const w of workers) w.send('go\n');
     const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    const used = diff(await commandCalls(), before);
+    // Per process: one lookup (lead or wait); waiters subscribe and look once more; the leader
+    // stores-releases-announces. Waiters take the value from the announcement: no GET of their
+    // own (Redis also counts commands run inside scripts, and each script runs exactly one GET).
+    expect(used.evalsha ?? 0).toBeLessThanOrEqual(8 * 2 + 1);
+    expect(used.get ?? 0).toBe(used.evalsha);
+    expect(used.subscribe ?? 0).toBeLessThanOrEqual(7);
     expect(all).toHaveLength(800);
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(await redis.get(`${key}:runs`)).toBe('1');
