@@ -1,0 +1,101 @@
+import type { DogpileCache } from '../core/cache.js';
+import { toMs, describe, type Duration } from '../core/duration.js';
+import { InvalidOptionError } from '../core/errors.js';
+
+/**
+ * Options of the HTTP adapters (`dogpileGuard()` for Express, `dogpileGuardPlugin` for
+ * Fastify). `Req` is the framework's request type, handed to `key` and `skip`.
+ */
+export interface HttpCacheOptions<Req = unknown> {
+  /**
+   * The cache that holds responses and coalesces misses. Give one made with
+   * `createCache({ redis })` to coalesce across every process sharing that Redis; the
+   * adapters never close it.
+   * @default the default cache (`getDefaultCache()`: in this process, read at each request)
+   */
+  cache?: DogpileCache;
+  /** How long a response stays cached: ms or a string like `'30s'`, `'5m'`. @default 60_000 (ms) */
+  ttl?: Duration;
+  /**
+   * Replaces the default key (method + host + path + sorted query). Return a falsy value to
+   * let the request through uncached. Giving a key function is also how requests that carry
+   * `Authorization` or `Cookie` become cacheable: the key must then include the identity
+   * (user id, tenant, ...), or one user's response will be served to another.
+   * The request headers a response names in `Vary` are still added to the key.
+   */
+  key?: (req: Req) => string | null | undefined | false;
+  /** Response statuses that may be stored; anything else is passed through. @default [200] */
+  statuses?: readonly number[];
+  /** Return true to let a request through untouched (no lookup, no coalescing). */
+  skip?: (req: Req) => boolean;
+  /**
+   * Bodies larger than this (bytes) are sent to their client and not stored; requests
+   * waiting for that response run their own handler.
+   * @default 1_048_576 (1 MiB)
+   */
+  maxBodySize?: number;
+}
+
+export interface ResolvedHttpCacheOptions<Req = unknown> {
+  cache: DogpileCache | undefined;
+  ttl: number;
+  key: ((req: Req) => string | null | undefined | false) | undefined;
+  statuses: ReadonlySet<number>;
+  skip: ((req: Req) => boolean) | undefined;
+  maxBodySize: number;
+}
+
+export const HTTP_CACHE_DEFAULTS = {
+  ttl: 60_000,
+  statuses: [200] as readonly number[],
+  maxBodySize: 1_048_576,
+} as const;
+
+const KNOWN = new Set(['cache', 'ttl', 'key', 'statuses', 'skip', 'maxBodySize']);
+
+/** Validates the options once, when the middleware or plugin is created. */
+export function resolveHttpCacheOptions<Req>(
+  options: HttpCacheOptions<Req> | undefined,
+  { extra = [] as readonly string[] } = {},
+): ResolvedHttpCacheOptions<Req> {
+  const o = options ?? {};
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
+  for (const name of Object.keys(o)) {
+    if (!KNOWN.has(name) && !extra.includes(name)) {
+      throw new InvalidOptionError(name, `unknown option; known options are ${[...KNOWN].join(', ')}`);
+    }
+  }
+  const cache = o.cache;
+  if (cache !== undefined && (typeof cache !== 'object' || cache === null || typeof (cache as { resolve?: unknown }).resolve !== 'function')) {
+    throw new InvalidOptionError('cache', 'expected a cache made by createCache()');
+  }
+  if (o.key !== undefined && typeof o.key !== 'function') throw new InvalidOptionError('key', `expected a function (req) => string, got ${describe(o.key)}`);
+  if (o.skip !== undefined && typeof o.skip !== 'function') throw new InvalidOptionError('skip', `expected a function (req) => boolean, got ${describe(o.skip)}`);
+  let statuses: ReadonlySet<number> = new Set(HTTP_CACHE_DEFAULTS.statuses);
+  if (o.statuses !== undefined) {
+    if (!Array.isArray(o.statuses) || o.statuses.length === 0) {
+      throw new InvalidOptionError('statuses', `expected a non-empty array of HTTP statuses, got ${describe(o.statuses)}`);
+    }
+    for (const s of o.statuses) {
+      if (typeof s !== 'number' || !Number.isInteger(s) || s < 100 || s > 599) {
+        throw new InvalidOptionError('statuses', `expected statuses between 100 and 599, got ${describe(s)}`);
+      }
+    }
+    statuses = new Set(o.statuses);
+  }
+  let maxBodySize: number = HTTP_CACHE_DEFAULTS.maxBodySize;
+  if (o.maxBodySize !== undefined) {
+    if (typeof o.maxBodySize !== 'number' || !Number.isInteger(o.maxBodySize) || o.maxBodySize < 0) {
+      throw new InvalidOptionError('maxBodySize', `expected a whole number of bytes (0 or more), got ${describe(o.maxBodySize)}`);
+    }
+    maxBodySize = o.maxBodySize;
+  }
+  return {
+    cache,
+    ttl: o.ttl === undefined ? HTTP_CACHE_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
+    key: o.key,
+    statuses,
+    skip: o.skip,
+    maxBodySize,
+  };
+}

@@ -1,0 +1,102 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { CacheStatus } from '../core/cache.js';
+import { etagMatches, headerValue, type HeaderEntry } from './headers.js';
+import { decodeResponse, type StoredResponse } from './response-format.js';
+
+/** The `X-Cache` header: `HIT` from the cache, `COALESCED` from another request's handler run, `MISS` from this request's own. */
+export type XCache = 'HIT' | 'MISS' | 'COALESCED';
+
+/** What a call to the cache means for the `X-Cache` header (`pass`: the handler ran for this request). */
+export function xCacheFor(status: CacheStatus): XCache {
+  return status === 'hit' ? 'HIT' : status === 'coalesced' ? 'COALESCED' : 'MISS';
+}
+
+/** A stored response decoded once, with its headers ready to be written. */
+export interface ServableResponse extends StoredResponse {
+  /** The stored headers plus `content-length`. */
+  headerObject: Record<string, string | string[]>;
+  etag: string | undefined;
+}
+
+/** A response about to be written from the cache. */
+export interface PreparedResponse {
+  status: number;
+  /** Shared between requests: do not modify. */
+  headers: readonly HeaderEntry[];
+  headerObject: Readonly<Record<string, string | string[]>>;
+  xCache: XCache;
+  /** Whole seconds since the response was produced. */
+  age: number;
+  /** Undefined for a 304; for HEAD the body is there (its length is the Content-Length) and Node does not send it. */
+  body: Buffer | undefined;
+}
+
+/** Headers a 304 carries (RFC 9110 §15.4.5). */
+const NOT_MODIFIED_HEADERS = new Set(['cache-control', 'content-location', 'date', 'etag', 'expires', 'vary', 'last-modified']);
+
+const decoded = new WeakMap<object, ServableResponse>();
+
+/**
+ * The stored response in a cached value, decoded once per value object (in-process hits hand
+ * out the same Buffer each time), or undefined when the value is not one.
+ */
+export function toServable(value: unknown): ServableResponse | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const memo = decoded.get(value);
+  if (memo) return memo;
+  let bytes: Buffer;
+  if (Buffer.isBuffer(value)) bytes = value;
+  else if (value instanceof Uint8Array) bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  else if ((value as { type?: unknown }).type === 'Buffer' && Array.isArray((value as { data?: unknown }).data)) {
+    // A Buffer that went through a JSON serializer.
+    bytes = Buffer.from((value as { data: number[] }).data);
+  } else return undefined;
+  let stored: StoredResponse;
+  try {
+    stored = decodeResponse(bytes);
+  } catch {
+    return undefined;
+  }
+  const headers: HeaderEntry[] = [...stored.headers, ['content-length', String(stored.body.length)]];
+  const headerObject: Record<string, string | string[]> = {};
+  for (const [name, v] of headers) headerObject[name] = v;
+  const etag = headerObject.etag;
+  const servable: ServableResponse = { ...stored, headers, headerObject, etag: typeof etag === 'string' ? etag : undefined };
+  decoded.set(value, servable);
+  return servable;
+}
+
+/** True when the request's headers match what the stored response's `Vary` recorded. */
+export function varyMatches(stored: StoredResponse, headers: IncomingHttpHeaders): boolean {
+  for (const [name, value] of stored.vary) {
+    if (headerValue(headers, name) !== value) return false;
+  }
+  return true;
+}
+
+/** The response to write for a request served from `stored`; a 304 when its `If-None-Match` matches. */
+export function prepareResponse(stored: ServableResponse, requestHeaders: IncomingHttpHeaders, xCache: XCache, now = Date.now()): PreparedResponse {
+  const age = Math.max(0, Math.floor((now - stored.createdAt) / 1000));
+  const inm = requestHeaders['if-none-match'];
+  if (inm !== undefined && stored.etag !== undefined && stored.status === 200 && etagMatches(inm, stored.etag)) {
+    const headers = stored.headers.filter(([name]) => NOT_MODIFIED_HEADERS.has(name));
+    const headerObject: Record<string, string | string[]> = {};
+    for (const [name, v] of headers) headerObject[name] = v;
+    return { status: 304, headers, headerObject, xCache, age, body: undefined };
+  }
+  return { status: stored.status, headers: stored.headers, headerObject: stored.headerObject, xCache, age, body: stored.body };
+}
+
+/** Writes a prepared response to a Node `ServerResponse` (Express, or any `node:http` server). */
+export function writeServerResponse(res: ServerResponse, response: PreparedResponse): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.statusCode = response.status;
+  for (const [name, value] of response.headers) res.setHeader(name, value);
+  res.setHeader('x-cache', response.xCache);
+  res.setHeader('age', String(response.age));
+  if (response.body === undefined) res.end();
+  else res.end(response.body);
+}
