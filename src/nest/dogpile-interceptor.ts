@@ -1,0 +1,269 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { Inject, Injectable, Logger, Optional, StreamableFile } from '@nestjs/common';
+import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import { HttpAdapterHost, Reflector } from '@nestjs/core';
+import { defer, firstValueFrom, type Observable } from 'rxjs';
+import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
+import { getDefaultCache } from '../core/default-cache.js';
+import { defaultCacheKey, HTTP_KEY_PREFIX, userCacheKey, varyKeySuffix } from '../http/cache-key.js';
+import { requestBypassReason } from '../http/cacheability.js';
+import { xCacheFor, type XCache } from '../http/serve.js';
+import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
+import { checkKey, mergeCachedOptions, NEST_DEFAULTS, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
+import { handlerFacts, headerRules } from './route-facts.js';
+
+type Fn = (...args: any[]) => unknown;
+
+/** The parts of an Express `Request` or a Fastify `FastifyRequest` the interceptor reads. */
+interface AnyRequest {
+  method: string;
+  url: string;
+  originalUrl?: string;
+  raw?: { url?: string };
+  headers: IncomingHttpHeaders;
+}
+
+/**
+ * An error thrown by the handler, wrapped on its way through the cache so it can be told
+ * apart from the cache's own errors; the original is rethrown to Nest, which sends it to the
+ * client as it would without the cache.
+ */
+class HandlerError extends Error {
+  constructor(readonly error: unknown) {
+    super(error instanceof Error ? error.message : String(error), { cause: error });
+    this.name = error instanceof Error ? error.name : 'Error';
+  }
+}
+
+/** Requests (or, outside HTTP, argument lists) one DogpileInterceptor already handles. */
+const handled = new WeakSet<object>();
+
+const decide = (value: unknown): CacheDecision => {
+  // Streams are consumed by the one response they are sent to: never shared, never stored.
+  if (value instanceof StreamableFile) return 'private';
+  if (value !== null && typeof value === 'object' && typeof (value as { pipe?: unknown }).pipe === 'function') return 'private';
+  return value === undefined ? 'share' : 'store';
+};
+
+const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstValueFrom(observable, { defaultValue: undefined });
+
+/**
+ * Caches the value a route handler returns (a value, a Promise or the first value of an
+ * Observable) in the module's `DogpileCache`, and runs the handler once for all concurrent
+ * misses of a key — in this process, and in every process sharing the cache's Redis.
+ *
+ * Requests are keyed and filtered by the same rules as the Express and Fastify adapters:
+ * GET and HEAD only (HEAD shares the GET entry), method + host + path + sorted query, requests
+ * with `Authorization` or `Cookie` passed through unless a `key` function is given (it must
+ * then include the identity). Responses say `X-Cache: MISS | HIT | COALESCED` and, when served
+ * from another run, `Age`.
+ *
+ * Left alone (the handler runs as if there were no cache):
+ * - handlers that take `@Res()` or `@Next()`: they write the response themselves, so their
+ *   return value is not the whole response (a warning is logged once per handler);
+ * - `@Sse()` handlers (a stream of events, not one value);
+ * - routes whose `@Header()`s say `Set-Cookie`, `Cache-Control: private | no-store | no-cache`
+ *   or `Vary: *`;
+ * - `StreamableFile` and stream results: sent to their own request only; concurrent requests
+ *   run their own handler.
+ *
+ * Errors thrown by the handler are never cached; they reach the client as Nest sends them.
+ * Requests waiting in the same process get the same error; requests waiting in another
+ * process run the handler again there (once per process), so each gets a real exception for
+ * Nest's exception filters rather than a copy.
+ *
+ * Values are stored with the cache's serializer (v8 by default): class instances come back
+ * as plain objects. Put interceptors that depend on the class (such as
+ * `ClassSerializerInterceptor`) inside this one, or return plain data.
+ *
+ * Extend it and override `trackBy()` to change the key (return `undefined` to skip the
+ * cache), as with `@nestjs/cache-manager`'s `CacheInterceptor`.
+ */
+@Injectable()
+export class DogpileInterceptor implements NestInterceptor {
+  protected readonly logger = new Logger('DogpileInterceptor');
+  protected readonly defaults: DogpileDefaults;
+  private readonly givenCache: DogpileCache | undefined;
+  private readonly optionsMemo = new WeakMap<object, WeakMap<Fn, ResolvedCachedOptions>>();
+  private readonly warned = new WeakSet<Fn>();
+  /** Handler runs after a handler failed in another process, shared per key within this process. */
+  private readonly reruns = new Map<string, Promise<unknown>>();
+
+  constructor(
+    @Inject(Reflector) protected readonly reflector: Reflector,
+    @Optional() @Inject(DOGPILE_CACHE) cache?: DogpileCache,
+    @Optional() @Inject(DOGPILE_DEFAULTS) defaults?: DogpileDefaults,
+    @Optional() @Inject(HttpAdapterHost) protected readonly adapterHost?: HttpAdapterHost,
+  ) {
+    this.givenCache = cache;
+    this.defaults = defaults ?? { ttl: NEST_DEFAULTS.ttl };
+  }
+
+  /** The module's cache; without `DogpileModule`, the default (in-process) cache. */
+  protected get cache(): DogpileCache {
+    return this.givenCache ?? getDefaultCache();
+  }
+
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const http = context.getType() === 'http';
+    let marker: object;
+    let vary: string[] = [];
+    let headers: IncomingHttpHeaders | undefined;
+    if (http) {
+      const facts = handlerFacts(context.getClass(), context.getHandler() as Fn);
+      if (facts.skip !== undefined) {
+        this.warnSkipped(context, facts.skip);
+        return next.handle();
+      }
+      const req = context.switchToHttp().getRequest<AnyRequest>();
+      if (req.method !== 'GET' && req.method !== 'HEAD') return next.handle();
+      marker = (req as { raw?: object }).raw ?? req;
+      if (handled.has(marker)) return next.handle();
+      const rules = headerRules(facts);
+      if (rules.notStorable !== undefined) return next.handle();
+      vary = rules.vary;
+      headers = req.headers;
+    } else {
+      marker = context.getArgs();
+      if (handled.has(marker)) return next.handle();
+    }
+
+    const tracked = await this.trackBy(context);
+    if (!tracked) return next.handle();
+    if (typeof tracked !== 'string') return next.handle();
+    let key = tracked.startsWith(HTTP_KEY_PREFIX) ? tracked : userCacheKey(tracked);
+    if (headers !== undefined && vary.length > 0) key += varyKeySuffix(vary, headers);
+    const ttl = await ttlFor(this.optionsFor(context), this.defaults, context);
+    // A second DogpileInterceptor on the same request (@Cached on the class and the handler,
+    // or also bound globally) lets it through: the first one handles it.
+    handled.add(marker);
+    return defer(() => this.answer(context, next, key, ttl));
+  }
+
+  /**
+   * The cache key of a request, or `undefined` to let it through uncached. The default: the
+   * route's `key` function (from `@Cached`, namespaced) or method + host + path + sorted query;
+   * `undefined` for requests that carry `Authorization` or `Cookie` unless there is a `key`
+   * function. A key you return from an override is namespaced like the `key` option's.
+   * Non-HTTP contexts (microservices, WebSockets, GraphQL) are cached only with a `key`.
+   */
+  protected async trackBy(context: ExecutionContext): Promise<string | undefined> {
+    const { key } = this.optionsFor(context);
+    if (context.getType() !== 'http') {
+      if (key === undefined) return undefined;
+      const k = checkKey(await key(context));
+      return k === undefined ? undefined : userCacheKey(k);
+    }
+    const req = context.switchToHttp().getRequest<AnyRequest>();
+    if (requestBypassReason(req.method, req.headers, key !== undefined) !== undefined) return undefined;
+    if (key === undefined) return defaultCacheKey(req.method, req.originalUrl ?? req.raw?.url ?? req.url, req.headers);
+    const k = checkKey(await key(context));
+    return k === undefined ? undefined : userCacheKey(k);
+  }
+
+  /** The `@Cached` options of the handler, over those of its class (memoised). */
+  protected optionsFor(context: ExecutionContext): ResolvedCachedOptions {
+    const cls = context.getClass();
+    const handler = context.getHandler() as Fn;
+    let perClass = this.optionsMemo.get(cls);
+    if (!perClass) {
+      perClass = new WeakMap();
+      this.optionsMemo.set(cls, perClass);
+    }
+    let options = perClass.get(handler);
+    if (!options) {
+      options = mergeCachedOptions(
+        this.reflector.get<ResolvedCachedOptions | undefined>(CACHED_METADATA, cls),
+        this.reflector.get<ResolvedCachedOptions | undefined>(CACHED_METADATA, handler),
+      );
+      perClass.set(handler, options);
+    }
+    return options;
+  }
+
+  private async answer(context: ExecutionContext, next: CallHandler, key: string, ttl: number): Promise<unknown> {
+    let ran = false;
+    let produced: { value: unknown } | undefined;
+    const loader = async (): Promise<unknown> => {
+      ran = true;
+      let value: unknown;
+      try {
+        value = await firstValue(next.handle());
+      } catch (error) {
+        throw new HandlerError(error);
+      }
+      produced = { value };
+      return value;
+    };
+    let result: CacheResult<unknown>;
+    try {
+      result = await this.cache.resolve(key, loader, { ttl, cacheable: decide, onWaitTimeout: 'load' });
+    } catch (error) {
+      // The handler failed here (this request's run, or the one it waited for in this process).
+      if (error instanceof HandlerError) throw error.error;
+      // The handler ran but its value could not be stored (e.g. not serialisable): send it anyway.
+      if (produced !== undefined) {
+        this.setXCache(context, 'MISS');
+        return produced.value;
+      }
+      if (ran) throw error;
+      // The handler failed in another process: only its name and message crossed over.
+      if ((error as { code?: unknown }).code === 'E_LOADER') return this.rerun(context, next, key);
+      // The cache cannot be used (closed while shutting down, ...): the app still answers.
+      this.setXCache(context, 'MISS');
+      return firstValue(next.handle());
+    }
+    this.setXCache(context, xCacheFor(result.status), result.status === 'hit' || result.status === 'coalesced' ? result.createdAt : undefined);
+    return result.value;
+  }
+
+  /** Runs the handler once per key for the requests of this process that waited for a failed remote run. */
+  private rerun(context: ExecutionContext, next: CallHandler, key: string): Promise<unknown> {
+    const running = this.reruns.get(key);
+    if (running) {
+      return running.then((value) => {
+        this.setXCache(context, 'COALESCED');
+        return value;
+      });
+    }
+    const run = firstValue(next.handle());
+    this.reruns.set(key, run);
+    const done = () => {
+      if (this.reruns.get(key) === run) this.reruns.delete(key);
+    };
+    run.then(done, done);
+    return run.then((value) => {
+      this.setXCache(context, 'MISS');
+      return value;
+    });
+  }
+
+  private setXCache(context: ExecutionContext, xCache: XCache, createdAt?: number): void {
+    if (context.getType() !== 'http') return;
+    const res = context.switchToHttp().getResponse<Record<string, unknown>>();
+    if (res.headersSent === true || res.sent === true) return;
+    this.setHeader(res, 'X-Cache', xCache);
+    if (createdAt !== undefined) this.setHeader(res, 'Age', String(Math.max(0, Math.floor((Date.now() - createdAt) / 1000))));
+  }
+
+  private setHeader(res: Record<string, unknown>, name: string, value: string): void {
+    const adapter = this.adapterHost?.httpAdapter;
+    if (adapter) adapter.setHeader(res, name, value);
+    else if (typeof res.header === 'function') (res.header as Fn).call(res, name, value);
+    else if (typeof res.setHeader === 'function') (res.setHeader as Fn).call(res, name, value);
+  }
+
+  private warnSkipped(context: ExecutionContext, reason: string): void {
+    const handler = context.getHandler() as Fn;
+    if (this.warned.has(handler)) return;
+    this.warned.add(handler);
+    const cls = context.getClass();
+    const explicit =
+      this.reflector.get(CACHED_METADATA, handler) !== undefined || this.reflector.get(CACHED_METADATA, cls) !== undefined;
+    if (!explicit) return;
+    this.logger.warn(
+      `${cls.name}.${handler.name} is not cached: it uses ${reason}` +
+        (reason === '@Sse()' ? '' : ', so it writes the response itself and its return value cannot stand in for it'),
+    );
+  }
+}

@@ -1,0 +1,136 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { DogpileCache } from '../core/cache.js';
+import { describe, toMs, type Duration } from '../core/duration.js';
+import { InvalidOptionError } from '../core/errors.js';
+import type { CacheOptions } from '../core/options.js';
+
+/** A TTL, or a function of the request's execution context that returns one. */
+export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Promise<Duration>);
+
+/**
+ * A key function: returns the key for this request, or a falsy value to let it through
+ * uncached. On a provider method, `context.getArgs()` are the method's arguments.
+ */
+export type CachedKeyFactory = (context: ExecutionContext) => string | null | undefined | false | Promise<string | null | undefined | false>;
+
+/** Options of `@Cached(...)`. */
+export interface CachedOptions {
+  /**
+   * How long the result stays cached: ms, a string like `'5m'`, or a function of the
+   * execution context. @default the module's `ttl`
+   */
+  ttl?: CachedTtl;
+  /**
+   * Replaces the default key. On a route: the default key is method + host + path + sorted
+   * query, as in the Express and Fastify adapters. Giving a key function is also how
+   * requests that carry `Authorization` or `Cookie` become cacheable: the key must then
+   * include the identity (user id, tenant, ...), or one user's response will be served to
+   * another. On a provider method the default key is class, method and arguments (as JSON).
+   */
+  key?: CachedKeyFactory;
+}
+
+/** `@Cached` options after validation; a static TTL is in ms. */
+export interface ResolvedCachedOptions {
+  ttl: number | ((context: ExecutionContext) => Duration | Promise<Duration>) | undefined;
+  key: CachedKeyFactory | undefined;
+}
+
+/** Options of `DogpileModule.forRoot()` / what `forRootAsync()`'s factory returns. */
+export interface DogpileModuleOptions extends CacheOptions {
+  /**
+   * Use this cache instead of creating one from the other options. The module never closes
+   * a cache it was given.
+   */
+  cache?: DogpileCache;
+  /** TTL of `@Cached()` routes and methods that do not give one. @default 60_000 (ms) */
+  ttl?: Duration;
+}
+
+/** What the module hands the interceptor and the provider-method wrapper. */
+export interface DogpileDefaults {
+  /** @default 60_000 (ms) */
+  ttl: number;
+}
+
+export const NEST_DEFAULTS = {
+  ttl: 60_000,
+} as const;
+
+const CACHED_KEYS = new Set(['ttl', 'key']);
+
+/** Validates what `@Cached(...)` was given, when the decorator is applied. */
+export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefined): ResolvedCachedOptions {
+  if (input === undefined) return { ttl: undefined, key: undefined };
+  if (typeof input === 'number' || typeof input === 'string') return { ttl: toMs(input, 'ttl'), key: undefined };
+  if (typeof input === 'function') return { ttl: input, key: undefined };
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new InvalidOptionError('ttlOrOptions', `expected a TTL (ms or '5m'), a function of the context, or { ttl, key }; got ${describe(input)}`);
+  }
+  for (const name of Object.keys(input)) {
+    if (!CACHED_KEYS.has(name)) throw new InvalidOptionError(name, `unknown @Cached option; known options are ${[...CACHED_KEYS].join(', ')}`);
+  }
+  const { ttl, key } = input;
+  if (key !== undefined && typeof key !== 'function') throw new InvalidOptionError('key', `expected a function (context) => string, got ${describe(key)}`);
+  return {
+    ttl: ttl === undefined ? undefined : typeof ttl === 'function' ? ttl : toMs(ttl, 'ttl'),
+    key,
+  };
+}
+
+/** Class-level options, overridden field by field by the handler's own. */
+export function mergeCachedOptions(
+  onClass: ResolvedCachedOptions | undefined,
+  onHandler: ResolvedCachedOptions | undefined,
+): ResolvedCachedOptions {
+  return {
+    ttl: onHandler?.ttl ?? onClass?.ttl,
+    key: onHandler?.key ?? onClass?.key,
+  };
+}
+
+/** The TTL of one call in ms: the route's (static or computed), else the module default. */
+export async function ttlFor(options: ResolvedCachedOptions, defaults: DogpileDefaults, context: ExecutionContext): Promise<number> {
+  const { ttl } = options;
+  if (ttl === undefined) return defaults.ttl;
+  if (typeof ttl === 'number') return ttl;
+  return toMs(await ttl(context), 'ttl');
+}
+
+/** Checks a key function's result: a non-empty string, or a falsy value for "do not cache". */
+export function checkKey(value: unknown): string | undefined {
+  if (!value) return undefined;
+  if (typeof value !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(value)}`);
+  return value;
+}
+
+const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal']);
+
+/** Splits the module options into what `createCache()` takes and the interceptor defaults. */
+export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
+  cache: DogpileCache | undefined;
+  cacheOptions: CacheOptions;
+  defaults: DogpileDefaults;
+} {
+  const o = options ?? {};
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
+  const cacheOptions: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(o)) {
+    if (!MODULE_ONLY.has(name)) cacheOptions[name] = value;
+  }
+  const cache = o.cache;
+  if (cache !== undefined) {
+    if (typeof cache !== 'object' || cache === null || typeof (cache as { resolve?: unknown }).resolve !== 'function') {
+      throw new InvalidOptionError('cache', 'expected a cache made by createCache()');
+    }
+    const extra = Object.keys(cacheOptions).filter((k) => cacheOptions[k] !== undefined);
+    if (extra.length > 0) {
+      throw new InvalidOptionError('cache', `give either an existing cache or options to create one, not both (also given: ${extra.join(', ')})`);
+    }
+  }
+  return {
+    cache,
+    cacheOptions: cacheOptions as CacheOptions,
+    defaults: { ttl: o.ttl === undefined ? NEST_DEFAULTS.ttl : toMs(o.ttl, 'ttl') },
+  };
+}
