@@ -1,0 +1,328 @@
+/**
+ * `dogpile-guard/nest` in real NestJS 12 apps (Express and Fastify platforms), over real HTTP
+ * and a real Redis. The cross-process proof is in nest-processes.test.ts; NestJS 11 in
+ * nest11.test.ts.
+ */
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cacheKeys } from '../src/core/key.js';
+import { defaultCacheKey } from '../src/http/cache-key.js';
+import { createCache, InvalidOptionError } from '../src/index.js';
+import { Cached } from '../src/nest/index.js';
+import { startRedis, type RedisServer } from './support/redis-server.js';
+import { startNestApp, type Platform, type RunningApp } from './fixtures/nest-app-module.js';
+import { freshRun, get, json, type Reply } from './fixtures/nest-client.js';
+
+const HOST = 'shop.example.test';
+const H = { host: HOST };
+
+let server: RedisServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+});
+
+afterAll(async () => {
+  await server.stop();
+});
+
+const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
+
+/** PTTL of the stored entry of a GET route, as the interceptor keys it. */
+const pttl = (prefix: string, path: string) => redis.pttl(cacheKeys(prefix, defaultCacheKey('GET', path, H)).value);
+
+class CapturingLogger {
+  readonly warnings: string[] = [];
+  log() {}
+  error() {}
+  debug() {}
+  verbose() {}
+  warn(message: unknown) {
+    this.warnings.push(String(message));
+  }
+}
+
+describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s platform', (platform) => {
+  let app: RunningApp;
+  const prefix = `nest-${platform}`;
+  const logger = new CapturingLogger();
+
+  beforeAll(async () => {
+    app = await startNestApp({ platform, redisUrl: server.url, prefix, logger });
+  });
+
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  const call = (path: string, headers: Record<string, string> = {}, method = 'GET') => get(app.port, path, { ...H, ...headers }, method);
+
+  it('answers a miss from the handler and then from the cache (X-Cache, Age)', async () => {
+    const run = freshRun();
+    const first = await call(`/items?run=${run}`);
+    const second = await call(`/items?run=${run}`);
+    expect(first.status).toBe(200);
+    expect(json(first)).toEqual({ run, n: 1 });
+    expect([first.xCache, second.xCache]).toEqual(['MISS', 'HIT']);
+    expect(second.text).toBe(first.text);
+    expect(second.headers['content-type']).toBe(first.headers['content-type']);
+    expect(second.headers.age).toMatch(/^\d+$/);
+    expect(await count('items', run)).toBe(1);
+  });
+
+  it('keys by method, host, path and sorted query', async () => {
+    const run = freshRun();
+    const a = await call(`/items?run=${run}&b=2&a=1`);
+    const sameSorted = await call(`/items?a=1&run=${run}&b=2`);
+    const otherQuery = await call(`/items?run=${run}&b=3&a=1`);
+    const otherHost = await call(`/items?run=${run}&b=2&a=1`, { host: 'other.example.test' });
+    expect([a.xCache, sameSorted.xCache, otherQuery.xCache, otherHost.xCache]).toEqual(['MISS', 'HIT', 'MISS', 'MISS']);
+    expect(await count('items', run)).toBe(3);
+  });
+
+  it('answers HEAD from the GET entry, and a HEAD miss fills it for GET', async () => {
+    const run = freshRun();
+    const getFirst = await call(`/items?run=${run}`);
+    const head = await call(`/items?run=${run}`, {}, 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.xCache).toBe('HIT');
+    expect(head.text).toBe('');
+    expect(Number(head.headers['content-length'])).toBe(Buffer.byteLength(getFirst.text));
+
+    const run2 = freshRun();
+    const headMiss = await call(`/items?run=${run2}`, {}, 'HEAD');
+    const getAfter = await call(`/items?run=${run2}`);
+    expect([headMiss.xCache, getAfter.xCache]).toEqual(['MISS', 'HIT']);
+    expect(json(getAfter)).toEqual({ run: run2, n: 1 });
+  });
+
+  it('runs the handler once for concurrent misses in one process', async () => {
+    const run = freshRun();
+    const replies = await Promise.all(Array.from({ length: 50 }, () => call(`/stampede?run=${run}`)));
+    expect(await count('stampede', run)).toBe(1);
+    expect(new Set(replies.map((r) => r.text)).size).toBe(1);
+    expect(replies.every((r) => r.status === 200)).toBe(true);
+    expect(replies.filter((r) => r.xCache === 'MISS')).toHaveLength(1);
+    expect(replies.every((r) => ['MISS', 'COALESCED', 'HIT'].includes(r.xCache ?? ''))).toBe(true);
+  });
+
+  it('caches the first value of an Observable', async () => {
+    const run = freshRun();
+    const first = await call(`/observable?run=${run}`);
+    const second = await call(`/observable?run=${run}`);
+    expect(json(first)).toMatchObject({ run, via: 'observable' });
+    expect([first.xCache, second.xCache]).toEqual(['MISS', 'HIT']);
+    expect(second.text).toBe(first.text);
+  });
+
+  it("a route's own TTL beats its controller's; a TTL can be a function of the context", async () => {
+    const run = freshRun();
+    await call(`/ttl/class?run=${run}`);
+    await call(`/ttl/route?run=${run}`);
+    await call(`/ttl/dynamic?run=${run}&ttl=7000`);
+    const classTtl = await pttl(prefix, `/ttl/class?run=${run}`);
+    const routeTtl = await pttl(prefix, `/ttl/route?run=${run}`);
+    const dynamicTtl = await pttl(prefix, `/ttl/dynamic?run=${run}&ttl=7000`);
+    expect(classTtl).toBeGreaterThan(7000);
+    expect(classTtl).toBeLessThanOrEqual(60_000);
+    expect(routeTtl).toBeGreaterThan(0);
+    expect(routeTtl).toBeLessThanOrEqual(2000);
+    expect(dynamicTtl).toBeGreaterThan(2000);
+    expect(dynamicTtl).toBeLessThanOrEqual(7000);
+    // Both the class and the handler carry @Cached: one interceptor handles the request.
+    expect((await call(`/ttl/route?run=${run}`)).xCache).toBe('HIT');
+    expect(await count('ttl-route', run)).toBe(1);
+  });
+
+  it('@Cached() without a TTL uses the module default', async () => {
+    const run = freshRun();
+    await call(`/defaults?run=${run}`);
+    const ttl = await pttl(prefix, `/defaults?run=${run}`);
+    expect(ttl).toBeGreaterThan(7000);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+  });
+
+  it('passes requests with Authorization or Cookie through, unless the key includes the identity', async () => {
+    const run = freshRun();
+    const a1 = await call(`/me?run=${run}`, { authorization: 'Bearer alice' });
+    const b1 = await call(`/me?run=${run}`, { authorization: 'Bearer bob' });
+    const c1 = await call(`/me?run=${run}`, { cookie: 'sid=carol' });
+    for (const r of [a1, b1, c1]) expect(r.xCache).toBeUndefined();
+    expect(json(a1).user).toBe('Bearer alice');
+    expect(json(b1).user).toBe('Bearer bob');
+    expect(await count('me', run)).toBe(3);
+    // Nothing was stored that an anonymous request could be served.
+    const anon = await call(`/me?run=${run}`);
+    expect(anon.xCache).toBe('MISS');
+    expect(json(anon).user).toBeNull();
+
+    const k = freshRun();
+    const alice1 = await call(`/me-keyed?run=${k}`, { authorization: 'Bearer alice' });
+    const bob1 = await call(`/me-keyed?run=${k}`, { authorization: 'Bearer bob' });
+    const alice2 = await call(`/me-keyed?run=${k}`, { authorization: 'Bearer alice' });
+    expect([alice1.xCache, bob1.xCache, alice2.xCache]).toEqual(['MISS', 'MISS', 'HIT']);
+    expect(json(alice2).user).toBe('Bearer alice');
+    expect(json(bob1).user).toBe('Bearer bob');
+    // The key function returns nothing without a user: not cached.
+    const nobody = await call(`/me-keyed?run=${k}`);
+    expect(nobody.xCache).toBeUndefined();
+  });
+
+  it('adds the request headers named by a @Header Vary to the key; no-store routes are not cached', async () => {
+    const run = freshRun();
+    const en = await call(`/vary?run=${run}`, { 'accept-language': 'en' });
+    const de = await call(`/vary?run=${run}`, { 'accept-language': 'de' });
+    const en2 = await call(`/vary?run=${run}`, { 'accept-language': 'en' });
+    expect([en.xCache, de.xCache, en2.xCache]).toEqual(['MISS', 'MISS', 'HIT']);
+    expect(json(de).lang).toBe('de');
+    expect(json(en2).lang).toBe('en');
+
+    const ns = freshRun();
+    const n1 = await call(`/no-store?run=${ns}`);
+    const n2 = await call(`/no-store?run=${ns}`);
+    expect([n1.xCache, n2.xCache]).toEqual([undefined, undefined]);
+    expect(n1.headers['cache-control']).toBe('no-store');
+    expect(await count('no-store', ns)).toBe(2);
+  });
+
+  it('sends handler errors as Nest does without the cache, and does not cache them', async () => {
+    const run = freshRun();
+    const plain = await call(`/missing-plain?run=${run}`);
+    const first = await call(`/missing?run=${run}`);
+    const second = await call(`/missing?run=${run}`);
+    expect(plain.status).toBe(404);
+    for (const r of [first, second]) {
+      expect(r.status).toBe(404);
+      expect(r.text).toBe(plain.text);
+      expect(r.headers['content-type']).toBe(plain.headers['content-type']);
+    }
+    expect(json(first)).toEqual({ statusCode: 404, message: `no item ${run}`, error: 'Not Found' });
+    expect(await count('missing', run)).toBe(2);
+
+    const boom = await call(`/boom?run=${run}`);
+    expect(boom.status).toBe(500);
+    expect(json(boom)).toEqual({ statusCode: 500, message: 'Internal server error' });
+  });
+
+  it('hands one failed run to the requests waiting for it in the process, and caches nothing', async () => {
+    const run = freshRun();
+    const replies = await Promise.all(Array.from({ length: 20 }, () => call(`/slow-missing?run=${run}&ms=300`)));
+    expect(replies.every((r) => r.status === 404)).toBe(true);
+    expect(new Set(replies.map((r) => r.text)).size).toBe(1);
+    expect(await count('slow-missing', run)).toBe(1);
+    await call(`/slow-missing?run=${run}&ms=300`);
+    expect(await count('slow-missing', run)).toBe(2);
+  });
+
+  it('does not share or store StreamableFile results: each request runs its own handler', async () => {
+    const run = freshRun();
+    const replies = await Promise.all(Array.from({ length: 5 }, () => call(`/file?run=${run}`)));
+    expect(await count('file', run)).toBe(5);
+    expect(new Set(replies.map((r) => r.text))).toEqual(new Set([1, 2, 3, 4, 5].map((n) => `file ${run} #${n}`)));
+    for (const r of replies) {
+      expect(r.status).toBe(200);
+      expect(r.headers['content-type']).toMatch(/^text\/plain/);
+      expect(r.xCache).toBe('MISS');
+    }
+    const streamed = await call(`/stream?run=${run}`);
+    expect(streamed.text).toBe(`stream ${run} #1`);
+    expect((await call(`/stream?run=${run}`)).text).toBe(`stream ${run} #2`);
+  });
+
+  it('leaves handlers that use @Res() alone, and says so once', async () => {
+    const run = freshRun();
+    const r1 = await call(`/res?run=${run}`);
+    const r2 = await call(`/res?run=${run}`);
+    expect([json(r1).n, json(r2).n]).toEqual([1, 2]);
+    expect([r1.xCache, r2.xCache]).toEqual([undefined, undefined]);
+    const p1 = await call(`/passthrough?run=${run}`);
+    const p2 = await call(`/passthrough?run=${run}`);
+    expect([p1.headers['x-n'], p2.headers['x-n']]).toEqual(['1', '2']);
+    expect([p1.xCache, p2.xCache]).toEqual([undefined, undefined]);
+    const warnings = logger.warnings.filter((w) => w.includes('@Res()'));
+    expect(warnings).toHaveLength(2);
+    expect(warnings[0]).toContain('ItemsController.res is not cached');
+  });
+
+  it('caches @Cached provider methods by arguments, once for concurrent calls', async () => {
+    const sku = freshRun('sku');
+    const replies = await Promise.all(Array.from({ length: 10 }, () => call(`/quote?sku=${sku}&qty=2`)));
+    expect(replies.map((r) => json(r))).toEqual(Array.from({ length: 10 }, () => ({ sku, qty: 2, n: 1 })));
+    expect(json(await call(`/quote?sku=${sku}&qty=3`))).toEqual({ sku, qty: 3, n: 1 });
+    expect(await count('quote', `${sku}:2`)).toBe(1);
+    // The route itself is not cached: no X-Cache.
+    expect(replies[0]!.xCache).toBeUndefined();
+    // The default key is Class.method(<arguments as JSON>), as the Redis entry shows.
+    expect(await redis.exists(cacheKeys(prefix, `PricingService.quote("${sku}",2)`).value)).toBe(1);
+  });
+
+  it("uses a provider method's key function as is, so cache.delete(key) invalidates it", async () => {
+    const sku = freshRun('sku');
+    expect(json(await call(`/price?sku=${sku}`)).n).toBe(1);
+    expect(json(await call(`/price?sku=${sku}`)).n).toBe(1);
+    const direct = createCache({ redis, prefix });
+    try {
+      expect(await direct.delete(`price:${sku}`)).toBe(true);
+    } finally {
+      await direct.close();
+    }
+    expect(json(await call(`/price?sku=${sku}`)).n).toBe(2);
+  });
+
+  it('gives services the cache through @InjectCache()', async () => {
+    const run = freshRun();
+    const a = json(await call(`/direct?run=${run}`));
+    const b = json(await call(`/direct?run=${run}`));
+    expect(a).toEqual({ run, n: 1 });
+    expect(b).toEqual(a);
+    expect(await redis.exists(cacheKeys(prefix, `direct:${run}`).value)).toBe(1);
+  });
+
+  it('leaves routes without @Cached alone', async () => {
+    const run = freshRun();
+    const r = await call(`/plain?run=${run}`);
+    await call(`/plain?run=${run}`);
+    expect(r.xCache).toBeUndefined();
+    expect(await count('plain', run)).toBe(2);
+  });
+});
+
+describe('DogpileModule configuration', () => {
+  it('forRootAsync takes its options from a config provider', async () => {
+    const prefix = 'nest-async';
+    const app = await startNestApp({ platform: 'express', redisUrl: server.url, prefix, config: 'async', ttl: '45s' });
+    try {
+      const run = freshRun();
+      const first = await get(app.port, `/defaults?run=${run}`, H);
+      const second = await get(app.port, `/defaults?run=${run}`, H);
+      expect([first.xCache, second.xCache]).toEqual(['MISS', 'HIT']);
+      const ttl = await pttl(prefix, `/defaults?run=${run}`);
+      expect(ttl).toBeGreaterThan(30_000);
+      expect(ttl).toBeLessThanOrEqual(45_000);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('does not close a Redis client it was given', async () => {
+    const client = server.client();
+    const app = await startNestApp({ platform: 'fastify', redisUrl: server.url, prefix: 'nest-client', config: 'client', client });
+    const run = freshRun();
+    const replies: Reply[] = [];
+    for (let i = 0; i < 2; i++) replies.push(await get(app.port, `/items?run=${run}`, H));
+    expect(replies.map((r) => r.xCache)).toEqual(['MISS', 'HIT']);
+    await app.close();
+    expect(client.status).toBe('ready');
+    expect(await client.ping()).toBe('PONG');
+    await client.quit();
+  });
+
+  it('checks @Cached options when the decorator is applied', () => {
+    expect(() => Cached('soon' as never)).toThrow(InvalidOptionError);
+    expect(() => Cached(-5)).toThrow(/ttl/);
+    expect(() => Cached({ ttl: '1m', keys: () => 'x' } as never)).toThrow(/keys/);
+    expect(() => Cached({ key: 'fixed' } as never)).toThrow(/key/);
+  });
+});
