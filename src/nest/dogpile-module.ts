@@ -39,7 +39,11 @@ async function connect(url: string): Promise<Redis> {
   } catch (cause) {
     throw new InvalidOptionError('redis', 'a Redis URL needs the ioredis package: npm install ioredis', { cause });
   }
-  const client = new RedisClass(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  // The offline queue stays on: the cache's subscriber connection is a duplicate of this
+  // client, and a waiter's SUBSCRIBE sent while that duplicate is still connecting must not
+  // fail (the waiter would run the handler itself). While Redis is down the cache skips it
+  // (the client is 'reconnecting') and bounds every call by its commandTimeout.
+  const client = new RedisClass(url, { maxRetriesPerRequest: 1 });
   let lastError: Error | undefined;
   client.on('error', (error: Error) => {
     lastError = error;
