@@ -1,0 +1,146 @@
+import type { AddressInfo } from 'node:net';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import defaultExport, { dogpileGuardPlugin } from '../src/fastify/index.js';
+import { createCache, InvalidOptionError } from '../src/index.js';
+import { adapterSuite } from './fixtures/http-suite.js';
+import { fetchReply, freshId } from './fixtures/http-client.js';
+
+adapterSuite('fastify');
+
+describe('dogpileGuardPlugin (Fastify specifics)', () => {
+  const apps: FastifyInstance[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+  async function make(options: Parameters<typeof dogpileGuardPlugin>[1] = { cache: createCache() }): Promise<FastifyInstance> {
+    const app = Fastify();
+    apps.push(app);
+    await app.register(dogpileGuardPlugin, options);
+    return app;
+  }
+  async function listen(app: FastifyInstance): Promise<number> {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return (app.server.address() as AddressInfo).port;
+  }
+
+  it('is the default export too', () => {
+    expect(defaultExport).toBe(dogpileGuardPlugin);
+  });
+
+  it('leaves a route with config.dogpile = false uncached', async () => {
+    const app = await make();
+    let runs = 0;
+    app.get('/off', { config: { dogpile: false } }, async () => `off ${++runs}`);
+    const port = await listen(app);
+    const a = await fetchReply(port, '/off');
+    const b = await fetchReply(port, '/off');
+    expect([a.text, b.text]).toEqual(['off 1', 'off 2']);
+    expect([a.xCache, b.xCache]).toEqual([undefined, undefined]);
+  });
+
+  it('rejects a bad per-route config when the route is declared', async () => {
+    const app = await make();
+    expect(() => app.get('/bad', { config: { dogpile: { ttl: -1 } } }, async () => 'x')).toThrow(InvalidOptionError);
+    expect(() => app.get('/bad2', { config: { dogpile: { ttl: 'soon' as never } } }, async () => 'x')).toThrow(/config\.dogpile\.ttl \(route GET \/bad2\)/);
+    expect(() => app.get('/bad3', { config: { dogpile: 'yes' as never } }, async () => 'x')).toThrow(/Invalid config\.dogpile/);
+  });
+
+  it('rejects bad plugin options at registration, naming the option', async () => {
+    const app = Fastify();
+    apps.push(app);
+    await expect(app.register(dogpileGuardPlugin, { ttl: 0 }).ready()).rejects.toThrow(/Invalid ttl/);
+    const app2 = Fastify();
+    apps.push(app2);
+    await expect(app2.register(dogpileGuardPlugin, { statuses: 'all' as never }).ready()).rejects.toThrow(/Invalid statuses/);
+  });
+
+  it('runs onRequest hooks (auth) before serving from the cache', async () => {
+    const app = await make();
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.headers['x-allowed'] === 'yes') done();
+      else reply.code(403).send('forbidden');
+    });
+    let runs = 0;
+    app.get('/guarded', async () => `secret ${++runs}`);
+    const port = await listen(app);
+    const allowed = await fetchReply(port, '/guarded', { headers: { 'x-allowed': 'yes' } });
+    const again = await fetchReply(port, '/guarded', { headers: { 'x-allowed': 'yes' } });
+    const denied = await fetchReply(port, '/guarded');
+    expect([allowed.xCache, again.xCache]).toEqual(['MISS', 'HIT']);
+    expect(denied.status).toBe(403);
+    expect(denied.text).toBe('forbidden');
+  });
+
+  it('sees the final headers: a Set-Cookie added by a later onSend hook keeps the response out', async () => {
+    const app = await make();
+    app.addHook('onSend', async (request, reply, payload) => {
+      if (request.url.startsWith('/session')) reply.header('set-cookie', `sid=${freshId()}`);
+      return payload;
+    });
+    let runs = 0;
+    app.get('/session', async () => `page ${++runs}`);
+    const port = await listen(app);
+    const a = await fetchReply(port, '/session');
+    const b = await fetchReply(port, '/session');
+    expect([a.text, b.text]).toEqual(['page 1', 'page 2']);
+    expect([a.xCache, b.xCache]).toEqual(['MISS', 'MISS']);
+    expect(a.headers['set-cookie']).not.toEqual(b.headers['set-cookie']);
+  });
+
+  it("keeps the route's own hooks and runs them first", async () => {
+    const app = await make();
+    const seen: string[] = [];
+    app.get(
+      '/hooked',
+      {
+        onRequest: [
+          (_req, _reply, done) => {
+            seen.push('route onRequest');
+            done();
+          },
+        ],
+        onSend: (_req, reply, payload, done) => {
+          reply.header('x-route', '1');
+          done(null, payload);
+        },
+      },
+      async () => 'hooked',
+    );
+    const port = await listen(app);
+    const a = await fetchReply(port, '/hooked');
+    const b = await fetchReply(port, '/hooked');
+    expect(seen).toEqual(['route onRequest', 'route onRequest']);
+    expect([a.xCache, b.xCache]).toEqual(['MISS', 'HIT']);
+    expect(b.headers['x-route']).toBe('1');
+  });
+
+  it('covers routes in child plugins, with their prefix in the key', async () => {
+    const app = await make();
+    let runs = 0;
+    await app.register(
+      async (child) => {
+        child.get('/item', async () => `item ${++runs}`);
+      },
+      { prefix: '/v1' },
+    );
+    const port = await listen(app);
+    const a = await fetchReply(port, '/v1/item');
+    const b = await fetchReply(port, '/v1/item');
+    expect([a.xCache, b.xCache]).toEqual(['MISS', 'HIT']);
+    expect(b.text).toBe('item 1');
+  });
+
+  it('leaves alone routes declared before the plugin was registered', async () => {
+    const app = Fastify();
+    apps.push(app);
+    let runs = 0;
+    app.get('/early', async () => `early ${++runs}`);
+    await app.register(dogpileGuardPlugin, { cache: createCache() });
+    const port = await listen(app);
+    const a = await fetchReply(port, '/early');
+    const b = await fetchReply(port, '/early');
+    expect([a.xCache, b.xCache]).toEqual([undefined, undefined]);
+    expect(b.text).toBe('early 2');
+  });
+});
