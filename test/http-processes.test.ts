@@ -1,0 +1,168 @@
+/**
+ * The claim of the HTTP adapters, proved with processes: several Express and Fastify server
+ * processes behind one Redis, hundreds of concurrent requests for one cold resource, and the
+ * route handler runs once in total.
+ */
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisServer } from './support/redis-server.js';
+import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
+import { fetchReply, freshId, request, sleep, type Reply } from './fixtures/http-client.js';
+import type { Framework } from './fixtures/http-apps.js';
+
+const HOST = 'app.test'; // every process sees the same Host, as behind a load balancer
+
+interface Server {
+  framework: Framework;
+  worker: Worker;
+  port: number;
+}
+
+let redis: RedisServer;
+let agent: http.Agent;
+let nonce = 0;
+const servers: Record<'express' | 'fastify', Server[]> = { express: [], fastify: [] };
+
+async function spawnServer(framework: Framework, extra: string[] = []): Promise<Server> {
+  const worker = spawnWorker('test/fixtures/http-server.ts', [
+    '--framework', framework, '--redis', redis.url, '--prefix', 'proc', '--lock-ttl', '1000', '--hit-for-miss-ttl', '2000', ...extra,
+  ]);
+  const line = await worker.waitFor((l) => l.includes('"listening"'));
+  return { framework, worker, port: (JSON.parse(line) as { port: number }).port };
+}
+
+async function stats(server: Server): Promise<Record<string, number>> {
+  const n = ++nonce;
+  server.worker.send(`${JSON.stringify({ cmd: 'stats', nonce: n })}\n`);
+  const line = await server.worker.waitFor((l) => l.includes('"stats"') && l.includes(`"nonce":${n},`));
+  return JSON.parse(line) as Record<string, number>;
+}
+
+async function stop(server: Server): Promise<void> {
+  server.worker.send('{"cmd":"exit"}\n');
+  await server.worker.exited;
+}
+
+async function runs(route: string, id: string): Promise<number> {
+  return Number((await redis.command('GET', `runs:${route}:${id}`)) ?? 0);
+}
+
+/** Resolves once a handler run for `route`/`id` has been counted (the leader is leading). */
+async function handlerStarted(route: string, id: string): Promise<void> {
+  while ((await runs(route, id)) === 0) await sleep(5);
+}
+
+/** `n` concurrent GETs of `path`, spread round-robin over `targets`. */
+function burst(targets: Server[], n: number, path: string): Promise<(Reply & { via: Framework; port: number })[]> {
+  return Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const target = targets[i % targets.length]!;
+      const reply = await fetchReply(target.port, path, { agent, headers: { host: HOST } });
+      return { ...reply, via: target.framework, port: target.port };
+    }),
+  );
+}
+
+function tally(replies: Reply[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of replies) out[r.xCache ?? 'none'] = (out[r.xCache ?? 'none'] ?? 0) + 1;
+  return out;
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+  agent = new http.Agent({ keepAlive: true, maxSockets: 600 });
+  const started = await Promise.all([spawnServer('express'), spawnServer('express'), spawnServer('fastify'), spawnServer('fastify')]);
+  servers.express = started.filter((s) => s.framework === 'express');
+  servers.fastify = started.filter((s) => s.framework === 'fastify');
+});
+
+afterAll(async () => {
+  agent?.destroy();
+  await Promise.all([...servers.express, ...servers.fastify].map((s) => stop(s).catch(() => {})));
+  await killAllWorkers();
+  await redis?.stop();
+});
+
+describe('HTTP adapters across processes sharing one Redis', () => {
+  it.each([
+    ['two Express processes', () => servers.express],
+    ['two Fastify processes', () => servers.fastify],
+    ['an Express and a Fastify process', () => [servers.express[0]!, servers.fastify[0]!]],
+  ])('%s: 500 concurrent requests for a cold 200 ms route run the handler once', async (_label, targets) => {
+    const id = freshId();
+    const path = `/slow?id=${id}&ms=200`;
+    const replies = await burst(targets(), 500, path);
+
+    expect(await runs('slow', id)).toBe(1);
+    const expected = { resource: 'slow', id, query: { id, ms: '200' } };
+    for (const r of replies) {
+      expect(r.status).toBe(200);
+      expect(r.text).toBe(replies[0]!.text);
+    }
+    expect(JSON.parse(replies[0]!.text)).toEqual(expected);
+    const counts = tally(replies);
+    expect(counts.MISS).toBe(1);
+    expect((counts.COALESCED ?? 0) + (counts.HIT ?? 0)).toBe(499);
+    expect(counts.COALESCED).toBeGreaterThan(0);
+    // Every process answered its share, and only one of them ran the handler.
+    for (const target of targets()) expect(replies.filter((r) => r.port === target.port)).toHaveLength(500 / targets().length);
+
+    const after = await burst(targets(), 4, path);
+    expect(tally(after)).toEqual({ HIT: 4 });
+    expect(await runs('slow', id)).toBe(1);
+  });
+
+  it('a 500 is not cached and releases the waiters of every process at once', async () => {
+    const all = [...servers.express, ...servers.fastify];
+    const id = freshId();
+    const before = await Promise.all(all.map(stats));
+    const first = await burst(all, 40, `/boom?id=${id}&ms=200`);
+    for (const r of first) {
+      expect(r.status).toBe(500);
+      expect(r.xCache).toBe('MISS');
+    }
+    // The leader's run, then each waiter's own run as soon as the 500 was announced.
+    expect(await runs('boom', id)).toBe(40);
+    // With a hit-for-miss marker set, the next burst does not queue behind a leader either.
+    const second = await burst(all, 40, `/boom?id=${id}&ms=200`);
+    expect(second.every((r) => r.status === 500 && r.xCache === 'MISS')).toBe(true);
+    expect(await runs('boom', id)).toBe(80);
+    const after = await Promise.all(all.map(stats));
+    after.forEach((s, i) => {
+      expect(s.waitTimeout).toBe(before[i]!.waitTimeout);
+      expect(s.loaderError).toBe(before[i]!.loaderError);
+    });
+  });
+
+  it("serves every process's waiters when the leader's client hangs up", async () => {
+    const [a, b] = servers.fastify as [Server, Server];
+    const id = freshId();
+    const path = `/slow?id=${id}&ms=300`;
+    const leader = request(a.port, path, { abortAfter: 50, headers: { host: HOST } });
+    await handlerStarted('slow', id);
+    const waiters = await burst([a, b, servers.express[0]!], 30, path);
+    expect(await leader).toBeUndefined();
+    expect(await runs('slow', id)).toBe(1);
+    expect(waiters.filter((r) => !(r.status === 200 && r.xCache !== 'MISS')).map((r) => [r.status, r.xCache, r.via])).toEqual([]);
+  });
+
+  it('when the leading process dies, a waiting process takes over after the lock TTL', async () => {
+    const doomed = await spawnServer('express');
+    const id = freshId();
+    const path = `/slow?id=${id}&ms=1500`;
+    const leader = request(doomed.port, path, { headers: { host: HOST }, abortAfter: 60_000 });
+    // Wait until the doomed process has started the handler, then queue the others behind it.
+    await handlerStarted('slow', id);
+    const waiters = burst([...servers.express, ...servers.fastify], 20, path);
+    await sleep(50);
+    doomed.worker.kill('SIGKILL');
+    await doomed.worker.exited;
+    const replies = await waiters;
+    await leader;
+    expect(await runs('slow', id)).toBe(2);
+    expect(replies.every((r) => r.status === 200)).toBe(true);
+    expect(tally(replies).MISS).toBe(1);
+    expect(new Set(replies.map((r) => r.text)).size).toBe(1);
+  });
+});
