@@ -34,7 +34,13 @@ function get(url: URL): Promise<{ status: number; xCache: string; body: string }
   });
 }
 
-const before = JSON.parse((await get(new URL('/stats', target))).body) as Stats;
+let before: Stats;
+try {
+  before = JSON.parse((await get(new URL('/stats', target))).body) as Stats;
+} catch (error) {
+  console.error(`cannot get ${new URL('/stats', target).href} (${(error as Error).message}): is examples/cluster/server.ts running there?`);
+  process.exit(1);
+}
 const replies = await Promise.all(Array.from({ length: count }, () => get(target)));
 const after = JSON.parse((await get(new URL('/stats', target))).body) as Stats;
 agent.destroy();
