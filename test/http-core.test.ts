@@ -15,6 +15,8 @@ describe('cache key', () => {
     expect(sortQuery('&z&&a=')).toBe('a=&z');
     expect(sortQuery('a=1&b=2')).toBe('a=1&b=2');
     expect(sortQuery('')).toBe('');
+    expect(sortQuery('&&')).toBe('');
+    expect(defaultCacheKey('GET', '/x?&', { host: 'a' })).toBe('http:GET a/x');
   });
 
   it('is method + Host header (lower-case) + path + sorted query; HEAD uses the GET key', () => {

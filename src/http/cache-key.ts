@@ -45,14 +45,14 @@ export function sortQuery(query: string): string {
     last = name;
   }
   if (sorted) return query;
-  const kept = parts.filter((p) => p !== '');
-  const names = new Map(kept.map((p) => [p, paramName(p)]));
+  const named: [name: string, param: string][] = [];
+  for (const p of parts) if (p !== '') named.push([paramName(p), p]);
+  if (named.length === 0) return '';
   // Array.prototype.sort is stable: equal names keep their order.
-  return kept.sort((a, b) => {
-    const na = names.get(a)!;
-    const nb = names.get(b)!;
-    return na < nb ? -1 : na > nb ? 1 : 0;
-  }).join('&');
+  named.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  let out = named[0]![1];
+  for (let i = 1; i < named.length; i++) out += `&${named[i]![1]}`;
+  return out;
 }
 
 function paramName(param: string): string {
