@@ -1,0 +1,111 @@
+/**
+ * Child process of `bench/http.bench.ts`: one Express or Fastify app serving the benchmarked
+ * routes with one contender's caching.
+ *
+ *   node --import tsx bench/http-worker.ts <contender> <redis url> <handler ms>
+ *
+ * Contenders: express-bare, express-apicache, express-dogpile, express-dogpile-redis,
+ * express-dogpile-redis-l1, fastify-bare, fastify-dogpile, fastify-dogpile-redis-l1
+ * (`-redis`: the cache on the given Redis; otherwise in this process).
+ *
+ * Routes: `GET /hit` (cached; a ~1.3 kB JSON list built per call), `GET /slow?id=` (cached; the
+ * handler counts its run with `INCR runs:<id>` and takes <handler ms>), `GET /ping` and
+ * `GET /cpu` (uncached: CPU time this process has used, in µs). Prints `listening <port>`;
+ * closes everything and exits when stdin ends.
+ */
+import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
+import express, { type RequestHandler } from 'express';
+import Fastify from 'fastify';
+import { Redis } from 'ioredis';
+import { createCache, type DogpileCache } from '../src/index.js';
+import { dogpileGuard } from '../src/express/index.js';
+import { dogpileGuardPlugin } from '../src/fastify/index.js';
+
+const [contender, redisUrl, handlerMs] = process.argv.slice(2);
+if (!contender || !redisUrl || !handlerMs) throw new Error('usage: http-worker.ts <contender> <redis url> <handler ms>');
+const HANDLER_MS = Number(handlerMs);
+const TTL_MS = 60_000;
+
+const redis = new Redis(redisUrl);
+redis.on('error', () => {});
+let cache: DogpileCache | undefined;
+if (contender.includes('dogpile')) {
+  cache = contender.includes('redis')
+    ? createCache({ redis, prefix: `bench-${contender}`, l1: contender.endsWith('-l1') })
+    : createCache();
+}
+
+/** The /hit payload: a small product list, built on every call as a real handler would. */
+function catalogue() {
+  return {
+    page: 1,
+    items: Array.from({ length: 12 }, (_, i) => ({ id: i + 1, name: `product ${i + 1}`, price: 1000 + i * 75, currency: 'EUR', tags: ['a', 'b'] })),
+  };
+}
+
+async function slow(id: string) {
+  await redis.incr(`runs:${id}`);
+  await new Promise((resolve) => setTimeout(resolve, HANDLER_MS));
+  return { id, name: `product ${id}`, price: 1999, description: 'computed once, served to everyone' };
+}
+
+const cpu = () => {
+  const { user, system } = process.cpuUsage();
+  return { micros: user + system };
+};
+
+let close: () => Promise<void>;
+let port: number;
+
+if (contender.startsWith('express')) {
+  const app = express();
+  let guard: RequestHandler = (_req, _res, next) => next();
+  if (contender === 'express-apicache') {
+    const apicache = createRequire(import.meta.url)('apicache') as { middleware: (duration: string) => RequestHandler };
+    guard = apicache.middleware('1 minute');
+  } else if (cache) {
+    guard = dogpileGuard({ cache, ttl: TTL_MS });
+  }
+  app.get('/hit', guard, (_req, res) => {
+    res.json(catalogue());
+  });
+  app.get('/slow', guard, async (req, res) => {
+    res.json(await slow(String(req.query.id)));
+  });
+  app.get('/ping', (_req, res) => {
+    res.send('pong');
+  });
+  app.get('/cpu', (_req, res) => {
+    res.json(cpu());
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  port = (server.address() as AddressInfo).port;
+  close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+} else {
+  const app = Fastify({ logger: false });
+  if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: TTL_MS });
+  app.get('/hit', async () => catalogue());
+  app.get<{ Querystring: { id: string } }>('/slow', async (req) => slow(req.query.id));
+  app.get('/ping', { config: { dogpile: false } }, async () => 'pong');
+  app.get('/cpu', { config: { dogpile: false } }, async () => cpu());
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as AddressInfo).port;
+  close = () => app.close();
+}
+
+process.stdout.write(`listening ${port}\n`);
+process.stdin.resume();
+process.stdin.on('end', () => {
+  void (async () => {
+    await close();
+    await cache?.close();
+    await redis.quit().catch(() => redis.disconnect());
+    process.exit(0);
+  })();
+});

@@ -1,0 +1,356 @@
+/**
+ * HTTP adapters (issue 4, "Benchmark"), every app in its own process (`bench/http-worker.ts`),
+ * one throwaway Redis, autocannon and the stampede client in this process, all on loopback:
+ *
+ * - hits: requests per second and p99 latency on a warm route, Express uncached vs apicache
+ *   vs `dogpileGuard`, Fastify uncached vs `dogpileGuardPlugin`;
+ * - cold stampede: 500 concurrent requests to a route nobody has cached whose handler takes
+ *   100 ms — how many times the handler runs and the latency the clients see, uncached vs
+ *   apicache vs dogpile-guard (in one process, and in two processes sharing the Redis).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { median, percentile, ratio, summary } from './lib/stats.js';
+import type { BenchContext } from './lib/types.js';
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+type Autocannon = (opts: { url: string; connections: number; duration: number; headers?: Record<string, string> }) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+const HANDLER_MS = 100;
+const STAMPEDE_REQUESTS = 500;
+const HIT_CONNECTIONS = 50;
+
+type ContenderId =
+  | 'express-bare'
+  | 'express-apicache'
+  | 'express-dogpile'
+  | 'express-dogpile-redis'
+  | 'express-dogpile-redis-l1'
+  | 'fastify-bare'
+  | 'fastify-dogpile'
+  | 'fastify-dogpile-redis-l1';
+
+const NAMES: Record<ContenderId, string> = {
+  'express-bare': 'Express 5, uncached',
+  'express-apicache': 'Express 5 + apicache (memory)',
+  'express-dogpile': 'Express 5 + `dogpileGuard` (in-process cache)',
+  'express-dogpile-redis': 'Express 5 + `dogpileGuard` (Redis)',
+  'express-dogpile-redis-l1': 'Express 5 + `dogpileGuard` (Redis + `l1`)',
+  'fastify-bare': 'Fastify 5, uncached',
+  'fastify-dogpile': 'Fastify 5 + `dogpileGuardPlugin` (in-process cache)',
+  'fastify-dogpile-redis-l1': 'Fastify 5 + `dogpileGuardPlugin` (Redis + `l1`)',
+};
+
+const HIT_CONTENDERS: ContenderId[] = [
+  'express-bare',
+  'express-apicache',
+  'express-dogpile',
+  'express-dogpile-redis',
+  'express-dogpile-redis-l1',
+  'fastify-bare',
+  'fastify-dogpile',
+  'fastify-dogpile-redis-l1',
+];
+
+/** Stampede contenders: how many processes serve the 500 requests (round-robin). */
+const STAMPEDE_CONTENDERS: { id: ContenderId; processes: number }[] = [
+  { id: 'express-bare', processes: 1 },
+  { id: 'express-apicache', processes: 1 },
+  { id: 'express-dogpile', processes: 1 },
+  { id: 'express-dogpile-redis', processes: 2 },
+  { id: 'fastify-bare', processes: 1 },
+  { id: 'fastify-dogpile', processes: 1 },
+  { id: 'fastify-dogpile-redis-l1', processes: 2 },
+];
+
+// --- app processes --------------------------------------------------------------------------
+
+class App {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  readonly ready: Promise<number>;
+  private stderr = '';
+
+  constructor(
+    readonly contender: ContenderId,
+    redisUrl: string,
+  ) {
+    this.child = spawn(process.execPath, ['--import', 'tsx', path.join('bench', 'http-worker.ts'), contender, redisUrl, String(HANDLER_MS)], {
+      cwd: root,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+    this.child.stderr!.on('data', (d: Buffer) => {
+      this.stderr = (this.stderr + d.toString()).slice(-4000);
+    });
+    this.ready = new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${contender}: no "listening" in 60 s: ${this.stderr}`)), 60_000);
+      createInterface({ input: this.child.stdout! }).on('line', (line) => {
+        if (!line.startsWith('listening ')) return;
+        clearTimeout(timer);
+        resolve(Number(line.split(' ')[1]));
+      });
+      void this.exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`${contender} exited (${code}): ${this.stderr}`));
+      });
+    });
+    this.ready.catch(() => {});
+  }
+
+  /** Ends stdin (the app closes and exits); kills the child if it has not exited in 10 s. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.stdin!.end();
+    const code = await Promise.race([this.exited, sleep(10_000).then(() => 'timeout' as const)]);
+    if (code === 'timeout') {
+      this.child.kill('SIGKILL');
+      await this.exited;
+    }
+  }
+}
+
+interface Reply {
+  status: number;
+  body: string;
+  xCache: string | undefined;
+  ms: number;
+}
+
+/** Every app process sees the same Host header, as behind a load balancer (the host is part of the cache key). */
+const HOST_HEADER = 'shop.example';
+
+function request(port: number, urlPath: string, agent: http.Agent | false = false): Promise<Reply> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: urlPath, agent, headers: { host: HOST_HEADER } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, xCache: res.headers['x-cache'] as string | undefined, ms: performance.now() - t0 }));
+      res.on('error', reject);
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+// --- measurements ---------------------------------------------------------------------------
+
+interface StampedeRun {
+  runs: number;
+  latencies: number[];
+  failed: number;
+  distinctBodies: number;
+}
+
+async function stampede(redis: RedisServer, ports: number[], id: string): Promise<StampedeRun> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: STAMPEDE_REQUESTS });
+  try {
+    // Open the sockets first, so the measured requests do not include connection setup.
+    await Promise.all(Array.from({ length: STAMPEDE_REQUESTS }, (_, i) => request(ports[i % ports.length]!, '/ping', agent)));
+    const settled = await Promise.allSettled(
+      Array.from({ length: STAMPEDE_REQUESTS }, (_, i) => request(ports[i % ports.length]!, `/slow?id=${id}`, agent)),
+    );
+    const ok = settled.flatMap((s) => (s.status === 'fulfilled' && s.value.status === 200 ? [s.value] : []));
+    return {
+      runs: Number((await redis.command('GET', `runs:${id}`)) ?? 0),
+      latencies: ok.map((r) => r.ms),
+      failed: STAMPEDE_REQUESTS - ok.length,
+      distinctBodies: new Set(ok.map((r) => r.body)).size,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
+interface HitRun {
+  rps: number;
+  p99: number;
+  cpuPerRequest: number;
+  bad: number;
+}
+
+const cpuMicros = async (port: number) => (JSON.parse((await request(port, '/cpu')).body) as { micros: number }).micros;
+
+async function hits(port: number, seconds: number): Promise<HitRun> {
+  const cpu0 = await cpuMicros(port);
+  const result = await autocannon({ url: `http://127.0.0.1:${port}/hit`, connections: HIT_CONNECTIONS, duration: seconds, headers: { host: HOST_HEADER } });
+  const cpu1 = await cpuMicros(port);
+  return {
+    rps: result.requests.average,
+    p99: result.latency.p99,
+    cpuPerRequest: (cpu1 - cpu0) / Math.max(1, result.requests.total),
+    bad: result.non2xx + result.errors + result.timeouts,
+  };
+}
+
+// --- main -----------------------------------------------------------------------------------
+
+export default async function httpBench(ctx: BenchContext): Promise<string> {
+  const started = Date.now();
+  const repeats = ctx.quick ? 1 : 3;
+  const hitRepeats = ctx.quick ? 1 : 5;
+  const hitSeconds = ctx.quick ? 1 : 1.5;
+  const load0 = os.loadavg()[0]!;
+  const redis = await startRedis();
+  const apps: App[] = [];
+  try {
+    // One process per hit contender; the two-process stampede contenders get a second one.
+    const hitApps = new Map<ContenderId, App>();
+    const stampedeApps = new Map<ContenderId, App[]>();
+    for (const id of new Set([...HIT_CONTENDERS, ...STAMPEDE_CONTENDERS.map((c) => c.id)])) {
+      const app = new App(id, redis.url);
+      apps.push(app);
+      hitApps.set(id, app);
+      stampedeApps.set(id, [app]);
+    }
+    for (const c of STAMPEDE_CONTENDERS) {
+      for (let i = 1; i < c.processes; i++) {
+        const app = new App(c.id, redis.url);
+        apps.push(app);
+        stampedeApps.get(c.id)!.push(app);
+      }
+    }
+    const ports = new Map<App, number>();
+    for (const app of apps) ports.set(app, await app.ready);
+    const portOf = (app: App) => ports.get(app)!;
+    ctx.log(`${apps.length} app processes listening`);
+
+    // Warm-up: every code path once, and check that the cached contenders really hit.
+    for (const id of HIT_CONTENDERS) {
+      const port = portOf(hitApps.get(id)!);
+      await request(port, '/hit');
+      const second = await request(port, '/hit');
+      if (id.includes('dogpile') && second.xCache !== 'HIT') throw new Error(`${id}: expected X-Cache: HIT on the warm route, got ${String(second.xCache)}`);
+      await hits(port, 1);
+    }
+    for (const c of STAMPEDE_CONTENDERS) await stampede(redis, stampedeApps.get(c.id)!.map(portOf), `warm-${c.id}`);
+
+    const rotate = <T>(list: T[], r: number) => list.map((_, i) => list[(i + r) % list.length]!);
+
+    const cold = new Map<ContenderId, StampedeRun[]>();
+    for (let r = 0; r < repeats; r++) {
+      for (const c of rotate(STAMPEDE_CONTENDERS, r)) {
+        const run = await stampede(redis, stampedeApps.get(c.id)!.map(portOf), `cold-${r}-${c.id}-${Date.now().toString(36)}`);
+        cold.set(c.id, [...(cold.get(c.id) ?? []), run]);
+        ctx.log(
+          `stampede #${r + 1} ${c.id}: ${run.runs} handler runs, p99 ${percentile(run.latencies, 99).toFixed(0)} ms` +
+            `${run.failed ? `, ${run.failed} failed` : ''}${run.distinctBodies > 1 ? `, ${run.distinctBodies} distinct bodies` : ''}`,
+        );
+      }
+    }
+
+    const warm = new Map<ContenderId, HitRun[]>();
+    for (let r = 0; r < hitRepeats; r++) {
+      for (const id of rotate(HIT_CONTENDERS, r)) {
+        const run = await hits(portOf(hitApps.get(id)!), hitSeconds);
+        warm.set(id, [...(warm.get(id) ?? []), run]);
+        ctx.log(`hits #${r + 1} ${id}: ${run.rps.toFixed(0)} req/s, p99 ${run.p99} ms, ${run.cpuPerRequest.toFixed(0)} µs CPU/req${run.bad ? `, ${run.bad} bad` : ''}`);
+      }
+    }
+    const load1 = os.loadavg()[0]!;
+
+    // --- report ---------------------------------------------------------------------------
+    const rpsOf = (id: ContenderId) => median(warm.get(id)!.map((w) => w.rps));
+    const cpuOf = (id: ContenderId) => median(warm.get(id)!.map((w) => w.cpuPerRequest));
+    const peers: Record<string, ContenderId[]> = {
+      express: ['express-bare', 'express-apicache'],
+      fastify: ['fastify-bare'],
+    };
+    const hitRows = HIT_CONTENDERS.map((id) => {
+      const runs = warm.get(id)!;
+      const framework = id.startsWith('express') ? 'express' : 'fastify';
+      const vs = peers[framework]!.filter((p) => p !== id).map((p) => `${ratio(rpsOf(id), rpsOf(p))} vs ${p.replace(`${framework}-`, '')}`);
+      const bad = runs.reduce((n, w) => n + w.bad, 0);
+      return `| ${NAMES[id]} | ${summary(runs.map((w) => w.rps), 0)} | ${summary(runs.map((w) => w.p99), 0)} | ${summary(runs.map((w) => w.cpuPerRequest), 0)} | ${vs.join(', ') || '—'}${bad ? ` (${bad} errors)` : ''} |`;
+    });
+    const stampedeRows = STAMPEDE_CONTENDERS.map((c) => {
+      const runs = cold.get(c.id)!;
+      const failed = runs.reduce((n, s) => n + s.failed, 0);
+      const distinct = Math.max(...runs.map((s) => s.distinctBodies));
+      return (
+        `| ${NAMES[c.id]}${c.processes > 1 ? `, ${c.processes} processes` : ''} | ${summary(runs.map((s) => s.runs), 0)} | ` +
+        `${summary(runs.map((s) => percentile(s.latencies, 50)), 0)} | ${summary(runs.map((s) => percentile(s.latencies, 99)), 0)} | ` +
+        `${summary(runs.map((s) => Math.max(...s.latencies)), 0)} | ${failed}${distinct > 1 ? ` (${distinct} distinct bodies)` : ''} |`
+      );
+    });
+
+    // Targets, checked against the in-process contenders (the apples-to-apples comparison).
+    const verdicts: string[] = [];
+    const check = (ok: boolean, text: string, why: string) => verdicts.push(`- ${ok ? '✅' : '❌'} ${text}${ok ? '' : ` — **missed**: ${why}`}`);
+    const expressVsBare = rpsOf('express-dogpile') / rpsOf('express-bare');
+    const expressVsApicache = rpsOf('express-dogpile') / rpsOf('express-apicache');
+    const fastifyVsBare = rpsOf('fastify-dogpile') / rpsOf('fastify-bare');
+    check(
+      expressVsBare >= 1,
+      `Express cached hit at least as fast as the uncached route: ${expressVsBare.toFixed(2)}× the req/s`,
+      `the route is cheap (12 small objects to JSON); app CPU per request ${cpuOf('express-dogpile').toFixed(0)} µs vs ${cpuOf('express-bare').toFixed(0)} µs uncached`,
+    );
+    check(
+      expressVsApicache > 1,
+      `Express cached hit faster than apicache: ${expressVsApicache.toFixed(2)}× the req/s`,
+      `app CPU per request ${cpuOf('express-dogpile').toFixed(0)} µs vs ${cpuOf('express-apicache').toFixed(0)} µs for apicache`,
+    );
+    check(
+      fastifyVsBare >= 1,
+      `Fastify cached hit at least as fast as the uncached route: ${fastifyVsBare.toFixed(2)}× the req/s`,
+      `the uncached Fastify route is cheap (building and JSON.stringify-ing the payload is ~20 µs), and a hit replaces it with about as much work: ` +
+        `two route hooks, the key, the in-process lookup (~6–10 µs measured in isolation) and a Buffer write; ` +
+        `app CPU per request ${cpuOf('fastify-dogpile').toFixed(0)} µs vs ${cpuOf('fastify-bare').toFixed(0)} µs uncached, within this machine's noise`,
+    );
+    const dogpileStampedes = STAMPEDE_CONTENDERS.filter((c) => c.id.includes('dogpile'));
+    const allOnce = dogpileStampedes.every((c) => cold.get(c.id)!.every((s) => s.runs === 1));
+    check(allOnce, 'handler runs = 1 in every dogpile-guard stampede (in one process and across two)', 'see the runs column');
+
+    const seconds = ((Date.now() - started) / 1000).toFixed(0);
+    return [
+      '## HTTP adapters: Express middleware and Fastify plugin',
+      '',
+      `Every app runs in its own Node process (\`bench/http-worker.ts\`); autocannon and the stampede client run in the benchmark process; one throwaway Redis; all on loopback. ` +
+        `${repeats} stampede and ${hitRepeats} hit repeat(s) per contender, contenders rotated between repeats; medians with [min–max]. ` +
+        `Machine load average (1 min) ${load0.toFixed(1)} at the start, ${load1.toFixed(1)} at the end, on ${os.cpus().length} cores: the absolute numbers are noisy, ` +
+        `the CPU time each app process spends per request is the steadier comparison. Took ${seconds} s.`,
+      '',
+      `### Hits: \`GET /hit\` (a ~1.3 kB JSON list), autocannon ${HIT_CONNECTIONS} connections, ${hitSeconds} s per repeat`,
+      '',
+      '| app | req/s | p99 latency (ms) | app CPU per request (µs) | req/s ratio |',
+      '|---|---|---|---|---|',
+      ...hitRows,
+      '',
+      `### Cold stampede: ${STAMPEDE_REQUESTS} concurrent requests, handler ${HANDLER_MS} ms, keep-alive sockets opened beforehand`,
+      '',
+      '| app | handler runs | p50 latency (ms) | p99 latency (ms) | max latency (ms) | failed |',
+      '|---|---|---|---|---|---|',
+      ...stampedeRows,
+      '',
+      '### Targets',
+      '',
+      ...verdicts,
+      '',
+      'apicache does not coalesce: every request that arrives before the first response is stored runs the handler. ' +
+        'With the cache on Redis (no `l1`), every dogpile-guard hit costs one round trip to Redis (a Lua lookup), on the same two cores as the app and the load generator.',
+    ].join('\n');
+  } finally {
+    await Promise.all(apps.map((a) => a.stop()));
+    await redis.stop();
+  }
+}
