@@ -246,6 +246,22 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(warnings[0]).toContain('ItemsController.res is not cached');
   });
 
+  it('runs an interceptor written above @Cached inside it; warns once about class instances', async () => {
+    const run = freshRun();
+    const miss = await call(`/account?run=${run}`);
+    const hit = await call(`/account?run=${run}`);
+    expect([miss.xCache, hit.xCache]).toEqual(['MISS', 'HIT']);
+    expect(json(miss)).toEqual({ id: run, n: 1 });
+    expect(hit.text).toBe(miss.text);
+    // Here the handler's own value is a class instance: the cached copies will be plain objects.
+    expect((await call(`/entity?run=${run}`)).xCache).toBe('MISS');
+    expect((await call(`/entity?run=${run}`)).xCache).toBe('HIT');
+    await call(`/entity?run=${freshRun()}`);
+    const warnings = logger.warnings.filter((w) => w.includes('returned Account instance'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('ItemsController.entity');
+  });
+
   it('caches @Cached provider methods by arguments, once for concurrent calls', async () => {
     const sku = freshRun('sku');
     const replies = await Promise.all(Array.from({ length: 10 }, () => call(`/quote?sku=${sku}&qty=2`)));

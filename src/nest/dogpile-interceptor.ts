@@ -45,6 +45,17 @@ const decide = (value: unknown): CacheDecision => {
   return value === undefined ? 'share' : 'store';
 };
 
+/** The class of a value (or of an array's first element) that the serializer cannot keep, or undefined. */
+function lostClass(value: unknown): string | undefined {
+  const v = Array.isArray(value) ? (value as unknown[])[0] : value;
+  if (v === null || typeof v !== 'object') return undefined;
+  const proto = Object.getPrototypeOf(v) as object | null;
+  if (proto === null || proto === Object.prototype) return undefined;
+  if (v instanceof Date || v instanceof RegExp || v instanceof Map || v instanceof Set || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return undefined;
+  const name = (proto as { constructor?: { name?: string } }).constructor?.name;
+  return name || 'a class';
+}
+
 const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstValueFrom(observable, { defaultValue: undefined });
 
 /**
@@ -73,8 +84,9 @@ const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstV
  * Nest's exception filters rather than a copy.
  *
  * Values are stored with the cache's serializer (v8 by default): class instances come back
- * as plain objects. Put interceptors that depend on the class (such as
- * `ClassSerializerInterceptor`) inside this one, or return plain data.
+ * as plain objects (a warning is logged once per handler that returns one). Interceptors
+ * that depend on the class (`ClassSerializerInterceptor` with `@Exclude()`) must run inside
+ * this one — bound on the method, written above `@Cached()` — or return plain data.
  *
  * Extend it and override `trackBy()` to change the key (return `undefined` to skip the
  * cache), as with `@nestjs/cache-manager`'s `CacheInterceptor`.
@@ -86,6 +98,7 @@ export class DogpileInterceptor implements NestInterceptor {
   private readonly givenCache: DogpileCache | undefined;
   private readonly optionsMemo = new WeakMap<object, WeakMap<Fn, ResolvedCachedOptions>>();
   private readonly warned = new WeakSet<Fn>();
+  private readonly classWarned = new WeakSet<Fn>();
   /** Handler runs after a handler failed in another process, shared per key within this process. */
   private readonly reruns = new Map<string, Promise<unknown>>();
 
@@ -214,6 +227,7 @@ export class DogpileInterceptor implements NestInterceptor {
       return firstValue(next.handle());
     }
     this.setXCache(context, xCacheFor(result.status), result.status === 'hit' || result.status === 'coalesced' ? result.createdAt : undefined);
+    if (produced !== undefined && result.status === 'miss') this.warnClassInstance(context, produced.value);
     return result.value;
   }
 
@@ -251,6 +265,25 @@ export class DogpileInterceptor implements NestInterceptor {
     if (adapter) adapter.setHeader(res, name, value);
     else if (typeof res.header === 'function') (res.header as Fn).call(res, name, value);
     else if (typeof res.setHeader === 'function') (res.setHeader as Fn).call(res, name, value);
+  }
+
+  /**
+   * Once per handler: its value is a class instance, and the copies served from the cache
+   * are plain objects. Interceptors outside this one that depend on the class (a global
+   * `ClassSerializerInterceptor` honouring `@Exclude()`) would treat a hit differently from
+   * the miss — e.g. send a field the miss left out.
+   */
+  private warnClassInstance(context: ExecutionContext, value: unknown): void {
+    const handler = context.getHandler() as Fn;
+    if (this.classWarned.has(handler)) return;
+    const name = lostClass(value);
+    if (name === undefined) return;
+    this.classWarned.add(handler);
+    this.logger.warn(
+      `${context.getClass().name}.${handler.name} returned ${name} instance(s); responses served from the cache are plain objects ` +
+        '(the class is not stored), so class-based serialization outside @Cached (a global ClassSerializerInterceptor, @Exclude()) ' +
+        'does not apply to them. Return plain data, or bind @UseInterceptors(ClassSerializerInterceptor) on the method above @Cached().',
+    );
   }
 
   private warnSkipped(context: ExecutionContext, reason: string): void {
