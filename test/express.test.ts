@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dogpileGuard } from '../src/express/index.js';
@@ -46,6 +47,67 @@ describe('dogpileGuard (Express specifics)', () => {
     }
     expect(Number(second.headers['content-length'])).toBe(Buffer.byteLength('héllo wörld ✓'));
     expect(runs).toBe(1);
+  });
+
+  /**
+   * A stand-in for `compression()`: gzips the whole body in end() for clients that accept it,
+   * unless the response already has a Content-Encoding (as the real one does).
+   */
+  function miniCompression(): express.RequestHandler {
+    return (req, res, next) => {
+      if (!String(req.headers['accept-encoding'] ?? '').includes('gzip')) return next();
+      const chunks: Buffer[] = [];
+      const toBuffer = (c: unknown, enc?: unknown) => (Buffer.isBuffer(c) ? c : Buffer.from(String(c), (typeof enc === 'string' ? enc : 'utf8') as BufferEncoding));
+      const end = res.end.bind(res) as (chunk?: unknown) => express.Response;
+      res.write = ((chunk: unknown, enc?: unknown) => {
+        chunks.push(toBuffer(chunk, enc));
+        return true;
+      }) as typeof res.write;
+      res.end = ((chunk?: unknown, enc?: unknown) => {
+        if (chunk != null && typeof chunk !== 'function') chunks.push(toBuffer(chunk, enc));
+        if (res.getHeader('content-encoding') !== undefined) return end(Buffer.concat(chunks));
+        const body = gzipSync(Buffer.concat(chunks));
+        res.setHeader('content-encoding', 'gzip');
+        res.setHeader('vary', 'Accept-Encoding');
+        res.setHeader('content-length', body.length);
+        return end(body);
+      }) as typeof res.end;
+      next();
+    };
+  }
+
+  it.each([
+    ['compression before dogpileGuard (stores the plain body)', true],
+    ['compression after dogpileGuard (stores the gzipped body)', false],
+  ])('works with response compression: %s', async (_label, compressionFirst) => {
+    const app = express();
+    let runs = 0;
+    if (compressionFirst) app.use(miniCompression());
+    app.use(dogpileGuard({ cache: createCache() }));
+    if (!compressionFirst) app.use(miniCompression());
+    app.get('/z', (_req, res) => {
+      runs++;
+      res.type('text/plain').send('squeeze me '.repeat(50));
+    });
+    const port = await listen(app);
+    const plain = 'squeeze me '.repeat(50);
+    const gz = { 'accept-encoding': 'gzip' };
+    const replies = [
+      await fetchReply(port, '/z', { headers: gz }),
+      await fetchReply(port, '/z', { headers: gz }),
+      await fetchReply(port, '/z'),
+      await fetchReply(port, '/z'),
+    ];
+    expect(replies.map((r) => r.xCache)).toEqual(['MISS', 'HIT', 'MISS', 'HIT']);
+    for (const r of replies.slice(0, 2)) {
+      expect(r.headers['content-encoding']).toBe('gzip');
+      expect(gunzipSync(r.body).toString()).toBe(plain);
+    }
+    for (const r of replies.slice(2)) {
+      expect(r.headers['content-encoding']).toBeUndefined();
+      expect(r.text).toBe(plain);
+    }
+    expect(runs).toBe(2);
   });
 
   it('answers a matching If-None-Match with 304 from the cache', async () => {

@@ -123,17 +123,33 @@ type EndFn = (...args: unknown[]) => unknown;
 export function captureServerResponse(res: ServerResponse, capture: ResponseCapture): void {
   const write = res.write as unknown as WriteFn;
   const end = res.end as unknown as EndFn;
+  // Content-Encoding as the handler left it when it first wrote: one that appears later was
+  // added by a middleware wrapped around this capture (compression), which encodes the bytes
+  // after they were captured, so the stored (unencoded) copy must not claim it.
+  let firstWrite = true;
+  let handlerEncoding: unknown;
+  const seeFirstWrite = () => {
+    if (!firstWrite) return;
+    firstWrite = false;
+    handlerEncoding = res.getHeader('content-encoding');
+  };
   (res as unknown as { write: WriteFn }).write = function (this: ServerResponse, ...args: unknown[]): boolean {
+    seeFirstWrite();
     if (!capture.settled && args[0] != null) capture.push(args[0], typeof args[1] === 'string' ? (args[1] as BufferEncoding) : undefined);
     return write.apply(this, args);
   };
   (res as unknown as { end: EndFn }).end = function (this: ServerResponse, ...args: unknown[]): unknown {
+    seeFirstWrite();
     if (!capture.settled && args[0] != null && typeof args[0] !== 'function') {
       capture.push(args[0], typeof args[1] === 'string' ? (args[1] as BufferEncoding) : undefined);
     }
     const result = end.apply(this, args);
     // After end(): headers added by writeHead hooks (cookies, compression) are in getHeaders().
-    if (!capture.settled) capture.complete(res.statusCode, res.getHeaders());
+    if (!capture.settled) {
+      const headers = res.getHeaders();
+      if (handlerEncoding === undefined && headers['content-encoding'] !== undefined) delete headers['content-encoding'];
+      capture.complete(res.statusCode, headers);
+    }
     return result;
   };
   watchClientGone(res, capture);
