@@ -45,7 +45,9 @@ export class Subscriber {
     this.cancelLinger();
     let state = this.channels.get(channel);
     if (!state) {
-      const ready = (this.connection.subscribe(channel) as Promise<unknown>).then(() => undefined);
+      const ready = this.handshakeDone()
+        .then(() => this.connection.subscribe(channel) as Promise<unknown>)
+        .then(() => undefined);
       state = { listeners: new Set(), ready };
       this.channels.set(channel, state);
     }
@@ -90,6 +92,27 @@ export class Subscriber {
       this.connection.disconnect();
       this.connection.off('error', this.onError);
     }
+  }
+
+  /**
+   * ioredis writes SUBSCRIBE at once while a connection is in its handshake (status `connect`),
+   * before its own CLIENT SETINFO and INFO ready check; if the SUBSCRIBE is answered first,
+   * those are refused in subscriber mode, ioredis treats the failed ready check as fatal,
+   * rejects the pending commands and reconnects. So wait for the handshake to end. In every
+   * other state ioredis queues the command until the connection is ready.
+   */
+  private handshakeDone(): Promise<void> {
+    const connection = this.connection;
+    if (connection.status !== 'connect') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        connection.off('ready', done);
+        connection.off('close', done);
+        resolve();
+      };
+      connection.on('ready', done);
+      connection.on('close', done);
+    });
   }
 
   private scheduleLinger(): void {
