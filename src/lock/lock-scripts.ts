@@ -2,7 +2,9 @@ import { LuaScript } from './script.js';
 
 /*
  * Keys of one lock named N (prefix P); they share the hash tag {N}, so one cluster slot:
- *   P:lock:{N}        the lock: "<token>|<owner id>", with a PX expiry
+ *   P:lock:{N}        the lock: "<token>|<owner id>", with a PX expiry; or, for a short while
+ *                     after a release that woke waiter W, "~W": reserved for W, so that a caller
+ *                     that was not waiting cannot take the lock before the waiter it was handed to
  *   P:lock:{N}:fence  the fencing counter (INCR on every acquisition, never expires)
  *   P:lock:{N}:q      waiters: a sorted set of waiter ids scored by their deadline (ms)
  * Channel P:lock:{N}: a release publishes the id of the one waiter it wakes.
@@ -11,12 +13,15 @@ import { LuaScript } from './script.js';
 /**
  * KEYS: lock, fence, queue. ARGV: value, ttl ms, waiter id ('' = do not queue), how long the
  * waiter will wait at most (ms; its queue entry lapses then, measured on the server's clock).
+ * Takes the lock when it is free or reserved for this waiter.
  * Returns {1, fencing token} when acquired; {0, remaining ms of the current holder} when not.
  */
 export const ACQUIRE = new LuaScript(
   'acquire',
   `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local cur = redis.call('GET', KEYS[1])
+if cur == false or (ARGV[3] ~= '' and cur == '~' .. ARGV[3]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
   return {1, redis.call('INCR', KEYS[2])}
 end
@@ -32,44 +37,54 @@ return {0, redis.call('PTTL', KEYS[1])}
 );
 
 /**
- * KEYS: lock, queue. ARGV: value, channel.
- * Deletes the lock only if it holds this value, then wakes the first live waiter.
+ * KEYS: lock, queue. ARGV: value, channel, hand-off ms.
+ * Releases the lock only if it holds this value. If a live waiter is queued, the lock is
+ * reserved for the first one for hand-off ms and that waiter is woken; else it is deleted.
  * Returns 1 when released, 0 when the lock was not held by this value.
  */
 export const RELEASE = new LuaScript(
   'release',
   `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)
 if nxt[1] then
   redis.call('ZREM', KEYS[2], nxt[1])
+  redis.call('SET', KEYS[1], '~' .. nxt[1], 'PX', ARGV[3])
   redis.call('PUBLISH', ARGV[2], nxt[1])
+else
+  redis.call('DEL', KEYS[1])
 end
 return 1
 `,
 );
 
 /**
- * KEYS: queue, lock. ARGV: waiter id, channel.
+ * KEYS: queue, lock. ARGV: waiter id, channel, hand-off ms.
  * A waiter that gives up leaves the queue; if it had just been woken (it is no longer queued
- * but the lock is free), the wake-up is passed on to the next waiter.
+ * and the lock is reserved for it, or free), the lock and the wake-up are passed on to the
+ * next waiter.
  */
 export const LEAVE = new LuaScript(
   'leave',
   `
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-if removed == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  local nxt = redis.call('ZRANGE', KEYS[1], 0, 0)
-  if nxt[1] then
-    redis.call('ZREM', KEYS[1], nxt[1])
-    redis.call('PUBLISH', ARGV[2], nxt[1])
+if removed == 0 then
+  local cur = redis.call('GET', KEYS[2])
+  if cur == false or cur == '~' .. ARGV[1] then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+    local nxt = redis.call('ZRANGE', KEYS[1], 0, 0)
+    if nxt[1] then
+      redis.call('ZREM', KEYS[1], nxt[1])
+      redis.call('SET', KEYS[2], '~' .. nxt[1], 'PX', ARGV[3])
+      redis.call('PUBLISH', ARGV[2], nxt[1])
+    elseif cur then
+      redis.call('DEL', KEYS[2])
+    end
   end
 end
 return removed

@@ -30,9 +30,10 @@ export function lockKeys(prefix: string, name: string) {
  *   scripts that check the token, so a holder whose lock expired never deletes or extends
  *   the next holder's lock.
  * - Every acquisition returns a fencing token from a per-name counter that only grows.
- * - Waiting does not poll: a waiter queues itself and the release wakes the first live waiter
- *   through pub/sub. If no wake-up comes (holder crashed, message lost) the waiter retries
- *   when the holder's remaining TTL runs out.
+ * - Waiting does not poll: a waiter queues itself and the release hands the lock to the first
+ *   live waiter (reserving it for that waiter for min(TTL, 1 s)) and wakes it through pub/sub,
+ *   so a caller that was not waiting cannot starve the queue. If no wake-up comes (holder
+ *   crashed, message lost) the waiter retries when the holder's remaining TTL runs out.
  *
  * The lock is for efficiency, not for the correctness of side effects: a holder paused
  * longer than its TTL can still act after losing the lock. Pass `fencingToken` to the
@@ -82,7 +83,7 @@ export class RedisLock extends BaseLock {
       }
     } catch (err) {
       if (queued) {
-        await LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel]).catch(() => {});
+        await LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs]).catch(() => {});
       }
       throw err;
     } finally {
@@ -95,7 +96,12 @@ export class RedisLock extends BaseLock {
   }
 
   protected async releaseRaw(value: string): Promise<boolean> {
-    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel])) === 1;
+    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs])) === 1;
+  }
+
+  /** How long a released lock stays reserved for the waiter it was handed to. */
+  private get handoffMs(): number {
+    return Math.min(this.options.ttl, 1000);
   }
 
   async getOwnerId(): Promise<string | null> {
