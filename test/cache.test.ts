@@ -501,6 +501,25 @@ describe('default cache and cacheWithoutDogpiling', () => {
     await onRedis.close();
   });
 
+  it('two caches made from a URL coordinate from their first call (no lost subscribe while connecting)', async () => {
+    const a = createCache({ redis: server.url });
+    const b = createCache({ redis: server.url });
+    const key = uniq('fresh-url');
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(300);
+      return 'once';
+    };
+    const first = a.getOrCompute(key, loader, 10_000);
+    await sleep(50);
+    const second = b.getOrCompute(key, loader, 10_000);
+    expect(await Promise.all([first, second])).toEqual(['once', 'once']);
+    expect(runs).toBe(1);
+    await a.close();
+    await b.close();
+  });
+
   it('a cache made from a URL closes its own client', async () => {
     const cache = createCache({ redis: server.url });
     expect(await cache.getOrCompute(uniq('url'), () => 1, 1000)).toBe(1);

@@ -587,7 +587,9 @@ function createClientFromUrl(url: string): RedisClient {
   } catch (cause) {
     throw new InvalidOptionError('redis', 'a Redis URL needs the ioredis package: npm install ioredis', { cause });
   }
-  const client = new mod.Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  // The offline queue stays on so the first calls wait for the connection instead of failing;
+  // every call is bounded by commandTimeout anyway.
+  const client = new mod.Redis(url, { maxRetriesPerRequest: 1 });
   client.on('error', () => {
     /* reported through backendError events when a call fails */
   });

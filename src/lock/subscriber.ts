@@ -1,4 +1,4 @@
-import type { RedisClient } from './redis-client.js';
+import { isCluster, type RedisClient } from './redis-client.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
 export type ChannelListener = (message: Buffer | null) => void;
@@ -162,7 +162,9 @@ const shared = new WeakMap<RedisClient, Subscriber>();
 export function sharedSubscriber(client: RedisClient): Subscriber {
   let sub = shared.get(client);
   if (!sub) {
-    const connection = client.duplicate();
+    // The subscriber keeps its own offline queue whatever the client's setting: a SUBSCRIBE
+    // sent while the new connection is still connecting must wait for it, not fail.
+    const connection = isCluster(client) ? client.duplicate(undefined, { enableOfflineQueue: true }) : client.duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 1000,
