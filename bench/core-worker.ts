@@ -2,7 +2,7 @@
  * Child process of `bench/core.bench.ts`: runs one side of a stampede, or the hit-path
  * measurements, for the contenders compared there.
  *
- *   node --import tsx bench/core-worker.ts <redis url>
+ *   node --expose-gc --import tsx bench/core-worker.ts <redis url>
  *
  * Parent → worker: JSON lines on stdin. Worker → parent: JSON lines on stdout, each prefixed
  * with `@@ ` (anything else a library prints is ignored by the parent).
@@ -222,6 +222,17 @@ async function makeContender(name: ContenderName, ttlMs = TTL_MS): Promise<Conte
   }
 }
 
+/**
+ * Collects garbage now (the parent starts workers with --expose-gc), so that what an earlier
+ * contender left behind — a polling peer makes tens of thousands of promises — is not collected
+ * during the next measurement.
+ */
+function settleHeap(): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  gc?.();
+}
+
 // --- stampede -------------------------------------------------------------------------
 
 interface Prepared {
@@ -240,6 +251,7 @@ async function prepare(msg: { contender: ContenderName; key: string; counterKey:
   // Warm-up on another key: connects lazy clients and loads Lua scripts, so the measured
   // stampede sees a running application, not a cold start.
   await contender.call(`${msg.key}:warmup:${process.pid}`, async () => makeValue(1));
+  settleHeap();
   prepared = { contender, key: msg.key, counterKey: msg.counterKey, callers: msg.callers };
   send({ ev: 'ready' });
 }
@@ -405,6 +417,7 @@ async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: numb
     return { id, fn, sync: id === 'raw-lru', ops: 0, ms: 0 };
   });
   for (const c of fns) await runReads(c.fn, msg.mode, msg.warmup, c.sync);
+  settleHeap();
   for (let s = 0; s < msg.slices; s++) {
     for (let i = 0; i < fns.length; i++) {
       const c = fns[(i + s) % fns.length]!;

@@ -41,6 +41,12 @@ const STAMPEDE: { id: StampedeContender; name: string; scope: 'cross-process' | 
   { id: 'semaphore', name: 'cache-aside + redis-semaphore `Mutex`', scope: 'cross-process' },
 ];
 
+const STAMPEDE_ORDERS: StampedeContender[][] = [
+  ['dogpile', 'none', 'acd', 'bento', 'cm', 'redlock', 'semaphore'],
+  ['semaphore', 'redlock', 'cm', 'bento', 'acd', 'none', 'dogpile'],
+  ['acd', 'dogpile', 'redlock', 'none', 'semaphore', 'cm', 'bento'],
+];
+
 const SCENARIOS = [
   { id: 'A', title: 'Stampede A: 4 processes × 50 concurrent callers', processes: 4, callers: 50 },
   { id: 'B', title: 'Stampede B: 1 process × 200 concurrent callers', processes: 1, callers: 200 },
@@ -84,8 +90,8 @@ class Worker {
   private stderr = '';
   readonly exited: Promise<number | null>;
 
-  constructor(url: string, extraNodeArgs: string[] = []) {
-    this.child = spawn(process.execPath, [...extraNodeArgs, '--import', 'tsx', path.join('bench', 'core-worker.ts'), url], {
+  constructor(url: string) {
+    this.child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join('bench', 'core-worker.ts'), url], {
       cwd: root,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -421,8 +427,9 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
         break;
       }
       stampedeRepeats++;
-      // Rotate the order so that no contender always runs first or last.
-      const order = STAMPEDE.map((_, i) => STAMPEDE[(i + r * 3) % STAMPEDE.length]!);
+      // A different order in each repeat, so that no contender always runs first, last, or
+      // right after the same other one.
+      const order = STAMPEDE_ORDERS[r % STAMPEDE_ORDERS.length]!.map((id) => STAMPEDE.find((c) => c.id === id)!);
       for (const scenario of SCENARIOS) {
         for (const c of order) {
           if (only.length > 0 && !only.includes(c.id)) continue;
@@ -566,7 +573,8 @@ function report(input: ReportInput): string {
       `(in A, the last process started a median ${median(skews).toFixed(1)} ms after the first, at most ${Math.max(...skews).toFixed(1)} ms). The loader is a 100 ms \`setTimeout\` ` +
       'returning a ~250-byte object; its runs are counted with an `INCR` on a separate counter key over a separate connection.\n' +
       '- Each contender gets a new key per repeat and a fresh instance in every process, its connections opened and warmed up on another key ' +
-      'before the stampede (the numbers are those of a running application, not of a cold start).\n' +
+      'before the stampede (the numbers are those of a running application, not of a cold start); every process collects garbage ' +
+      'before each stampede, and the contenders run in a different order in each repeat.\n' +
       "- *Excess* is a caller's own latency (from its call to the moment its promise settles) minus the loader's 100 ms, over every caller of the " +
       'stampede. A process that starts late against a leader in another process can see a negative excess.\n' +
       '- dogpile-guard: `createCache({ redis })`, defaults (lockTtl 5 s). No protection: `GET`; on a miss load and `SET … PX`. ' +
