@@ -171,6 +171,7 @@ async function singleProcess(s: Settings): Promise<boolean> {
     console.log();
     console.log(dim('  no protection:  app.get(\'/report\', handler)'));
     console.log(dim('  dogpileGuard(): app.get(\'/report\', dogpileGuard({ ttl: \'30s\' }), handler)'));
+    console.log(dim('  latency: from sending a request to its last byte, measured by a client in this same process'));
     console.log();
     const [p0, p1, p2] = phases as [Phase, Phase, Phase];
     console.log(`  Without protection the database ran ${plural(p0.queries, 'query', 'queries')} for the same report, and the slowest request took ${ms(percentile(none.latencies, 100))}.`);
