@@ -414,14 +414,29 @@ describe('coordination through Redis (two caches = two processes)', () => {
       return 1;
     }, 10_000)));
     expect((await evalshaCalls()) - before).toBe(2);
+    // a hit on a value this process has seen is one plain GET, no script
+    const gets = await commandCalls('get');
+    expect(await cache.getOrCompute(key, () => 2, 10_000)).toBe(1);
+    expect((await evalshaCalls()) - before).toBe(2);
+    expect((await commandCalls('get')) - gets).toBe(1);
+    // a key deleted elsewhere: the GET misses and the lookup-or-lead script takes over
+    await redis.del(`dogpile:v:{${key}}`);
+    expect(await cache.getOrCompute(key, () => 3, 10_000)).toBe(3);
+    expect(await cache.getOrCompute(key, () => 4, 10_000)).toBe(3);
     await cache.close();
   });
 });
 
+async function commandCalls(command: string): Promise<number> {
+  const info = String(await server.command('INFO', 'commandstats'));
+  return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+}
+
+/** Script calls that ran (a first EVALSHA on a fresh server fails with NOSCRIPT and is retried as EVAL). */
 async function evalshaCalls(): Promise<number> {
   const info = String(await server.command('INFO', 'commandstats'));
   let total = 0;
-  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) total += Number(m[2]);
+  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/g)) total += Number(m[2]) - Number(m[3]);
   return total;
 }
 

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { LRUCache } from 'lru-cache';
-import { toMs, type Duration } from './duration.js';
+import { isDuration, toMs, type Duration } from './duration.js';
 import { encodeEntry, EntryKind } from './entry.js';
 import {
   BackendError,
@@ -84,6 +84,13 @@ export interface CacheEvents {
   waitTimeout: [info: { key: string; waited: number }];
 }
 
+interface PendingCall {
+  deadline: number;
+  key: string | undefined;
+  operation: string;
+  fail: ((err: unknown) => void) | undefined;
+}
+
 interface Settled<T> {
   value: T;
   status: CacheStatus;
@@ -102,6 +109,8 @@ interface CallOptions<T> {
 }
 
 const RETRY = Symbol('retry');
+/** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET. */
+const FRESHNESS_HINTS = 10_000;
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
 /**
@@ -114,8 +123,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly backend: Backend;
   private readonly memory: MemoryBackend | undefined;
   private readonly l1: LRUCache<string, StoredEntry> | undefined;
+  /** Expiry times of values this process has seen in Redis: where a plain GET will likely hit. */
+  private readonly fresh: LRUCache<string, number> | undefined;
   private readonly inflight = new Map<string, Promise<Settled<unknown>>>();
   private degradedUntil = 0;
+  private readonly pending = new Set<PendingCall>();
+  private sweepTimer: NodeJS.Timeout | undefined;
   private tokenCounter = 0;
   private closed = false;
 
@@ -135,6 +148,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         ownsClient: typeof redis === 'string',
       });
       if (this.options.l1) this.l1 = new LRUCache({ max: this.options.l1.max });
+      this.fresh = new LRUCache({ max: FRESHNESS_HINTS });
     }
   }
 
@@ -147,8 +161,24 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * Returns the cached value of `key`, or runs `loader` once for all concurrent callers and
    * caches its result for `ttl`.
    */
-  async getOrCompute<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<T> {
-    return (await this.resolve(key, loader, ttlOrOptions)).value;
+  getOrCompute<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<T> {
+    // Fast path for a hit in process memory (embedded store or L1) with a plain TTL: no async
+    // machinery. Anything else, including every kind of bad input, goes through resolve().
+    if (
+      !this.closed &&
+      typeof key === 'string' &&
+      key.length > 0 &&
+      typeof loader === 'function' &&
+      ((typeof ttlOrOptions === 'number' && ttlOrOptions > 0 && ttlOrOptions < Number.POSITIVE_INFINITY) ||
+        (typeof ttlOrOptions === 'string' && isDuration(ttlOrOptions)))
+    ) {
+      const local = this.memory ? this.memory.peek(key) : this.l1?.get(key);
+      if (local !== undefined && local.kind === EntryKind.Value) {
+        if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
+        return Promise.resolve(local.value as T);
+      }
+    }
+    return this.resolve(key, loader, ttlOrOptions).then(valueOf);
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
@@ -159,13 +189,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
     const local = this.memory?.peek(key) ?? this.l1?.get(key);
     if (local?.kind === EntryKind.Value) {
-      this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
+      if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
 
     const existing = this.inflight.get(key) as Promise<Settled<T>> | undefined;
     if (existing) {
-      this.emit('coalesced', { key, remote: false });
+      if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
       const settled = await withSignal(existing, opts.signal, key);
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
       return {
@@ -199,7 +229,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       return undefined;
     }
     if (found.kind !== EntryKind.Value) return undefined;
-    this.rememberL1(key, found);
+    this.remember(key, found);
     return found.value as T;
   }
 
@@ -211,7 +241,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl: ttlMs };
     const bytes = this.encode(key, entry);
     await this.timed(key, 'set', this.backend.set(key, entry, bytes, ttlMs));
-    this.rememberL1(key, entry);
+    this.remember(key, entry);
   }
 
   /**
@@ -222,6 +252,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     this.l1?.delete(key);
+    this.fresh?.delete(key);
     return this.timed(key, 'delete', this.backend.delete(key));
   }
 
@@ -243,6 +274,29 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     let skipValue = false;
     for (;;) {
       if (!this.backendUsable(key)) return this.runLocal(key, loader, opts, true);
+      if (!skipValue && this.believedFresh(key)) {
+        // This process saw the value and it has not expired: read it with a plain GET. Only a
+        // key that is unknown here or expired goes to the lookup-or-lead script, so a miss
+        // still costs one round trip and a hit costs what a GET costs.
+        let found;
+        try {
+          found = await this.timed(key, 'get', this.backend.get(key));
+        } catch {
+          return this.runLocal(key, loader, opts, true);
+        }
+        if (found !== undefined) {
+          if ('corrupt' in found) {
+            this.emit('corrupt', { key, error: found.corrupt });
+            skipValue = true;
+            continue;
+          }
+          if (found.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
+          if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
+          this.remember(key, found);
+          return { value: found.value as T, status: 'hit', createdAt: found.createdAt, degraded: false, private: false };
+        }
+        this.fresh?.delete(key);
+      }
       const token = this.nextToken();
       let lookup;
       try {
@@ -258,18 +312,18 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         case 'hit': {
           const { entry } = lookup;
           if (entry.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
-          this.emit('hit', { key, layer: 'store' });
-          this.rememberL1(key, entry);
+          if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
+          this.remember(key, entry);
           return { value: entry.value as T, status: 'hit', createdAt: entry.createdAt, degraded: false, private: false };
         }
         case 'lead': {
-          this.emit('miss', { key });
+          if (this.listenerCount('miss') > 0) this.emit('miss', { key });
           const led = await this.lead(key, token, loader, opts);
           if (led === RETRY) continue;
           return led;
         }
         case 'wait': {
-          this.emit('coalesced', { key, remote: true });
+          if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: true });
           const waited = await this.waitRemote(key, loader, opts, deadline);
           if (waited === RETRY) continue;
           return waited;
@@ -327,7 +381,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       throw error;
     }
     const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl });
-    if (committed && decision === 'store') this.rememberL1(key, entry);
+    if (committed && decision === 'store') this.remember(key, entry);
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
   }
 
@@ -367,7 +421,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         if (lookup.kind === 'corrupt') return RETRY;
         if (lookup.kind === 'hit') {
           if (lookup.entry.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
-          this.rememberL1(key, lookup.entry);
+          this.remember(key, lookup.entry);
           return { value: lookup.entry.value as T, status: 'coalesced', createdAt: lookup.entry.createdAt, degraded: false, private: false };
         }
         if (lookup.kind === 'lead') {
@@ -388,7 +442,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private fromOutcome<T>(key: string, outcome: Outcome, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> | typeof RETRY {
     switch (outcome.kind) {
       case 'value':
-        if (outcome.stored) this.rememberL1(key, outcome.entry);
+        if (outcome.stored) this.remember(key, outcome.entry);
         return Promise.resolve({ value: outcome.entry.value as T, status: 'coalesced', createdAt: outcome.entry.createdAt, degraded: false, private: false });
       case 'error': {
         const cause = new Error(outcome.message);
@@ -419,7 +473,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const value = await this.runLoader(key, loader);
     const createdAt = Date.now();
     const decision = this.decide(value, opts);
-    if (decision === 'store') this.rememberL1(key, { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl });
+    if (decision === 'store') this.remember(key, { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl });
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
@@ -434,7 +488,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       const bytes = this.encode(key, entry);
       try {
         await this.timed(key, 'set', this.backend.set(key, entry, bytes, opts.ttl));
-        this.rememberL1(key, entry);
+        this.remember(key, entry);
       } catch {
         degraded = true;
       }
@@ -495,11 +549,18 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload);
   }
 
-  private rememberL1(key: string, entry: StoredEntry): void {
+  /** Keeps what this process learnt of a stored value: its expiry (the GET hint) and, with l1, the value. */
+  private remember(key: string, entry: StoredEntry): void {
+    const expiresAt = entry.createdAt + entry.ttl;
+    this.fresh?.set(key, expiresAt);
     if (!this.l1 || !this.options.l1) return;
-    const left = entry.createdAt + entry.ttl - Date.now();
-    const ttl = Math.min(this.options.l1.ttl, left);
+    const ttl = Math.min(this.options.l1.ttl, expiresAt - Date.now());
     if (ttl > 0) this.l1.set(key, entry, { ttl });
+  }
+
+  private believedFresh(key: string): boolean {
+    const expiresAt = this.fresh?.get(key);
+    return expiresAt !== undefined && expiresAt > Date.now();
   }
 
   /** Redis may be tried now: not in a cooldown after a failure, and the client is not disconnected. */
@@ -511,30 +572,45 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return false;
   }
 
-  /** Bounds one backend call by `commandTimeout`; failures are reported and open the cooldown. */
+  /**
+   * Bounds one backend call by `commandTimeout`; failures are reported and open the cooldown.
+   * One sweep timer serves every pending call (no timer per command on the hot path), so a
+   * call times out between commandTimeout and 1.25 × commandTimeout.
+   */
   private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
-    const ms = this.options.commandTimeout;
     return new Promise<R>((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(() => {
-        fail(new BackendError(`Redis did not answer ${operation} within ${ms} ms (commandTimeout)`, { key }));
-      }, ms);
-      const fail = (err: unknown) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
+      const call: PendingCall = { deadline: Date.now() + this.options.commandTimeout, key, operation, fail: undefined };
+      const settle = (err: unknown) => {
+        if (!this.pending.delete(call)) return;
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
         this.degradedUntil = Date.now() + this.options.backendCooldown;
         this.emit('backendError', { key, operation, error });
         reject(error);
       };
+      call.fail = settle;
+      this.pending.add(call);
+      this.sweepTimer ??= this.startSweep();
       promise.then((v) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(v);
-      }, fail);
+        if (this.pending.delete(call)) resolve(v);
+      }, settle);
     });
+  }
+
+  private startSweep(): NodeJS.Timeout {
+    const ms = this.options.commandTimeout;
+    const timer = setInterval(() => {
+      if (this.pending.size === 0) {
+        clearInterval(timer);
+        this.sweepTimer = undefined;
+        return;
+      }
+      const now = Date.now();
+      for (const call of this.pending) {
+        if (call.deadline <= now) call.fail?.(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
+      }
+    }, Math.max(5, Math.floor(ms / 4)));
+    timer.unref();
+    return timer;
   }
 
   private nextToken(): string {
@@ -594,6 +670,10 @@ function createClientFromUrl(url: string): RedisClient {
     /* reported through backendError events when a call fails */
   });
   return client;
+}
+
+function valueOf<T>(result: CacheResult<T>): T {
+  return result.value;
 }
 
 function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined, key: string): Promise<T> {

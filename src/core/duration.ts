@@ -34,6 +34,12 @@ export function toMs(value: unknown, option: string, { allowZero = false } = {})
   return Math.ceil(ms);
 }
 
+/** True for a duration string `toMs` accepts with a positive result (cheap check for fast paths). */
+export function isDuration(value: string): boolean {
+  const m = PATTERN.exec(value);
+  return m !== null && Number(m[1]) > 0;
+}
+
 export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';

@@ -28,3 +28,8 @@ export function cacheKeys(prefix: string, key: string) {
   const id = storageId(key);
   return { value: `${prefix}:v:{${id}}`, lock: `${prefix}:l:{${id}}`, channel: `${prefix}:c:{${id}}` };
 }
+
+/** Just the value key of `key` (the read path needs no lock or channel name). */
+export function valueKey(prefix: string, key: string): string {
+  return `${prefix}:v:{${storageId(key)}}`;
+}

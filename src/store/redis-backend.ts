@@ -1,5 +1,5 @@
 import { decodeEntry, EntryKind } from '../core/entry.js';
-import { cacheKeys } from '../core/key.js';
+import { cacheKeys, valueKey } from '../core/key.js';
 import type { Serializer } from '../core/serializer.js';
 import { EXTEND } from '../lock/lock-scripts.js';
 import type { RedisClient } from '../lock/redis-client.js';
@@ -75,7 +75,7 @@ export class RedisBackend implements Backend {
   }
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(cacheKeys(this.options.prefix, key).value);
+    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(valueKey(this.options.prefix, key));
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
@@ -83,7 +83,7 @@ export class RedisBackend implements Backend {
 
   async set(key: string, _entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void> {
     await (this.client as { set(k: string, v: Buffer, px: 'PX', ms: number): Promise<unknown> }).set(
-      cacheKeys(this.options.prefix, key).value,
+      valueKey(this.options.prefix, key),
       bytes,
       'PX',
       Math.max(1, Math.ceil(ttl)),
@@ -91,7 +91,7 @@ export class RedisBackend implements Backend {
   }
 
   async delete(key: string): Promise<boolean> {
-    return (await (this.client as { del(k: string): Promise<number> }).del(cacheKeys(this.options.prefix, key).value)) > 0;
+    return (await (this.client as { del(k: string): Promise<number> }).del(valueKey(this.options.prefix, key))) > 0;
   }
 
   async close(): Promise<void> {
