@@ -239,8 +239,12 @@ export default async function httpBench(ctx: BenchContext): Promise<string> {
     for (const id of HIT_CONTENDERS) {
       const port = portOf(hitApps.get(id)!);
       await request(port, '/hit');
-      const second = await request(port, '/hit');
-      if (id.includes('dogpile') && second.xCache !== 'HIT') throw new Error(`${id}: expected X-Cache: HIT on the warm route, got ${String(second.xCache)}`);
+      if (id.includes('dogpile')) {
+        // Right after the first response the store may still be on its way to Redis (COALESCED).
+        let last: string | undefined;
+        for (let i = 0; i < 5 && last !== 'HIT'; i++) last = (await request(port, '/hit')).xCache;
+        if (last !== 'HIT') throw new Error(`${id}: expected X-Cache: HIT on the warm route, got ${String(last)}`);
+      }
       await hits(port, 0.5);
     }
     for (const c of STAMPEDE_CONTENDERS) await stampede(redis, stampedeApps.get(c.id)!.map(portOf), `warm-${c.id}`);
