@@ -126,6 +126,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** Expiry times of values this process has seen in Redis: where a plain GET will likely hit. */
   private readonly fresh: LRUCache<string, number> | undefined;
   private readonly inflight = new Map<string, Promise<Settled<unknown>>>();
+  /** Plain GETs of values believed fresh, shared by concurrent readers of a key. */
+  private readonly reads = new Map<string, Promise<StoredEntry | { corrupt: Error } | undefined>>();
   private degradedUntil = 0;
   private readonly pending = new Set<PendingCall>();
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -176,6 +178,32 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       if (local !== undefined && local.kind === EntryKind.Value) {
         if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
         return Promise.resolve(local.value as T);
+      }
+      // A value this process saw in Redis and that has not expired: one bounded GET. A miss,
+      // a marker, a corrupt value or a Redis failure goes on to the full protocol.
+      if (!this.inflight.has(key) && this.believedFresh(key) && this.backendUsable(key)) {
+        // Concurrent readers of one key share one GET.
+        let read = this.reads.get(key);
+        if (read === undefined) {
+          read = this.timed(key, 'get', this.backend.get(key));
+          this.reads.set(key, read);
+        }
+        const shared = read;
+        return shared.then(
+          (found) => {
+            if (this.reads.get(key) === shared) this.reads.delete(key);
+            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value) {
+              if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
+              if (this.l1) this.remember(key, found);
+              return found.value as T;
+            }
+            return this.resolve(key, loader, ttlOrOptions).then(valueOf);
+          },
+          () => {
+            if (this.reads.get(key) === shared) this.reads.delete(key);
+            return this.resolve(key, loader, ttlOrOptions).then(valueOf);
+          },
+        );
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
