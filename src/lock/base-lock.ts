@@ -58,6 +58,13 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   protected abstract tryOnce(value: string): Promise<number | false>;
   /** Waits up to `timeoutMs` (> 0) for the lock; resolves the fencing token or throws. */
   protected abstract waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number>;
+  /**
+   * Whether `acquire()` tries once before it prepares to wait. A lock whose wake-up channel is
+   * already live skips it: its first queued attempt takes the lock just as well when it is free.
+   */
+  protected tryFirst(): boolean {
+    return true;
+  }
   protected abstract extendRaw(value: string, ms: number): Promise<boolean>;
   protected abstract releaseRaw(value: string): Promise<boolean>;
   abstract getOwnerId(): Promise<string | null>;
@@ -71,7 +78,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
     try {
       if (signal?.aborted) throw abortReason(signal, this.name);
       const value = newLockValue(this.options.id);
-      let token = await this.tryOnce(value);
+      let token = timeout === 0 || this.tryFirst() ? await this.tryOnce(value) : false;
       if (token === false) {
         if (timeout === 0) throw this.timeoutError(0);
         token = await this.waitFor(value, timeout, signal);

@@ -4,7 +4,7 @@ import { BaseLock, ownerOf } from './base-lock.js';
 import { validateName, validatePrefix } from './common.js';
 import { ACQUIRE, EXTEND, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
 import { isCluster, isRedisClient, type RedisClient } from './redis-client.js';
-import { sharedSubscriber, type Subscriber } from './subscriber.js';
+import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from './subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 import { abortReason, Wakeup } from './wait.js';
 
@@ -89,6 +89,10 @@ export class RedisLock extends BaseLock {
     } finally {
       unlisten();
     }
+  }
+
+  protected override tryFirst(): boolean {
+    return !(this.subscriber ?? existingSharedSubscriber(this.client))?.isLive(this.keys.channel);
   }
 
   protected async extendRaw(value: string, ms: number): Promise<boolean> {

@@ -6,13 +6,21 @@ export type ChannelListener = (message: Buffer | null) => void;
 interface ChannelState {
   listeners: Set<ChannelListener>;
   ready: Promise<void>;
+  /** True once the server confirmed the subscription. */
+  live: boolean;
+  /** Set while the channel has no listener and waits `channelLingerMs` before unsubscribing. */
+  idleTimer: NodeJS.Timeout | undefined;
 }
+
+/** How long a channel stays subscribed after its last listener left (a busy lock or key keeps it). */
+export const CHANNEL_LINGER_MS = 1000;
 
 /**
  * One Redis connection in subscriber mode, shared by every waiter of a cache or a lock.
  * Channel subscriptions are reference-counted: a channel is subscribed when its first
- * listener arrives and unsubscribed when its last one leaves, so no subscription outlives
- * the waits that needed it. After a reconnect (ioredis re-subscribes by itself) every
+ * listener arrives and unsubscribed `CHANNEL_LINGER_MS` after its last one leaves (a lock or
+ * key under contention keeps its subscription instead of paying SUBSCRIBE/UNSUBSCRIBE per
+ * wait), so no subscription outlives the waits that needed it by more than that. After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
 export class Subscriber {
@@ -45,11 +53,18 @@ export class Subscriber {
     this.cancelLinger();
     let state = this.channels.get(channel);
     if (!state) {
-      const ready = this.handshakeDone()
+      const created: ChannelState = { listeners: new Set(), ready: Promise.resolve(), live: false, idleTimer: undefined };
+      created.ready = this.handshakeDone()
         .then(() => this.connection.subscribe(channel) as Promise<unknown>)
-        .then(() => undefined);
-      state = { listeners: new Set(), ready };
+        .then(() => {
+          created.live = true;
+        });
+      state = created;
       this.channels.set(channel, state);
+    }
+    if (state.idleTimer) {
+      clearTimeout(state.idleTimer);
+      state.idleTimer = undefined;
     }
     state.listeners.add(listener);
     const current = state;
@@ -58,16 +73,9 @@ export class Subscriber {
       if (removed) return;
       removed = true;
       current.listeners.delete(listener);
-      if (current.listeners.size === 0 && this.channels.get(channel) === current) {
-        this.channels.delete(channel);
-        if (!this.closed) {
-          current.ready
-            .then(() => this.connection.unsubscribe(channel))
-            .catch(() => {
-              /* the connection is gone; so is the subscription */
-            });
-        }
-        if (this.channels.size === 0) this.scheduleLinger();
+      if (current.listeners.size === 0 && this.channels.get(channel) === current && !current.idleTimer) {
+        current.idleTimer = setTimeout(() => this.drop(channel, current), CHANNEL_LINGER_MS);
+        current.idleTimer.unref();
       }
     };
     try {
@@ -79,6 +87,25 @@ export class Subscriber {
     return remove;
   }
 
+  /** True when `channel` is subscribed right now, so a publish on it reaches this connection. */
+  isLive(channel: string): boolean {
+    return this.channels.get(channel)?.live === true;
+  }
+
+  private drop(channel: string, state: ChannelState): void {
+    state.idleTimer = undefined;
+    if (state.listeners.size > 0 || this.channels.get(channel) !== state) return;
+    this.channels.delete(channel);
+    if (!this.closed) {
+      state.ready
+        .then(() => this.connection.unsubscribe(channel))
+        .catch(() => {
+          /* the connection is gone; so is the subscription */
+        });
+    }
+    if (this.channels.size === 0) this.scheduleLinger();
+  }
+
   /** Closes the connection if this subscriber created it. */
   close(): void {
     if (this.closed) return;
@@ -86,7 +113,10 @@ export class Subscriber {
     this.cancelLinger();
     this.connection.off('messageBuffer', this.onMessage);
     this.connection.off('ready', this.onReady);
-    for (const state of this.channels.values()) for (const l of state.listeners) l(null);
+    for (const state of this.channels.values()) {
+      if (state.idleTimer) clearTimeout(state.idleTimer);
+      for (const l of state.listeners) l(null);
+    }
     this.channels.clear();
     if (this.options.owned) {
       this.connection.disconnect();
@@ -155,6 +185,11 @@ export class Subscriber {
 
 const shared = new WeakMap<RedisClient, Subscriber>();
 
+/** The shared subscriber of `client` if one is open (never creates one). */
+export function existingSharedSubscriber(client: RedisClient): Subscriber | undefined {
+  return shared.get(client);
+}
+
 /**
  * The subscriber shared by every `RedisLock` on `client` that was not given one: a duplicate
  * connection, opened on the first wait and closed a moment after the last wait ends.
@@ -167,7 +202,7 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
     const connection = isCluster(client) ? client.duplicate(undefined, { enableOfflineQueue: true }) : client.duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
-      lingerMs: 1000,
+      lingerMs: 500,
       onIdle: () => {
         if (shared.get(client) === created) shared.delete(client);
         created.close();

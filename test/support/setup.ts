@@ -19,9 +19,10 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
-  // Let sockets and exited children finish closing.
+  // Let sockets and exited children finish closing (a subscriber connection closes up to
+  // 1.5 s after the last wait: a channel lingers 1 s, the connection 0.5 s more).
   let leaked: string[] = [];
-  for (let i = 0; i < 40; i++) {
+  for (let i = 0; i < 80; i++) {
     const now = count();
     leaked = [...now].filter(([type, n]) => WATCHED.has(type) && n > (baseline.get(type) ?? 0)).map(([t, n]) => `${t} x${n - (baseline.get(t) ?? 0)}`);
     if (leaked.length === 0) return;
