@@ -139,6 +139,32 @@ describe.each(kinds)('%s', (_label, make) => {
     await cache.close();
   });
 
+  it('a hit-for-miss marker sends concurrent callers to their own loaders at once, not one after another', async () => {
+    const cache = make();
+    const key = uniq('marker');
+    await cache.resolve(key, () => 'private-1', { ttl: 10_000, cacheable: () => 'private', hitForMissTtl: 5_000 });
+    let running = 0;
+    let peak = 0;
+    const results = await Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        cache.resolve(key, async () => {
+          running++;
+          peak = Math.max(peak, running);
+          await sleep(50);
+          running--;
+          return `own-${i}`;
+        }, { ttl: 10_000, cacheable: () => 'private', hitForMissTtl: 5_000 }),
+      ),
+    );
+    expect(results.map((r) => r.value)).toEqual(['own-0', 'own-1', 'own-2', 'own-3', 'own-4']);
+    expect(results.every((r) => r.status === 'pass')).toBe(true);
+    expect(peak).toBe(5);
+    // a cacheable result replaces the marker
+    expect(await cache.getOrCompute(key, () => 'public', 10_000)).toBe('public');
+    expect(await cache.getOrCompute(key, () => 'again', 10_000)).toBe('public');
+    await cache.close();
+  });
+
   it('get / set / delete', async () => {
     const cache = make();
     const key = uniq('gsd');

@@ -53,6 +53,8 @@ export interface GetOrComputeOptions<T = unknown> {
   signal?: AbortSignal;
   /** Decides what happens to the result. @default undefined → 'share', anything else → 'store' */
   cacheable?: (value: T) => CacheDecision;
+  /** Overrides the cache's `hitForMissTtl` for a `'private'` result of this call. */
+  hitForMissTtl?: Duration;
 }
 
 /** How a call was answered. */
@@ -97,7 +99,12 @@ interface Settled<T> {
   createdAt: number;
   degraded: boolean;
   private: boolean;
+  /** A hit-for-miss marker or a "not cacheable" announcement: every caller runs its own loader. */
+  marker?: true;
 }
+
+/** What a flight settles with when its callers should each run their own loader, at once. */
+const MARKER: Settled<undefined> = { value: undefined, status: 'pass', createdAt: 0, degraded: false, private: true, marker: true };
 
 interface CallOptions<T> {
   ttl: number;
@@ -106,6 +113,7 @@ interface CallOptions<T> {
   onWaitTimeout: 'throw' | 'load';
   signal: AbortSignal | undefined;
   cacheable: ((value: T) => CacheDecision) | undefined;
+  hitForMissTtl: number;
 }
 
 const RETRY = Symbol('retry');
@@ -241,6 +249,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     };
     flight.then(cleanup, cleanup);
     const settled = await withSignal(flight, opts.signal, key);
+    if (settled.marker) return this.pass(key, loader, opts, false);
     return { value: settled.value, status: settled.status, createdAt: settled.createdAt, degraded: settled.degraded };
   }
 
@@ -318,7 +327,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
             skipValue = true;
             continue;
           }
-          if (found.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
+          if (found.kind === EntryKind.HitForMiss) return MARKER as Settled<T>;
           if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
           this.remember(key, found);
           return { value: found.value as T, status: 'hit', createdAt: found.createdAt, degraded: false, private: false };
@@ -339,7 +348,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           continue;
         case 'hit': {
           const { entry } = lookup;
-          if (entry.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
+          if (entry.kind === EntryKind.HitForMiss) return MARKER as Settled<T>;
           if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
           this.remember(key, entry);
           return { value: entry.value as T, status: 'hit', createdAt: entry.createdAt, degraded: false, private: false };
@@ -390,12 +399,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const createdAt = Date.now();
     const decision = this.decide(value, opts);
     if (decision === 'private') {
-      const marker = this.options.hitForMissTtl > 0 ? this.markerEntry(createdAt) : undefined;
+      const marker = opts.hitForMissTtl > 0 ? this.markerEntry(createdAt, opts.hitForMissTtl) : undefined;
       await this.commit(key, token, {
         mode: 'uncacheable',
-        bytes: marker ? encodeEntry(EntryKind.HitForMiss, createdAt, this.options.hitForMissTtl, Buffer.alloc(0)) : undefined,
+        bytes: marker ? encodeEntry(EntryKind.HitForMiss, createdAt, opts.hitForMissTtl, Buffer.alloc(0)) : undefined,
         entry: marker,
-        ttl: this.options.hitForMissTtl,
+        ttl: opts.hitForMissTtl,
       });
       return { value, status: 'miss', createdAt, degraded: false, private: true };
     }
@@ -448,7 +457,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         }
         if (lookup.kind === 'corrupt') return RETRY;
         if (lookup.kind === 'hit') {
-          if (lookup.entry.kind === EntryKind.HitForMiss) return this.passSettled(key, loader, opts);
+          if (lookup.entry.kind === EntryKind.HitForMiss) return MARKER as Settled<T>;
           this.remember(key, lookup.entry);
           return { value: lookup.entry.value as T, status: 'coalesced', createdAt: lookup.entry.createdAt, degraded: false, private: false };
         }
@@ -478,7 +487,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         return Promise.reject(new LoaderError(`the loader for "${key}" failed in another process: ${outcome.message}`, { key, cause }));
       }
       case 'uncacheable':
-        return this.passSettled(key, loader, opts);
+        return Promise.resolve(MARKER as Settled<T>);
       case 'corrupt':
         this.emit('corrupt', { key, error: outcome.error });
         return RETRY;
@@ -560,8 +569,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return value === undefined ? 'share' : 'store';
   }
 
-  private markerEntry(createdAt: number): StoredEntry {
-    return { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: this.options.hitForMissTtl };
+  private markerEntry(createdAt: number, ttl: number): StoredEntry {
+    return { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl };
   }
 
   private encode(key: string, entry: StoredEntry): Buffer {
@@ -664,6 +673,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         onWaitTimeout: this.options.onWaitTimeout,
         signal: undefined,
         cacheable: undefined,
+        hitForMissTtl: this.options.hitForMissTtl,
       };
     }
     const o = ttlOrOptions;
@@ -679,6 +689,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       onWaitTimeout: o.onWaitTimeout ?? this.options.onWaitTimeout,
       signal: o.signal,
       cacheable: o.cacheable,
+      hitForMissTtl: o.hitForMissTtl === undefined ? this.options.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     };
   }
 }
