@@ -142,7 +142,7 @@ export class HttpGuard<Req> {
       }
       return capture.promise;
     };
-    this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load' }).then(
+    this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl }).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (ran) return;

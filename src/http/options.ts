@@ -34,6 +34,13 @@ export interface HttpCacheOptions<Req = unknown> {
    * @default 1_048_576 (1 MiB)
    */
   maxBodySize?: number;
+  /**
+   * After a response that could not be shared (Set-Cookie, private, a status outside
+   * `statuses`, a body over `maxBodySize`), requests for that resource skip waiting for this
+   * long and run their own handler at once ("hit-for-miss"); 0 turns it off.
+   * @default 5000 (ms)
+   */
+  hitForMissTtl?: Duration;
 }
 
 export interface ResolvedHttpCacheOptions<Req = unknown> {
@@ -43,15 +50,17 @@ export interface ResolvedHttpCacheOptions<Req = unknown> {
   statuses: ReadonlySet<number>;
   skip: ((req: Req) => boolean) | undefined;
   maxBodySize: number;
+  hitForMissTtl: number;
 }
 
 export const HTTP_CACHE_DEFAULTS = {
   ttl: 60_000,
+  hitForMissTtl: 5000,
   statuses: [200] as readonly number[],
   maxBodySize: 1_048_576,
 } as const;
 
-const KNOWN = new Set(['cache', 'ttl', 'key', 'statuses', 'skip', 'maxBodySize']);
+const KNOWN = new Set(['cache', 'ttl', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl']);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -97,5 +106,6 @@ export function resolveHttpCacheOptions<Req>(
     statuses,
     skip: o.skip,
     maxBodySize,
+    hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
   };
 }
