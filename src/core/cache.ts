@@ -444,7 +444,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         const announced = outcome as Outcome | null;
         outcome = null;
         if (announced) {
-          const result = this.fromOutcome(key, announced, loader, opts);
+          const result = this.fromOutcome<T>(key, announced);
           if (result !== RETRY) return await result;
         }
         // Subscribed: look again, so an announcement made before the subscription is not missed.
@@ -476,7 +476,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     }
   }
 
-  private fromOutcome<T>(key: string, outcome: Outcome, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> | typeof RETRY {
+  private fromOutcome<T>(key: string, outcome: Outcome): Promise<Settled<T>> | typeof RETRY {
     switch (outcome.kind) {
       case 'value':
         if (outcome.stored) this.remember(key, outcome.entry);
