@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import type { BenchContext, BenchModule } from './lib/types.js';
+import { writeChart } from './chart.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -59,6 +60,8 @@ async function main(): Promise<void> {
   if (only.length === 0) {
     writeFileSync(path.join(here, 'RESULTS.md'), `${header}\n${sections.join('\n\n')}\n`);
     process.stdout.write(`\nwrote bench/RESULTS.md\n`);
+    writeChart();
+    process.stdout.write(`wrote bench/stampede.svg\n`);
   } else {
     const out = path.join(here, `.out`);
     execFileSync('mkdir', ['-p', out]);
