@@ -51,7 +51,7 @@ function escape(s: string): string {
 }
 
 export function renderChart(rows: Row[]): string {
-  const labelW = 250;
+  const labelW = 300;
   const panelW = 300;
   const gap = 40;
   const rowH = 30;
