@@ -355,7 +355,7 @@ export default async function httpBench(ctx: BenchContext): Promise<string> {
       ...verdicts,
       '',
       'apicache does not coalesce: every request that arrives before the first response is stored runs the handler. ' +
-        'With the cache on Redis (no `l1`), every dogpile-guard hit costs one round trip to Redis (a Lua lookup), on the same two cores as the app and the load generator.',
+        'With the cache on Redis (no `l1`), every dogpile-guard hit costs one round trip to Redis (a plain `GET` once the process has seen the entry), on the same two cores as the app and the load generator.',
     ].join('\n');
   } finally {
     await Promise.all(apps.map((a) => a.stop()));

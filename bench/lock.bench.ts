@@ -319,13 +319,11 @@ function report(results: RunResult[], repeats: number, seconds: number, exitedCl
     ...(fewest
       ? []
       : [
-          `  Why (in src/lock): under contention every acquisition takes the whole wait path: a first ACQUIRE that fails, SUBSCRIBE, ` +
-            `ACQUIRE to join the queue, the woken waiter's ACQUIRE, RELEASE, and UNSUBSCRIBE, because the subscriber drops a channel ` +
-            `as soon as its last waiter leaves (and here each client has one waiter at a time). Keeping a channel subscribed for a ` +
-            `moment after its last waiter (as the connection already is) would save SUBSCRIBE and UNSUBSCRIBE, and skipping the first ` +
-            `ACQUIRE when the channel is already subscribed one more: 3 per acquisition. A release that hands the lock over outright ` +
-            `(sets it to the waiter's value and publishes the fencing token) would save the woken waiter's ACQUIRE too: 2. redlock's ` +
-            `${med('redlock', 'sentPerAcq').toFixed(2)} comes from its waiters sleeping ~200 ms between attempts while the releaser re-acquires.`,
+          `  Why (in src/lock): under contention an acquisition is a queuing ACQUIRE (the lock's channel stays subscribed ` +
+            `while it is busy, so no SUBSCRIBE and no first try), the woken waiter's ACQUIRE, and the RELEASE that hands the lock ` +
+            `on: 3. A release that hands the lock over outright (sets it to the waiter's value and publishes the fencing token) ` +
+            `would save the woken waiter's ACQUIRE: 2. redlock's ${med('redlock', 'sentPerAcq').toFixed(2)} comes from its waiters ` +
+            `sleeping ~200 ms between attempts while the releaser re-acquires (see the hand-over table).`,
         ]),
   ];
 
