@@ -8,20 +8,14 @@
  *   100 ms — how many times the handler runs and the latency the clients see, uncached vs
  *   apicache vs dogpile-guard (in one process, and in two processes sharing the Redis).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
+import { AppProcess, request as requestOnce, type Reply } from './lib/app-process.js';
 
-const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -82,75 +76,16 @@ const STAMPEDE_CONTENDERS: { id: ContenderId; processes: number }[] = [
 
 // --- app processes --------------------------------------------------------------------------
 
-class App {
-  readonly child: ChildProcess;
-  readonly exited: Promise<number | null>;
-  readonly ready: Promise<number>;
-  private stderr = '';
-
-  constructor(
-    readonly contender: ContenderId,
-    redisUrl: string,
-  ) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', path.join('bench', 'http-worker.ts'), contender, redisUrl, String(HANDLER_MS)], {
-      cwd: root,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
-    this.child.stderr!.on('data', (d: Buffer) => {
-      this.stderr = (this.stderr + d.toString()).slice(-4000);
-    });
-    this.ready = new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${contender}: no "listening" in 60 s: ${this.stderr}`)), 60_000);
-      createInterface({ input: this.child.stdout! }).on('line', (line) => {
-        if (!line.startsWith('listening ')) return;
-        clearTimeout(timer);
-        resolve(Number(line.split(' ')[1]));
-      });
-      void this.exited.then((code) => {
-        clearTimeout(timer);
-        reject(new Error(`${contender} exited (${code}): ${this.stderr}`));
-      });
-    });
-    this.ready.catch(() => {});
-  }
-
-  /** Ends stdin (the app closes and exits); kills the child if it has not exited in 10 s. */
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.stdin!.end();
-    const code = await Promise.race([this.exited, sleep(10_000).then(() => 'timeout' as const)]);
-    if (code === 'timeout') {
-      this.child.kill('SIGKILL');
-      await this.exited;
-    }
-  }
-}
-
-interface Reply {
-  status: number;
-  body: string;
-  xCache: string | undefined;
-  ms: number;
+/** The app of contender `contender` in its own process. */
+function newApp(contender: ContenderId, redisUrl: string): AppProcess {
+  return new AppProcess(contender, 'http-worker.ts', [contender, redisUrl, String(HANDLER_MS)]);
 }
 
 /** Every app process sees the same Host header, as behind a load balancer (the host is part of the cache key). */
 const HOST_HEADER = 'shop.example';
 
 function request(port: number, urlPath: string, agent: http.Agent | false = false): Promise<Reply> {
-  const t0 = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: urlPath, agent, headers: { host: HOST_HEADER } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, xCache: res.headers['x-cache'] as string | undefined, ms: performance.now() - t0 }));
-      res.on('error', reject);
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+  return requestOnce(port, urlPath, { agent, host: HOST_HEADER });
 }
 
 // --- measurements ---------------------------------------------------------------------------
@@ -212,27 +147,27 @@ export default async function httpBench(ctx: BenchContext): Promise<string> {
   const hitSeconds = ctx.quick ? 1 : 1.5;
   const load0 = os.loadavg()[0]!;
   const redis = await startRedis();
-  const apps: App[] = [];
+  const apps: AppProcess[] = [];
   try {
     // One process per hit contender; the two-process stampede contenders get a second one.
-    const hitApps = new Map<ContenderId, App>();
-    const stampedeApps = new Map<ContenderId, App[]>();
+    const hitApps = new Map<ContenderId, AppProcess>();
+    const stampedeApps = new Map<ContenderId, AppProcess[]>();
     for (const id of new Set([...HIT_CONTENDERS, ...STAMPEDE_CONTENDERS.map((c) => c.id)])) {
-      const app = new App(id, redis.url);
+      const app = newApp(id, redis.url);
       apps.push(app);
       hitApps.set(id, app);
       stampedeApps.set(id, [app]);
     }
     for (const c of STAMPEDE_CONTENDERS) {
       for (let i = 1; i < c.processes; i++) {
-        const app = new App(c.id, redis.url);
+        const app = newApp(c.id, redis.url);
         apps.push(app);
         stampedeApps.get(c.id)!.push(app);
       }
     }
-    const ports = new Map<App, number>();
+    const ports = new Map<AppProcess, number>();
     for (const app of apps) ports.set(app, await app.ready);
-    const portOf = (app: App) => ports.get(app)!;
+    const portOf = (app: AppProcess) => ports.get(app)!;
     ctx.log(`${apps.length} app processes listening after ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
     // Warm-up: every code path once, and check that the cached contenders really hit.

@@ -8,21 +8,13 @@
  *   how many times the handler runs, and the latency the clients see;
  * - hits: requests per second on a warm key, with autocannon (50 connections).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import http from 'node:http';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
+import { AppProcess, request } from './lib/app-process.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.join(here, '..');
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -48,72 +40,9 @@ const HIT_CONNECTIONS = 50;
 
 // --- the app processes ----------------------------------------------------------------------
 
-class App {
-  readonly child: ChildProcess;
-  readonly exited: Promise<number | null>;
-  readonly ready: Promise<number>;
-  private stderr = '';
-
-  constructor(
-    readonly contender: ContenderId,
-    redisUrl: string,
-  ) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', path.join('bench', 'nest-worker.ts'), contender, redisUrl, `bench-${contender}`, String(HANDLER_MS)], {
-      cwd: root,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
-    this.child.stderr!.on('data', (d: Buffer) => {
-      this.stderr = (this.stderr + d.toString()).slice(-4000);
-    });
-    this.ready = new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${contender}: no "listening" in 60 s: ${this.stderr}`)), 60_000);
-      createInterface({ input: this.child.stdout! }).on('line', (line) => {
-        if (!line.startsWith('listening ')) return;
-        clearTimeout(timer);
-        resolve(Number(line.split(' ')[1]));
-      });
-      void this.exited.then((code) => {
-        clearTimeout(timer);
-        reject(new Error(`${contender} exited (${code}): ${this.stderr}`));
-      });
-    });
-    this.ready.catch(() => {});
-  }
-
-  /** Ends stdin (the app closes and exits); kills this child if it has not exited in 10 s. */
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.stdin!.end();
-    const code = await Promise.race([this.exited, sleep(10_000).then(() => 'timeout' as const)]);
-    if (code === 'timeout') {
-      this.child.kill('SIGKILL');
-      await this.exited;
-    }
-  }
-}
-
-interface Reply {
-  status: number;
-  body: string;
-  xCache: string | undefined;
-  ms: number;
-}
-
-function request(port: number, path: string): Promise<Reply> {
-  const t0 = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, xCache: res.headers['x-cache'] as string | undefined, ms: performance.now() - t0 }));
-      res.on('error', reject);
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+/** The app of contender `contender` in its own process. */
+function newApp(contender: ContenderId, redisUrl: string): AppProcess {
+  return new AppProcess(contender, 'nest-worker.ts', [contender, redisUrl, `bench-${contender}`, String(HANDLER_MS)]);
 }
 
 // --- measurements ---------------------------------------------------------------------------
@@ -168,11 +97,11 @@ export default async function nestBench(ctx: BenchContext): Promise<string> {
   const hitSeconds = ctx.quick ? 2 : 3;
   const load0 = os.loadavg()[0]!;
   const redis: RedisServer = await startRedis();
-  const apps: App[] = [];
+  const apps: AppProcess[] = [];
   try {
-    for (const c of CONTENDERS) apps.push(new App(c.id, redis.url));
+    for (const c of CONTENDERS) apps.push(newApp(c.id, redis.url));
     const ports = new Map<ContenderId, number>();
-    for (const app of apps) ports.set(app.contender, await app.ready);
+    for (const [i, app] of apps.entries()) ports.set(CONTENDERS[i]!.id, await app.ready);
     const rotate = (r: number) => CONTENDERS.map((_, i) => CONTENDERS[(i + r) % CONTENDERS.length]!);
 
     // Warm-up: both code paths, so that the first measured stampede is not also the first request.
