@@ -172,8 +172,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * caches its result for `ttl`.
    */
   getOrCompute<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<T> {
-    // Fast path for a hit in process memory (embedded store or L1) with a plain TTL: no async
-    // machinery. Anything else, including every kind of bad input, goes through resolve().
+    // Fast paths for hits, taken only with plain arguments (a key, a loader, a TTL): a hit in
+    // process memory (embedded store or L1) without async machinery, then a plain GET of a
+    // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
     if (
       !this.closed &&
       typeof key === 'string' &&
