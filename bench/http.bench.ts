@@ -9,23 +9,13 @@
  *   apicache vs dogpile-guard (in one process, and in two processes sharing the Redis).
  */
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
-import { AppProcess, request as requestOnce, type Reply } from './lib/app-process.js';
+import { AppProcess, measureHits, request as requestOnce, type HitRun, type Reply } from './lib/app-process.js';
 
 
-interface AutocannonResult {
-  requests: { average: number; total: number };
-  latency: { p99: number };
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-}
-type Autocannon = (opts: { url: string; connections: number; duration: number; headers?: Record<string, string> }) => Promise<AutocannonResult>;
-const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
 const HANDLER_MS = 100;
 const STAMPEDE_REQUESTS = 500;
@@ -117,25 +107,8 @@ async function stampede(redis: RedisServer, ports: number[], id: string): Promis
   }
 }
 
-interface HitRun {
-  rps: number;
-  p99: number;
-  cpuPerRequest: number;
-  bad: number;
-}
-
-const cpuMicros = async (port: number) => (JSON.parse((await request(port, '/cpu')).body) as { micros: number }).micros;
-
-async function hits(port: number, seconds: number): Promise<HitRun> {
-  const cpu0 = await cpuMicros(port);
-  const result = await autocannon({ url: `http://127.0.0.1:${port}/hit`, connections: HIT_CONNECTIONS, duration: seconds, headers: { host: HOST_HEADER } });
-  const cpu1 = await cpuMicros(port);
-  return {
-    rps: result.requests.average,
-    p99: result.latency.p99,
-    cpuPerRequest: (cpu1 - cpu0) / Math.max(1, result.requests.total),
-    bad: result.non2xx + result.errors + result.timeouts,
-  };
+function hits(port: number, seconds: number): Promise<HitRun> {
+  return measureHits(port, '/hit', { seconds, connections: HIT_CONNECTIONS, host: HOST_HEADER });
 }
 
 // --- main -----------------------------------------------------------------------------------

@@ -8,23 +8,13 @@
  *   how many times the handler runs, and the latency the clients see;
  * - hits: requests per second on a warm key, with autocannon (50 connections).
  */
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
-import { AppProcess, request } from './lib/app-process.js';
+import { AppProcess, measureHits, request, type HitRun } from './lib/app-process.js';
 
 
-interface AutocannonResult {
-  requests: { average: number; total: number };
-  latency: { p50: number; p99: number };
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-}
-type Autocannon = (opts: { url: string; connections: number; duration: number; pipelining?: number }) => Promise<AutocannonResult>;
-const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
 const CONTENDERS = [
   { id: 'cache-manager', name: '`@nestjs/cache-manager` `CacheInterceptor` (cache-manager 7 + Keyv + @keyv/redis)' },
@@ -66,26 +56,8 @@ async function stampede(port: number, id: string): Promise<StampedeRun> {
   };
 }
 
-interface HitRun {
-  rps: number;
-  p99: number;
-  /** CPU time the app process spent per request (µs): less sensitive than req/s to other load on the machine. */
-  cpuPerRequest: number;
-  bad: number;
-}
-
-const cpuMicros = async (port: number) => (JSON.parse((await request(port, '/cpu')).body) as { micros: number }).micros;
-
-async function hits(port: number, seconds: number): Promise<HitRun> {
-  const cpu0 = await cpuMicros(port);
-  const result = await autocannon({ url: `http://127.0.0.1:${port}/product?id=hot`, connections: HIT_CONNECTIONS, duration: seconds });
-  const cpu1 = await cpuMicros(port);
-  return {
-    rps: result.requests.average,
-    p99: result.latency.p99,
-    cpuPerRequest: (cpu1 - cpu0) / Math.max(1, result.requests.total),
-    bad: result.non2xx + result.errors + result.timeouts,
-  };
+function hits(port: number, seconds: number): Promise<HitRun> {
+  return measureHits(port, '/product?id=hot', { seconds, connections: HIT_CONNECTIONS });
 }
 
 // --- main -----------------------------------------------------------------------------------

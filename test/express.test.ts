@@ -222,7 +222,7 @@ describe('dogpileGuard (Express specifics)', () => {
     expect(() => dogpileGuard({ statuses: [200, 1000] })).toThrow(/Invalid statuses/);
     expect(() => dogpileGuard({ maxBodySize: -5 })).toThrow(/Invalid maxBodySize/);
     expect(() => dogpileGuard({ key: 'url' as never })).toThrow(/Invalid key/);
-    expect(() => dogpileGuard({ skip: true as never })).toThrow(/Invalid skip/);
+    expect(() => dogpileGuard({ skip: 'yes' as never })).toThrow(/Invalid skip/);
     expect(() => dogpileGuard({ cache: {} as never })).toThrow(/Invalid cache/);
     expect(() => dogpileGuard({ tll: 5 } as never)).toThrow(/Invalid tll: unknown option/);
   });

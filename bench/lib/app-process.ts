@@ -1,9 +1,10 @@
 /**
- * An app under benchmark in its own Node process (run with tsx), and the plain HTTP client
- * the HTTP and NestJS benchmarks measure it with.
+ * An app under benchmark in its own Node process (run with tsx), the plain HTTP client and
+ * the autocannon hit measurement the HTTP and NestJS benchmarks share.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -86,4 +87,45 @@ export function request(port: number, urlPath: string, options: { agent?: http.A
     req.on('error', reject);
     req.end();
   });
+}
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+type Autocannon = (opts: { url: string; connections: number; duration: number; headers?: Record<string, string> }) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+export interface HitRun {
+  rps: number;
+  p99: number;
+  /** CPU time the app process spent per request (µs): less sensitive than req/s to other load on the machine. */
+  cpuPerRequest: number;
+  bad: number;
+}
+
+/** The app's own CPU time so far (µs), from its `/cpu` route. */
+async function cpuMicros(port: number, host: string | undefined): Promise<number> {
+  return (JSON.parse((await request(port, '/cpu', { host })).body) as { micros: number }).micros;
+}
+
+/** Hit throughput of `urlPath` with autocannon, and the app's CPU time per request. */
+export async function measureHits(port: number, urlPath: string, options: { seconds: number; connections: number; host?: string }): Promise<HitRun> {
+  const cpu0 = await cpuMicros(port, options.host);
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}${urlPath}`,
+    connections: options.connections,
+    duration: options.seconds,
+    ...(options.host ? { headers: { host: options.host } } : {}),
+  });
+  const cpu1 = await cpuMicros(port, options.host);
+  return {
+    rps: result.requests.average,
+    p99: result.latency.p99,
+    cpuPerRequest: (cpu1 - cpu0) / Math.max(1, result.requests.total),
+    bad: result.non2xx + result.errors + result.timeouts,
+  };
 }
