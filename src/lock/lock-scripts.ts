@@ -11,6 +11,25 @@ import { LuaScript } from './script.js';
  */
 
 /**
+ * Lua shared by the scripts that free a lock: hands it to the first waiter whose deadline has
+ * not passed (reserved as "~<waiter>" for `ms`, so nobody who was not waiting can take it
+ * first) and wakes that waiter. Returns false when no live waiter is queued.
+ */
+const HAND_OFF = `
+local function hand_off(lock, queue, channel, ms)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', queue, '-inf', now)
+  local nxt = redis.call('ZRANGE', queue, 0, 0)
+  if not nxt[1] then return false end
+  redis.call('ZREM', queue, nxt[1])
+  redis.call('SET', lock, '~' .. nxt[1], 'PX', ms)
+  redis.call('PUBLISH', channel, nxt[1])
+  return true
+end
+`;
+
+/**
  * KEYS: lock, fence, queue. ARGV: value, ttl ms, waiter id ('' = do not queue), how long the
  * waiter will wait at most (ms; its queue entry lapses then, measured on the server's clock).
  * Takes the lock when it is free or reserved for this waiter.
@@ -44,19 +63,9 @@ return {0, redis.call('PTTL', KEYS[1])}
  */
 export const RELEASE = new LuaScript(
   'release',
-  `
+  `${HAND_OFF}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)
-if nxt[1] then
-  redis.call('ZREM', KEYS[2], nxt[1])
-  redis.call('SET', KEYS[1], '~' .. nxt[1], 'PX', ARGV[3])
-  redis.call('PUBLISH', ARGV[2], nxt[1])
-else
-  redis.call('DEL', KEYS[1])
-end
+if not hand_off(KEYS[1], KEYS[2], ARGV[2], ARGV[3]) then redis.call('DEL', KEYS[1]) end
 return 1
 `,
 );
@@ -69,22 +78,12 @@ return 1
  */
 export const LEAVE = new LuaScript(
   'leave',
-  `
+  `${HAND_OFF}
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 if removed == 0 then
   local cur = redis.call('GET', KEYS[2])
-  if cur == false or cur == '~' .. ARGV[1] then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-    local nxt = redis.call('ZRANGE', KEYS[1], 0, 0)
-    if nxt[1] then
-      redis.call('ZREM', KEYS[1], nxt[1])
-      redis.call('SET', KEYS[2], '~' .. nxt[1], 'PX', ARGV[3])
-      redis.call('PUBLISH', ARGV[2], nxt[1])
-    elseif cur then
-      redis.call('DEL', KEYS[2])
-    end
+  if (cur == false or cur == '~' .. ARGV[1]) and not hand_off(KEYS[2], KEYS[1], ARGV[2], ARGV[3]) and cur then
+    redis.call('DEL', KEYS[2])
   end
 end
 return removed
@@ -102,16 +101,15 @@ return 0
 `,
 );
 
-/** KEYS: lock, queue. ARGV: channel. Deletes the lock whoever holds it and wakes a waiter. */
+/**
+ * KEYS: lock, queue. ARGV: channel, hand-off ms. Frees the lock whoever holds it and hands it
+ * to the next live waiter. Returns 1 when there was a lock (held or reserved), else 0.
+ */
 export const FORCE_RELEASE = new LuaScript(
   'force-release',
-  `
-local existed = redis.call('DEL', KEYS[1])
-local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)
-if nxt[1] then
-  redis.call('ZREM', KEYS[2], nxt[1])
-  redis.call('PUBLISH', ARGV[1], nxt[1])
-end
+  `${HAND_OFF}
+local existed = redis.call('EXISTS', KEYS[1])
+if not hand_off(KEYS[1], KEYS[2], ARGV[1], ARGV[2]) then redis.call('DEL', KEYS[1]) end
 return existed
 `,
 );

@@ -17,6 +17,9 @@ export interface RedisLockOptions extends LockOptions {
   subscriber?: Subscriber;
 }
 
+/** Longest a released lock stays reserved for the waiter it is handed to (at most the lock's TTL). */
+const MAX_HANDOFF_MS = 1000;
+
 /** The Redis keys and channel of the lock `name`. */
 export function lockKeys(prefix: string, name: string) {
   const lock = `${prefix}:lock:{${name}}`;
@@ -105,7 +108,7 @@ export class RedisLock extends BaseLock {
 
   /** How long a released lock stays reserved for the waiter it was handed to. */
   private get handoffMs(): number {
-    return Math.min(this.options.ttl, 1000);
+    return Math.min(this.options.ttl, MAX_HANDOFF_MS);
   }
 
   async getOwnerId(): Promise<string | null> {
@@ -119,7 +122,7 @@ export class RedisLock extends BaseLock {
    */
   static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
     const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
-    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel])) === 1;
+    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS])) === 1;
   }
 
   /**
