@@ -151,7 +151,7 @@ rl.on('line', (line) => {
       }
     })
     .catch((err: unknown) => {
-      send({ event: 'error', message: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
+      send({ event: 'fatal', message: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
       process.exit(1);
     });
 });

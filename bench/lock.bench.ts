@@ -4,16 +4,15 @@
  * holding it 5 ms, 400 acquisitions in all. Reports acquisitions/s, the idle gap between a
  * release and the next acquisition, and Redis commands per acquisition.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 import type { Lib } from './lock-worker.js';
+import { JsonChild } from '../test/support/json-child.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const LIBS: Lib[] = ['dogpile-guard', 'redlock', 'redis-semaphore'];
@@ -26,64 +25,9 @@ const RUN_TIMEOUT_MS = 45_000;
 /** dogpile-guard's shared subscriber closes 1 s after the last wait; every run starts without one. */
 const BETWEEN_RUNS_MS = 1300;
 
-type Message = Record<string, any> & { event: string };
-
-class Worker {
-  readonly proc: ChildProcess;
-  private readonly messages: Message[] = [];
-  private readonly waiting = new Set<() => void>();
-  private stderr = '';
-
-  constructor(port: number) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'lock-worker.ts'), '--port', String(port), '--clients', String(CLIENTS_PER_PROCESS)], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
-      this.messages.push(JSON.parse(line) as Message);
-      for (const wake of [...this.waiting]) wake();
-    });
-    this.proc.once('exit', () => {
-      for (const wake of [...this.waiting]) wake();
-    });
-  }
-
-  send(command: Record<string, unknown>): void {
-    this.proc.stdin!.write(`${JSON.stringify(command)}\n`);
-  }
-
-  take(event: string, timeoutMs: number): Promise<Message> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const error = this.messages.find((m) => m.event === 'error');
-        if (error) return done(() => reject(new Error(`lock worker: ${error.message}`)));
-        const i = this.messages.findIndex((m) => m.event === event);
-        if (i !== -1) return done(() => resolve(this.messages.splice(i, 1)[0]!));
-        if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
-          return done(() => reject(new Error(`lock worker exited before "${event}": ${this.stderr}`)));
-        }
-      };
-      const timer = setTimeout(() => done(() => reject(new Error(`lock worker: no "${event}" within ${timeoutMs} ms`))), timeoutMs);
-      const done = (settle: () => void) => {
-        clearTimeout(timer);
-        this.waiting.delete(check);
-        settle();
-      };
-      this.waiting.add(check);
-      check();
-    });
-  }
-
-  /** Asks the worker to exit and waits for it to do so by itself (killed after 10 s). */
-  async exit(): Promise<boolean> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.proc.exitCode === 0;
-    const exited = new Promise<boolean>((resolve) => this.proc.once('exit', (code) => resolve(code === 0)));
-    this.send({ cmd: 'exit' });
-    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 10_000);
-    const ok = await exited;
-    clearTimeout(timer);
-    return ok;
-  }
+/** One benchmark process with its lock clients. */
+function newWorker(port: number): JsonChild {
+  return new JsonChild('lock worker', ['--import', 'tsx', path.join(here, 'lock-worker.ts'), '--port', String(port), '--clients', String(CLIENTS_PER_PROCESS)]);
 }
 
 interface RunResult {
@@ -157,7 +101,7 @@ function diff(after: Record<string, number>, before: Record<string, number>): Re
   return out;
 }
 
-async function runOnce(lib: Lib, run: number, workers: Worker[], inspector: Redis, monitor: CommandMonitor): Promise<RunResult> {
+async function runOnce(lib: Lib, run: number, workers: JsonChild[], inspector: Redis, monitor: CommandMonitor): Promise<RunResult> {
   const name = `bench-${lib}-${run}`;
   for (const w of workers) w.send({ cmd: 'prepare', lib, name });
   await Promise.all(workers.map((w) => w.take('prepared', 30_000)));
@@ -228,7 +172,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
   const loadBefore = os.loadavg()[0]!;
   const server = await startRedis();
   const inspector = new Redis({ host: server.host, port: server.port });
-  const workers: Worker[] = [];
+  const workers: JsonChild[] = [];
   let monitor: CommandMonitor | undefined;
   const results: RunResult[] = [];
   let exitedCleanly = true;
@@ -236,7 +180,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
     await new Promise((resolve) => inspector.once('ready', resolve));
     const inspectorSource = `${inspector.stream.localAddress}:${inspector.stream.localPort}`;
     monitor = await CommandMonitor.start(server, inspectorSource);
-    for (let i = 0; i < PROCESSES; i++) workers.push(new Worker(server.port));
+    for (let i = 0; i < PROCESSES; i++) workers.push(newWorker(server.port));
     await Promise.all(workers.map((w) => w.take('started', 60_000)));
     for (let run = 0; run < repeats; run++) {
       // Rotate the order, so that no library always runs first or last.

@@ -7,16 +7,15 @@
  * Timing bounds appear only where the requirement itself is a time bound (takeover within
  * TTL + 250 ms; being told of a lost lock within 3 × TTL + 1 s).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Socket } from 'node:net';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLock, Subscriber, lockKeys } from '../src/index.js';
 import { startRedis, type RedisServer } from './support/redis-server.js';
+import { JsonChild, type Message } from './support/json-child.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const root = path.join(fixtures, '..', '..');
@@ -55,108 +54,11 @@ async function bundleFixtures(): Promise<void> {
   fixtureArgs = (fixture) => [path.join(dir, fixture.replace(/\.ts$/, '.mjs'))];
 }
 
-type Message = Record<string, any> & { event: string };
-
-/** A fixture process speaking the JSON-lines protocol of `fixtures/child-io.ts`. */
-class Child {
-  readonly proc: ChildProcess;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  private readonly messages: Message[] = [];
-  private readonly waiting = new Set<() => void>();
-  private stderr = '';
-  private failure: Error | undefined;
-
-  constructor(
-    readonly label: string,
-    fixture: string,
-    args: (string | number)[],
-    nodeArgs: string[] = [],
-  ) {
-    this.proc = spawn(process.execPath, [...nodeArgs, ...fixtureArgs(fixture), ...args.map(String)], {
-      cwd: root,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    this.exited = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve({ code, signal })));
-    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    this.proc.stdin!.on('error', () => {
-      /* the child may be gone (killed on purpose) */
-    });
-    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
-      let message: Message;
-      try {
-        message = JSON.parse(line) as Message;
-      } catch {
-        this.stderr += `${line}\n`;
-        return;
-      }
-      if (message.event === 'fatal' || message.event === 'unhandled-rejection') {
-        this.failure = new Error(`${this.label}: ${message.event}: ${message.message}`);
-      }
-      this.messages.push(message);
-      for (const wake of [...this.waiting]) wake();
-    });
-    void this.exited.then(() => {
-      for (const wake of [...this.waiting]) wake();
-    });
-  }
-
-  send(command: Record<string, unknown>): void {
-    this.proc.stdin!.write(`${JSON.stringify(command)}\n`);
-  }
-
-  /** The next message with this event (each message is taken once). */
-  take(event: string, timeoutMs = 10_000): Promise<Message> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        if (this.failure) return done(() => reject(this.failure));
-        const i = this.messages.findIndex((m) => m.event === event);
-        if (i !== -1) return done(() => resolve(this.messages.splice(i, 1)[0]!));
-        if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
-          return done(() => reject(new Error(`${this.label} exited (${this.proc.exitCode ?? this.proc.signalCode}) before "${event}"; stderr:\n${this.stderr}`)));
-        }
-      };
-      const timer = setTimeout(() => done(() => reject(new Error(`${this.label}: no "${event}" within ${timeoutMs} ms; stderr:\n${this.stderr}`))), timeoutMs);
-      const done = (settle: () => void) => {
-        clearTimeout(timer);
-        this.waiting.delete(check);
-        settle();
-      };
-      this.waiting.add(check);
-      check();
-    });
-  }
-
-  /** Messages of this event received so far (not taken). */
-  seen(event: string): Message[] {
-    return this.messages.filter((m) => m.event === event);
-  }
-
-  /** Waits for the process to end by itself; kills it (and fails) if it does not. */
-  async waitExit(timeoutMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
-    const result = await Promise.race([this.exited, timedOut]);
-    clearTimeout(timer);
-    if (result === 'timeout') {
-      this.kill();
-      await this.exited;
-      throw new Error(`${this.label} did not exit by itself within ${timeoutMs} ms`);
-    }
-    return result;
-  }
-
-  kill(signal: NodeJS.Signals = 'SIGKILL'): void {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill(signal);
-  }
-
-  /** Ends the child at the end of a test whatever happened. */
-  async dispose(): Promise<void> {
-    this.kill();
-    await this.exited;
-  }
+/** A lock fixture in its own process (bundled, or run with tsx when esbuild is missing). */
+function fixtureChild(label: string, fixture: string, args: (string | number)[], nodeArgs: string[] = []): JsonChild {
+  return new JsonChild(label, [...nodeArgs, ...fixtureArgs(fixture), ...args.map(String)], { cwd: root });
 }
 
-/** Every pair of intervals from different processes that overlap (touching ends do not count). */
 function findOverlaps(byProcess: [number, number][][]): { a: number; b: number; overlapMs: number }[] {
   const all = byProcess.flatMap((intervals, p) => intervals.map(([start, end]) => ({ p, start, end })));
   const overlaps: { a: number; b: number; overlapMs: number }[] = [];
@@ -203,7 +105,7 @@ afterAll(async () => {
 describe('mutual exclusion among 20 processes', () => {
   const PROCESSES = 20;
   const name = 'mutex-20';
-  const workers: Child[] = [];
+  const workers: JsonChild[] = [];
 
   /*
    * 15 processes renew (TTL 1.5 s, renewed every 500 ms); two of them once hold for 1.2 × TTL,
@@ -228,7 +130,7 @@ describe('mutual exclusion among 20 processes', () => {
   }
 
   beforeAll(async () => {
-    for (let i = 0; i < PROCESSES; i++) workers.push(new Child(`worker-${i}`, 'lock-worker.ts', workerArgs(i)));
+    for (let i = 0; i < PROCESSES; i++) workers.push(fixtureChild(`worker-${i}`, 'lock-worker.ts', workerArgs(i)));
     await Promise.all(workers.map((w) => w.take('ready', 45_000)));
   }, 60_000);
 
@@ -409,7 +311,7 @@ describe('a holder that dies', () => {
     const waiterClient = connection();
     // Kill at different points of the renewal cycle (renewal runs every TTL / 3).
     const killPoints = [250, 600];
-    const holders = killPoints.map((ms) => new Child(`holder-${ms}`, 'lock-holder.ts', ['--port', server.port, '--id', 'doomed']));
+    const holders = killPoints.map((ms) => fixtureChild(`holder-${ms}`, 'lock-holder.ts', ['--port', server.port, '--id', 'doomed']));
     try {
       for (const [i, waitBeforeKill] of killPoints.entries()) {
         const name = `crash-${waitBeforeKill}`;
@@ -439,10 +341,10 @@ describe('a holder that dies', () => {
 });
 
 /** One holder process per describe block; the lock name and TTL come with each `acquire`. */
-function sharedHolder(id: string): { holder: () => Child } {
-  let child: Child | undefined;
+function sharedHolder(id: string): { holder: () => JsonChild } {
+  let child: JsonChild | undefined;
   beforeAll(async () => {
-    child = new Child(id, 'lock-holder.ts', ['--port', server.port, '--id', id]);
+    child = fixtureChild(id, 'lock-holder.ts', ['--port', server.port, '--id', id]);
     await child.take('ready', 30_000);
   }, 45_000);
   afterAll(async () => {
@@ -563,7 +465,7 @@ describe('Redis going away under a holder', () => {
 describe('leaks', () => {
   it('10 000 acquire/release cycles and 1 000 aborted waits leave no subscription, queue entry, timer or heap growth', async () => {
     const names = ['leaky-1', 'leaky-2', 'leaky-3', 'leaky-4'];
-    const worker = new Child(
+    const worker = fixtureChild(
       'leak-worker',
       'lock-leak-worker.ts',
       ['--port', server.port, '--names', names.join(','), '--cycles', 10_000, '--checkpoint', 2000, '--aborted', 1000, '--contenders', 2],
