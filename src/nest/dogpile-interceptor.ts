@@ -7,6 +7,7 @@ import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js'
 import { getDefaultCache } from '../core/default-cache.js';
 import { defaultCacheKey, HTTP_KEY_PREFIX, userCacheKey, varyKeySuffix } from '../http/cache-key.js';
 import { requestBypassReason } from '../http/cacheability.js';
+import { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
@@ -168,7 +169,7 @@ export class DogpileInterceptor implements NestInterceptor {
       return k === undefined ? undefined : userCacheKey(k);
     }
     const req = context.switchToHttp().getRequest<AnyRequest>();
-    if (requestBypassReason(req.method, req.headers, key !== undefined) !== undefined) return undefined;
+    if (requestBypassReason(req.method, req.headers, key === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : []) !== undefined) return undefined;
     if (key === undefined) return defaultCacheKey(req.method, req.originalUrl ?? req.raw?.url ?? req.url, req.headers);
     const k = checkKey(await key(context));
     return k === undefined ? undefined : userCacheKey(k);
