@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { defaultCacheKey, sortQuery, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
+import { defaultCacheKey, isValidHost, sortQuery, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
 import { requestBypassReason, responseNotStorableReason } from '../src/http/cacheability.js';
 import { ResponseCapture } from '../src/http/capture.js';
 import { cacheControlDirectives, etagMatches, parseVary, storableHeaders } from '../src/http/headers.js';
 import { resolveHttpCacheOptions, HTTP_CACHE_DEFAULTS } from '../src/http/options.js';
 import { decodeResponse, encodeResponse, ResponseFormatError } from '../src/http/response-format.js';
 import { prepareResponse, toServable, varyMatches } from '../src/http/serve.js';
-import { createCache, v8Serializer, jsonSerializer } from '../src/index.js';
+import { createCache, InvalidOptionError, v8Serializer, jsonSerializer } from '../src/index.js';
 
 describe('cache key', () => {
   it('sorts query parameters by name, keeps the order of repeated names, drops empty ones', () => {
@@ -16,44 +16,155 @@ describe('cache key', () => {
     expect(sortQuery('a=1&b=2')).toBe('a=1&b=2');
     expect(sortQuery('')).toBe('');
     expect(sortQuery('&&')).toBe('');
-    expect(defaultCacheKey('GET', '/x?&', { host: 'a' })).toBe('http:GET a/x');
+    expect(defaultCacheKey('GET', '/x?&', { host: 'a' })).toBe('http:["GET","a","/x",""]');
   });
 
   it('is method + Host header (lower-case) + path + sorted query; HEAD uses the GET key', () => {
     const key = defaultCacheKey('GET', '/p/x?b=2&a=1', { host: 'Shop.Example:8080' });
-    expect(key).toBe('http:GET shop.example:8080/p/x?a=1&b=2');
+    expect(key).toBe('http:["GET","shop.example:8080","/p/x","a=1&b=2"]');
     expect(defaultCacheKey('HEAD', '/p/x?a=1&b=2', { host: 'shop.example:8080' })).toBe(key);
-    expect(defaultCacheKey('GET', '/p/x', { host: 'a' })).toBe('http:GET a/p/x');
-    expect(defaultCacheKey('GET', '/p/x?', { host: 'a' })).toBe('http:GET a/p/x');
+    expect(defaultCacheKey('GET', '/p/x', { host: 'a' })).toBe('http:["GET","a","/p/x",""]');
+    expect(defaultCacheKey('GET', '/p/x?', { host: 'a' })).toBe('http:["GET","a","/p/x",""]');
   });
 
   it('never takes the host from X-Forwarded-Host, and gives requests carrying it an entry of their own', () => {
     const plain = defaultCacheKey('GET', '/', { host: 'shop.example' });
     const forged = defaultCacheKey('GET', '/', { host: 'shop.example', 'x-forwarded-host': 'evil.example' });
-    expect(forged.startsWith(`${plain}\n`)).toBe(true);
-    expect(forged).toContain('x-forwarded-host: evil.example');
+    expect(forged).toBe('http:["GET","shop.example","/","",["x-forwarded-host","evil.example"]]');
     expect(defaultCacheKey('GET', '/', { host: 'shop.example', 'x-original-url': '/admin' })).not.toBe(plain);
     expect(defaultCacheKey('GET', '/', { host: 'shop.example', forwarded: 'host=evil' })).not.toBe(plain);
   });
 
-  it('namespaces user keys and adds Vary values', () => {
+  it('keeps the host and the path apart: Host "victim.example/admin" + /settings is not /admin/settings', () => {
+    const real = defaultCacheKey('GET', '/admin/settings', { host: 'victim.example' });
+    const forged = defaultCacheKey('GET', '/settings', { host: 'victim.example/admin' });
+    expect(forged).not.toBe(real);
+    // Nor can a part borrow a separator from its neighbour: path vs query, query vs headers.
+    expect(defaultCacheKey('GET', '/a?b', { host: 'h' })).not.toBe(defaultCacheKey('GET', '/a%3Fb', { host: 'h' }));
+    expect(defaultCacheKey('GET', '/"?x', { host: 'h' })).not.toBe(defaultCacheKey('GET', '/?"x', { host: 'h' }));
+    expect(defaultCacheKey('GET', '/?a', { host: 'h', forwarded: 'b' })).not.toBe(defaultCacheKey('GET', '/?a", ["forwarded","b', { host: 'h' }));
+  });
+
+  /** A deterministic PRNG (mulberry32), so a failure can be replayed. */
+  function random(seed: number): () => number {
+    return () => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  it('is injective: 30 000 random requests built from separator characters never share a key unless they are the same request', () => {
+    const next = random(9);
+    // Every character the old or new encodings could use as a separator, plus plain ones.
+    const alphabet = ['a', 'B', '/', '?', '&', '=', ' ', '\n', '"', '\\', '[', ']', ',', ':', '~', '%', '.'];
+    const text = (max: number) => Array.from({ length: Math.floor(next() * (max + 1)) }, () => alphabet[Math.floor(next() * alphabet.length)]).join('');
+    const seen = new Map<string, string>();
+    for (let i = 0; i < 30_000; i++) {
+      const method = ['GET', 'HEAD', 'G', 'GET '][Math.floor(next() * 4)]!;
+      const host = text(3);
+      const url = text(6);
+      const headers: Record<string, string> = { host };
+      if (next() < 0.3) headers['x-forwarded-host'] = text(2);
+      if (next() < 0.2) headers.forwarded = text(2);
+      const varyNames = next() < 0.4 ? ['accept-language', 'x-v'].slice(0, 1 + Math.floor(next() * 2)) : [];
+      for (const name of varyNames) if (next() < 0.7) headers[name] = text(3);
+      const userKey = next() < 0.25 ? text(8) : undefined;
+      const base = userKey === undefined ? defaultCacheKey(method, url, headers) : userCacheKey(userKey);
+      const key = varyNames.length === 0 ? base : base + varyKeySuffix(varyNames, headers);
+      // What makes two requests the same: the normalised parts the key is meant to hold.
+      const q = url.indexOf('?');
+      const identity = JSON.stringify(
+        userKey === undefined
+          ? [
+              method === 'HEAD' ? 'GET' : method,
+              host.toLowerCase(),
+              q === -1 ? url : url.slice(0, q),
+              q === -1 ? '' : sortQuery(url.slice(q + 1)),
+              headers['x-forwarded-host'] ?? null,
+              headers.forwarded ?? null,
+              varyNames.map((n) => [n, headers[n] ?? null]),
+            ]
+          : ['user', userKey, varyNames.map((n) => [n, headers[n] ?? null])],
+      );
+      const before = seen.get(key);
+      if (before !== undefined) expect(before).toBe(identity);
+      else seen.set(key, identity);
+    }
+    expect(seen.size).toBeGreaterThan(20_000);
+  });
+
+  it('namespaces user keys apart from default keys, escaped so no user key can reach into the Vary part', () => {
     expect(userCacheKey('u1:/me')).toBe('http:~u1:/me');
+    const def = defaultCacheKey('GET', '/x', { host: 'h' });
+    expect(userCacheKey(def.slice('http:'.length))).not.toBe(def);
+    const vary = varyKeySuffix(['accept-language'], { 'accept-language': 'de' });
+    expect(vary).toBe('\n[["accept-language","de"]]');
+    expect(userCacheKey(`k${vary}`)).not.toBe(userCacheKey('k') + vary);
+    expect(userCacheKey('a\\nb')).not.toBe(userCacheKey('a\nb'));
+    expect(userCacheKey('a\nb')).not.toContain('\n');
     expect(varyKeySuffix(['accept-encoding', 'accept-language'], { 'accept-encoding': 'gzip' })).toBe(
-      '\nvary accept-encoding: gzip\nvary accept-language',
+      '\n[["accept-encoding","gzip"],["accept-language",null]]',
     );
+    // An absent header and an empty one are different variants.
+    expect(varyKeySuffix(['x'], {})).not.toBe(varyKeySuffix(['x'], { x: '' }));
+  });
+
+  it.each([
+    ['shop.example', true],
+    ['Shop.Example:8080', true],
+    ['127.0.0.1:3000', true],
+    ['[::1]', true],
+    ['[::1]:8080', true],
+    ['[2001:db8::7]', true],
+    ['[v1.fe80::a+en1]', true],
+    ['xn--bcher-kva.example', true],
+    ["a-b_c~!$&'()*+,;=.example", true],
+    ['%C3%BC.example', true],
+    ['', true],
+    ['localhost:', true],
+    ['victim.example/admin', false],
+    ['victim.example?x', false],
+    ['victim.example#x', false],
+    ['user@victim.example', false],
+    ['victim.example:80:80', false],
+    ['victim.example:8o', false],
+    ['victim example', false],
+    ['victim.example\\admin', false],
+    ['%zz.example', false],
+    ['[::1', false],
+    ['[::1]x', false],
+    ['[::g]', false],
+    ['[1.2.3.4]', false],
+    ['::1', false],
+  ])('validates Host %j as host[:port] (RFC 9110 §7.2): %s', (host, valid) => {
+    expect(isValidHost(host)).toBe(valid);
   });
 });
 
 describe('cacheability', () => {
-  it('passes through anything but GET/HEAD, credentials (unless keyed) and ranges', () => {
-    expect(requestBypassReason('GET', {}, false)).toBeUndefined();
-    expect(requestBypassReason('HEAD', {}, false)).toBeUndefined();
-    for (const m of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) expect(requestBypassReason(m, {}, false)).toBe('method');
-    expect(requestBypassReason('GET', { authorization: 'x' }, false)).toBe('authorization');
-    expect(requestBypassReason('GET', { cookie: 'x' }, false)).toBe('cookie');
-    expect(requestBypassReason('GET', { authorization: 'x', cookie: 'y' }, true)).toBeUndefined();
-    expect(requestBypassReason('POST', { authorization: 'x' }, true)).toBe('method');
-    expect(requestBypassReason('GET', { range: 'bytes=0-1' }, true)).toBe('range');
+  it('passes through anything but GET/HEAD, private headers, ranges, a malformed Host and a body', () => {
+    const p = HTTP_CACHE_DEFAULTS.privateHeaders;
+    expect(requestBypassReason('GET', {}, p)).toBeUndefined();
+    expect(requestBypassReason('HEAD', {}, p)).toBeUndefined();
+    for (const m of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) expect(requestBypassReason(m, {}, p)).toBe('method');
+    expect(requestBypassReason('GET', { authorization: 'x' }, p)).toBe('authorization');
+    expect(requestBypassReason('GET', { cookie: 'x' }, p)).toBe('cookie');
+    expect(requestBypassReason('GET', { authorization: 'x', cookie: 'y' }, [])).toBeUndefined();
+    expect(requestBypassReason('GET', { 'x-api-key': 'k' }, p)).toBeUndefined();
+    expect(requestBypassReason('GET', { 'x-api-key': 'k' }, ['x-api-key'])).toBe('x-api-key');
+    expect(requestBypassReason('POST', { authorization: 'x' }, [])).toBe('method');
+    expect(requestBypassReason('GET', { range: 'bytes=0-1' }, [])).toBe('range');
+    expect(requestBypassReason('GET', { host: 'victim.example/admin' }, [])).toBe('host');
+    expect(requestBypassReason('GET', { ':authority': 'a b' } as never, [])).toBe('host');
+    expect(requestBypassReason('GET', { host: 'shop.example:8080' }, [])).toBeUndefined();
+    for (const method of ['GET', 'HEAD']) {
+      expect(requestBypassReason(method, { 'content-length': '2' }, [])).toBe('body');
+      expect(requestBypassReason(method, { 'transfer-encoding': 'chunked' }, [])).toBe('body');
+      expect(requestBypassReason(method, { 'transfer-encoding': 'identity' }, [])).toBe('body');
+      expect(requestBypassReason(method, { 'content-length': '0' }, [])).toBeUndefined();
+    }
   });
 
   it('stores only allowed statuses without Set-Cookie, private/no-store/no-cache, Vary: * or an oversized body', () => {
@@ -212,6 +323,7 @@ describe('options', () => {
     expect(o.ttl).toBe(HTTP_CACHE_DEFAULTS.ttl);
     expect([...o.statuses]).toEqual([200]);
     expect(o.maxBodySize).toBe(1_048_576);
+    expect(o.privateHeaders).toEqual(['authorization', 'cookie']);
     expect(o.cache).toBeUndefined();
   });
 
@@ -230,5 +342,15 @@ describe('options', () => {
     expect(() => resolveHttpCacheOptions('x' as never)).toThrow(/Invalid options/);
     expect(() => resolveHttpCacheOptions({ prefix: '/x' } as never)).toThrow(/Invalid prefix: unknown option/);
     expect(() => resolveHttpCacheOptions({ prefix: '/x' } as never, { extra: ['prefix'] })).not.toThrow();
+  });
+
+  it('takes privateHeaders as header names, lower-cased; anything else names privateHeaders', () => {
+    expect(resolveHttpCacheOptions({ privateHeaders: ['Authorization', 'X-Api-Key', 'x-api-key'] }).privateHeaders).toEqual(['authorization', 'x-api-key']);
+    expect(resolveHttpCacheOptions({ privateHeaders: [] }).privateHeaders).toEqual([]);
+    for (const bad of ['x-api-key', ['x-api-key', ''], ['x api key'], ['x-api-key:'], [42], [null], null, { 0: 'a' }]) {
+      expect(() => resolveHttpCacheOptions({ privateHeaders: bad as never })).toThrow(InvalidOptionError);
+      expect(() => resolveHttpCacheOptions({ privateHeaders: bad as never })).toThrow(/Invalid privateHeaders/);
+    }
+    expect(Object.isFrozen(HTTP_CACHE_DEFAULTS.privateHeaders)).toBe(true);
   });
 });

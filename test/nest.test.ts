@@ -12,6 +12,7 @@ import { Cached } from '../src/nest/index.js';
 import { startRedis, type RedisServer } from './support/redis-server.js';
 import { startNestApp, type Platform, type RunningApp } from './fixtures/nest-app-module.js';
 import { freshRun, get, json, type Reply } from './fixtures/nest-client.js';
+import { rawRequest } from './fixtures/http-client.js';
 
 const HOST = 'shop.example.test';
 const H = { host: HOST };
@@ -170,6 +171,77 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(nobody.xCache).toBeUndefined();
   });
 
+  it('passes a request whose Host is not host[:port] through: Host "shop.example.test/admin" + GET /settings neither reads nor writes /admin/settings', async () => {
+    const forged = (run: string) => rawRequest(app.port, `GET /settings?run=${run} HTTP/1.1\r\nHost: ${HOST}/admin`);
+    // Reads: the real entry exists, and the forged request is not served it.
+    const run = freshRun();
+    const real = await call(`/admin/settings?run=${run}`);
+    expect([real.xCache, json(real).page]).toEqual(['MISS', 'admin settings']);
+    expect((await call(`/admin/settings?run=${run}`)).xCache).toBe('HIT');
+    const read = await forged(run);
+    expect(read.status).toBe(200);
+    expect(JSON.parse(read.text).page).toBe('settings');
+    expect(read.xCache).toBeUndefined();
+    // Writes: the forged request stores nothing the real one could be served.
+    const run2 = freshRun();
+    for (const r of [await forged(run2), await forged(run2)]) {
+      expect(JSON.parse(r.text).page).toBe('settings');
+      expect(r.xCache).toBeUndefined();
+    }
+    expect(await count('settings', run2)).toBe(2);
+    const victim = await call(`/admin/settings?run=${run2}`);
+    expect([victim.xCache, json(victim).page]).toEqual(['MISS', 'admin settings']);
+    expect(await count('admin-settings', run2)).toBe(1);
+  });
+
+  it("never serves or stores a GET or HEAD that carries a body: one client's body cannot decide what others get", async () => {
+    const run = freshRun();
+    const path = `/search?run=${run}`;
+    const body = '{"q":"evil"}';
+    const fat = (method = 'GET') =>
+      rawRequest(app.port, `${method} ${path} HTTP/1.1\r\nHost: ${HOST}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}`, body);
+    const chunked = () =>
+      rawRequest(app.port, `GET ${path} HTTP/1.1\r\nHost: ${HOST}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked`, `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    // The Express platform parses the JSON body of a GET; Fastify never reads a GET body.
+    const q = platform === 'express' ? 'evil' : null;
+    const first = await fat();
+    expect(first.status).toBe(200);
+    expect(JSON.parse(first.text).q).toBe(q);
+    expect(first.xCache).toBeUndefined();
+    const plain = await call(path);
+    expect([plain.xCache, json(plain).q]).toEqual(['MISS', null]);
+    const plainAgain = await call(path);
+    expect([plainAgain.xCache, json(plainAgain).q]).toEqual(['HIT', null]);
+    for (const r of [await fat(), await chunked()]) {
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.text).q).toBe(q);
+      expect(r.xCache).toBeUndefined();
+    }
+    const head = await fat('HEAD');
+    expect(head.status).toBe(200);
+    expect(head.xCache).toBeUndefined();
+    expect(await count('search', run)).toBe(5);
+  });
+
+  it('passes requests carrying one of privateHeaders through: per route with @Cached({ privateHeaders })', async () => {
+    const run = freshRun();
+    const alice = await call(`/api-key-private?run=${run}`, { 'x-api-key': 'alice' });
+    expect([alice.xCache, json(alice).key]).toEqual([undefined, 'alice']);
+    const anonymous = await call(`/api-key-private?run=${run}`);
+    expect([anonymous.xCache, json(anonymous).key]).toEqual(['MISS', null]);
+    const bob = await call(`/api-key-private?run=${run}`, { 'x-api-key': 'bob' });
+    expect([bob.xCache, json(bob).key]).toEqual([undefined, 'bob']);
+    const carol = await call(`/api-key-private?run=${run}`, { authorization: 'Bearer carol' });
+    expect(carol.xCache).toBeUndefined();
+    expect((await call(`/api-key-private?run=${run}`)).xCache).toBe('HIT');
+    expect(await count('api-key-private', run)).toBe(4);
+    // Without it, X-Api-Key is not private by default: the first caller's response is shared.
+    const run2 = freshRun();
+    const first = await call(`/api-key?run=${run2}`, { 'x-api-key': 'alice' });
+    const second = await call(`/api-key?run=${run2}`, { 'x-api-key': 'bob' });
+    expect([first.xCache, second.xCache, json(second).key]).toEqual(['MISS', 'HIT', 'alice']);
+  });
+
   it('adds the request headers named by a @Header Vary to the key; no-store routes are not cached', async () => {
     const run = freshRun();
     const en = await call(`/vary?run=${run}`, { 'accept-language': 'en' });
@@ -322,6 +394,26 @@ describe('DogpileModule configuration', () => {
     }
   });
 
+  it('takes privateHeaders for every route from the module options', async () => {
+    const app = await startNestApp({ platform: 'express', redisUrl: server.url, prefix: 'nest-private', privateHeaders: ['X-Api-Key'] });
+    try {
+      const run = freshRun();
+      const alice = await get(app.port, `/api-key?run=${run}`, { ...H, 'x-api-key': 'alice' });
+      const anonymous = await get(app.port, `/api-key?run=${run}`, H);
+      const bob = await get(app.port, `/api-key?run=${run}`, { ...H, 'x-api-key': 'bob' });
+      expect([alice.xCache, anonymous.xCache, bob.xCache]).toEqual([undefined, 'MISS', undefined]);
+      expect([json(alice).key, json(anonymous).key, json(bob).key]).toEqual(['alice', null, 'bob']);
+      // The module's list replaced the default one.
+      const withAuth = await get(app.port, `/api-key?run=${run}`, { ...H, authorization: 'Bearer carol' });
+      expect(withAuth.xCache).toBe('HIT');
+    } finally {
+      await app.close();
+    }
+    await expect(startNestApp({ platform: 'express', redisUrl: server.url, prefix: 'nest-private', privateHeaders: ['x api key'] })).rejects.toThrow(
+      /Invalid privateHeaders/,
+    );
+  });
+
   it('does not close a Redis client it was given', async () => {
     const client = server.client();
     const app = await startNestApp({ platform: 'fastify', redisUrl: server.url, prefix: 'nest-client', config: 'client', client });
@@ -340,5 +432,7 @@ describe('DogpileModule configuration', () => {
     expect(() => Cached(-5)).toThrow(/ttl/);
     expect(() => Cached({ ttl: '1m', keys: () => 'x' } as never)).toThrow(/keys/);
     expect(() => Cached({ key: 'fixed' } as never)).toThrow(/key/);
+    expect(() => Cached({ privateHeaders: ['x-api-key', ''] })).toThrow(/Invalid privateHeaders/);
+    expect(() => Cached({ privateHeaders: 'x-api-key' as never })).toThrow(InvalidOptionError);
   });
 });

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { isIPv6 } from 'node:net';
 import { headerValue } from './headers.js';
 
 /** Every HTTP cache key starts with this, so it cannot meet a key of a direct `getOrCompute` call. */
@@ -60,35 +61,74 @@ function paramName(param: string): string {
   return eq === -1 ? param : param.slice(0, eq);
 }
 
+/** The authority a request names: its `Host` header (HTTP/2: `:authority`), or '' when it has none. */
+export function requestHost(headers: IncomingHttpHeaders): string {
+  return headers.host ?? headerValue(headers, ':authority') ?? '';
+}
+
+// RFC 3986 §3.2.2: reg-name = *( unreserved / pct-encoded / sub-delims ), which also covers IPv4address.
+const REG_NAME = /^(?:[a-z0-9\-._~!$&'()*+,;=]|%[0-9a-f]{2})*$/i;
+const IPV6_CHARS = /^[0-9a-f:.]+$/i;
+const IPV_FUTURE = /^v[0-9a-f]+\.[a-z0-9\-._~!$&'()*+,;=:]+$/i;
+const PORT = /^[0-9]*$/;
+
+/**
+ * Is this a valid `Host` value (RFC 9110 §7.2): `uri-host [ ":" port ]`, where `uri-host` is
+ * an IP-literal in brackets, an IPv4 address or a reg-name (RFC 3986 §3.2.2), and the port is
+ * digits. Anything else (`victim.example/admin`, spaces, `@`, `?`, `#`, a second colon) is not:
+ * the adapters pass such requests through uncached.
+ */
+export function isValidHost(host: string): boolean {
+  let rest: string;
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    if (end === -1) return false;
+    const literal = host.slice(1, end);
+    if (!((IPV6_CHARS.test(literal) && isIPv6(literal)) || IPV_FUTURE.test(literal))) return false;
+    rest = host.slice(end + 1);
+  } else {
+    const colon = host.indexOf(':');
+    const name = colon === -1 ? host : host.slice(0, colon);
+    if (!REG_NAME.test(name)) return false;
+    rest = colon === -1 ? '' : host.slice(colon);
+  }
+  return rest === '' || (rest[0] === ':' && PORT.test(rest.slice(1)));
+}
+
 /**
  * The default key of a request: method, host (from the `Host` header, lower-case), path and
- * sorted query, plus the values of any `UNKEYED_INPUT_HEADERS` the request carries. `HEAD`
- * uses the `GET` key: it is answered from the GET entry.
+ * sorted query, plus the name and value of any `UNKEYED_INPUT_HEADERS` the request carries.
+ * `HEAD` uses the `GET` key: it is answered from the GET entry.
+ *
+ * The parts are written as a JSON array, so no part can spill into its neighbour (a `/` in
+ * the host, a `?` or newline anywhere): two requests that differ in any part never share a
+ * key. A default key starts with `http:[`, a user key with `http:~`, and neither contains a
+ * newline, which starts the `Vary` part (`varyKeySuffix`).
  */
 export function defaultCacheKey(method: string, url: string, headers: IncomingHttpHeaders): string {
-  const host = (headers.host ?? headerValue(headers, ':authority') ?? '').toLowerCase();
+  const host = requestHost(headers).toLowerCase();
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : sortQuery(url.slice(q + 1));
-  let key = `${HTTP_KEY_PREFIX}${method === 'HEAD' ? 'GET' : method} ${host}${path}${query === '' ? '' : `?${query}`}`;
+  const parts: (string | [string, string])[] = [method === 'HEAD' ? 'GET' : method, host, path, query];
   for (const name of UNKEYED_INPUT_HEADERS) {
     const v = headers[name];
-    if (v !== undefined) key += `\n${name}: ${Array.isArray(v) ? v.join(', ') : v}`;
+    if (v !== undefined) parts.push([name, Array.isArray(v) ? v.join(', ') : v]);
   }
-  return key;
+  return HTTP_KEY_PREFIX + JSON.stringify(parts);
 }
 
-/** A key returned by the user's `key(req)`, namespaced like the default ones. */
+/** Escapes `\\` and newlines, so the result has no newline and different inputs stay different. */
+export function escapeKey(key: string): string {
+  return key.replace(/[\\\n]/g, (c) => (c === '\n' ? '\\n' : '\\\\'));
+}
+
+/** A key returned by the user's `key(req)`, namespaced apart from the default ones (and escaped: see `defaultCacheKey`). */
 export function userCacheKey(key: string): string {
-  return `${HTTP_KEY_PREFIX}~${key}`;
+  return `${HTTP_KEY_PREFIX}~${escapeKey(key)}`;
 }
 
-/** What the request headers named by a response's `Vary` add to the key. */
+/** What the request headers named by a response's `Vary` add to the key: a newline, then their names and values as JSON. */
 export function varyKeySuffix(names: readonly string[], headers: IncomingHttpHeaders): string {
-  let suffix = '';
-  for (const name of names) {
-    const v = headerValue(headers, name);
-    suffix += v === undefined ? `\nvary ${name}` : `\nvary ${name}: ${v}`;
-  }
-  return suffix;
+  return `\n${JSON.stringify(names.map((name) => [name, headerValue(headers, name) ?? null]))}`;
 }

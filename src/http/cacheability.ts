@@ -1,20 +1,30 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { isValidHost, requestHost } from './cache-key.js';
 import { cacheControlDirectives, headerValue, parseVary } from './headers.js';
 
 /**
  * Why a request is passed through without touching the cache, or undefined when it may be
  * served from it. Follows what shared caches do (Varnish's builtin `vcl_recv`, RFC 9111):
- * only GET and HEAD; nothing that carries credentials unless the key includes the identity;
- * range requests go to the app (a 206 answers one range only).
+ * only GET and HEAD; a `Host` that is not a valid `host[:port]` (a forged one, such as
+ * `victim.example/admin`, that the app may still build links or routes from); a GET or HEAD carrying a body (`Content-Length` over 0
+ * or any `Transfer-Encoding`: the app may read it, and the key does not include it); any of
+ * `privateHeaders` (credentials: pass `[]` when the key includes the identity); range
+ * requests (a 206 answers one range only).
  */
-export function requestBypassReason(method: string, headers: IncomingHttpHeaders, keyIncludesIdentity: boolean): string | undefined {
+export function requestBypassReason(method: string, headers: IncomingHttpHeaders, privateHeaders: readonly string[]): string | undefined {
   if (method !== 'GET' && method !== 'HEAD') return 'method';
-  if (!keyIncludesIdentity) {
-    if (headers.authorization !== undefined) return 'authorization';
-    if (headers.cookie !== undefined) return 'cookie';
-  }
+  if (!isValidHost(requestHost(headers))) return 'host';
+  if (hasBody(headers)) return 'body';
+  for (const name of privateHeaders) if (headers[name] !== undefined) return name;
   if (headers.range !== undefined) return 'range';
   return undefined;
+}
+
+/** Does the request announce a body? (`Content-Length: 0` does not; a `Transfer-Encoding` always does.) */
+function hasBody(headers: IncomingHttpHeaders): boolean {
+  if (headers['transfer-encoding'] !== undefined) return true;
+  const length = headers['content-length'];
+  return length !== undefined && Number(length) !== 0;
 }
 
 export interface ResponseFacts {

@@ -83,7 +83,7 @@ export class HttpGuard<Req> {
     if (handled.has(marker)) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
-    if (requestBypassReason(method, headers, keyFn !== undefined) !== undefined) return undefined;
+    if (requestBypassReason(method, headers, keyFn === undefined ? this.options.privateHeaders : []) !== undefined) return undefined;
     let base: string;
     if (keyFn !== undefined) {
       const k = keyFn(req);

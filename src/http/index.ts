@@ -3,8 +3,8 @@
  * key, cacheability rules, capture of a handler's response, and the stored-response format.
  */
 export { HttpGuard, type CachePlan, type Exchange, type HttpRequestInfo } from './guard.js';
-export { HTTP_CACHE_DEFAULTS, resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
-export { defaultCacheKey, sortQuery, userCacheKey, varyKeySuffix, HTTP_KEY_PREFIX, UNKEYED_INPUT_HEADERS } from './cache-key.js';
+export { HTTP_CACHE_DEFAULTS, resolveHttpCacheOptions, resolvePrivateHeaders, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
+export { defaultCacheKey, escapeKey, isValidHost, requestHost, sortQuery, userCacheKey, varyKeySuffix, HTTP_KEY_PREFIX, UNKEYED_INPUT_HEADERS } from './cache-key.js';
 export { requestBypassReason, responseNotStorableReason, type ResponseFacts } from './cacheability.js';
 export { ResponseCapture, captureServerResponse, capturePayload, watchClientGone, ABORTED_LEADER_GRACE_MS, type CapturedResponse } from './capture.js';
 export { storableHeaders, parseVary, cacheControlDirectives, etagMatches, headerValue, type HeaderEntry } from './headers.js';

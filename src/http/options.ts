@@ -19,8 +19,8 @@ export interface HttpCacheOptions<Req = unknown> {
   /**
    * Replaces the default key (method + host + path + sorted query). Return a falsy value to
    * let the request through uncached. Giving a key function is also how requests that carry
-   * `Authorization` or `Cookie` become cacheable: the key must then include the identity
-   * (user id, tenant, ...), or one user's response will be served to another.
+   * one of `privateHeaders` (`Authorization`, `Cookie`) become cacheable: the key must then
+   * include the identity (user id, tenant, ...), or one user's response will be served to another.
    * The request headers a response names in `Vary` are still added to the key.
    */
   key?: (req: Req) => string | null | undefined | false;
@@ -41,6 +41,13 @@ export interface HttpCacheOptions<Req = unknown> {
    * @default 5000 (ms)
    */
   hitForMissTtl?: Duration;
+  /**
+   * Request headers that carry an identity: a request with any of them passes through
+   * uncached, unless a `key` function is given (which must then include the identity). Add
+   * the headers your app authenticates with, e.g. `[...HTTP_CACHE_DEFAULTS.privateHeaders, 'x-api-key']`.
+   * @default ['authorization', 'cookie']
+   */
+  privateHeaders?: readonly string[];
 }
 
 export interface ResolvedHttpCacheOptions<Req = unknown> {
@@ -51,6 +58,8 @@ export interface ResolvedHttpCacheOptions<Req = unknown> {
   skip: ((req: Req) => boolean) | undefined;
   maxBodySize: number;
   hitForMissTtl: number;
+  /** Lower-case header names. */
+  privateHeaders: readonly string[];
 }
 
 export const HTTP_CACHE_DEFAULTS = {
@@ -58,9 +67,29 @@ export const HTTP_CACHE_DEFAULTS = {
   hitForMissTtl: 5000,
   statuses: [200] as readonly number[],
   maxBodySize: 1_048_576,
+  privateHeaders: Object.freeze(['authorization', 'cookie']) as readonly string[],
 } as const;
 
-const KNOWN = new Set(['cache', 'ttl', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl']);
+// RFC 9110 §5.1: field-name = token.
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/i;
+
+/**
+ * Validates a `privateHeaders` list: an array of header names (RFC 9110 tokens). Returns
+ * them lower-case (Node's request headers are), without duplicates.
+ */
+export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders'): readonly string[] {
+  if (!Array.isArray(value)) throw new InvalidOptionError(option, `expected an array of header names, got ${describe(value)}`);
+  const names = new Set<string>();
+  for (const name of value as unknown[]) {
+    if (typeof name !== 'string' || !HEADER_NAME.test(name)) {
+      throw new InvalidOptionError(option, `expected header names (letters, digits and !#$%&'*+-.^_\`|~), got ${describe(name)}`);
+    }
+    names.add(name.toLowerCase());
+  }
+  return [...names];
+}
+
+const KNOWN = new Set(['cache', 'ttl', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl', 'privateHeaders']);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -107,5 +136,6 @@ export function resolveHttpCacheOptions<Req>(
     skip: o.skip,
     maxBodySize,
     hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    privateHeaders: o.privateHeaders === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
   };
 }

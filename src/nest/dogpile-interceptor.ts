@@ -5,7 +5,7 @@ import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, firstValueFrom, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { defaultCacheKey, HTTP_KEY_PREFIX, userCacheKey, varyKeySuffix } from '../http/cache-key.js';
+import { defaultCacheKey, escapeKey, HTTP_KEY_PREFIX, userCacheKey, varyKeySuffix } from '../http/cache-key.js';
 import { requestBypassReason } from '../http/cacheability.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
@@ -64,9 +64,10 @@ const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstV
  * misses of a key — in this process, and in every process sharing the cache's Redis.
  *
  * Requests are keyed and filtered by the same rules as the Express and Fastify adapters:
- * GET and HEAD only (HEAD shares the GET entry), method + host + path + sorted query, requests
- * with `Authorization` or `Cookie` passed through unless a `key` function is given (it must
- * then include the identity). Responses say `X-Cache: MISS | HIT | COALESCED` and, when served
+ * GET and HEAD only (HEAD shares the GET entry), method + host + path + sorted query; requests
+ * with an invalid `Host` or a body passed through; requests with one of the `privateHeaders`
+ * (`Authorization`, `Cookie` by default) passed through unless a `key` function is given (it
+ * must then include the identity). Responses say `X-Cache: MISS | HIT | COALESCED` and, when served
  * from another run, `Age`.
  *
  * Left alone (the handler runs as if there were no cache):
@@ -109,7 +110,7 @@ export class DogpileInterceptor implements NestInterceptor {
     @Optional() @Inject(HttpAdapterHost) protected readonly adapterHost?: HttpAdapterHost,
   ) {
     this.givenCache = cache;
-    this.defaults = defaults ?? { ttl: NEST_DEFAULTS.ttl };
+    this.defaults = defaults ?? { ttl: NEST_DEFAULTS.ttl, privateHeaders: NEST_DEFAULTS.privateHeaders };
   }
 
   /** The module's cache; without `DogpileModule`, the default (in-process) cache. */
@@ -129,7 +130,8 @@ export class DogpileInterceptor implements NestInterceptor {
         return next.handle();
       }
       const req = context.switchToHttp().getRequest<AnyRequest>();
-      if (req.method !== 'GET' && req.method !== 'HEAD') return next.handle();
+      // GET and HEAD only, with a well-formed Host and no body, whatever trackBy() says.
+      if (requestBypassReason(req.method, req.headers, []) !== undefined) return next.handle();
       marker = (req as { raw?: object }).raw ?? req;
       if (handled.has(marker)) return next.handle();
       const rules = headerRules(facts);
@@ -144,7 +146,9 @@ export class DogpileInterceptor implements NestInterceptor {
     const tracked = await this.trackBy(context);
     if (!tracked) return next.handle();
     if (typeof tracked !== 'string') return next.handle();
-    let key = tracked.startsWith(HTTP_KEY_PREFIX) ? tracked : userCacheKey(tracked);
+    // A key from trackBy() that starts like the default ones (an override extending super's)
+    // is kept as is, but escaped like a user key: no newline may reach the Vary part.
+    let key = tracked.startsWith(HTTP_KEY_PREFIX) ? escapeKey(tracked) : userCacheKey(tracked);
     if (headers !== undefined && vary.length > 0) key += varyKeySuffix(vary, headers);
     const ttl = await ttlFor(this.optionsFor(context), this.defaults, context);
     // A second DogpileInterceptor on the same request (@Cached on the class and the handler,
@@ -156,8 +160,8 @@ export class DogpileInterceptor implements NestInterceptor {
   /**
    * The cache key of a request, or `undefined` to let it through uncached. The default: the
    * route's `key` function (from `@Cached`, namespaced) or method + host + path + sorted query;
-   * `undefined` for requests that carry `Authorization` or `Cookie` unless there is a `key`
-   * function. A key you return from an override is namespaced like the `key` option's.
+   * `undefined` for requests that carry one of the `privateHeaders` (`Authorization`, `Cookie`
+   * by default) unless there is a `key` function. A key you return from an override is namespaced like the `key` option's.
    * Non-HTTP contexts (microservices, WebSockets, GraphQL) are cached only with a `key`.
    */
   protected async trackBy(context: ExecutionContext): Promise<string | undefined> {
@@ -168,7 +172,8 @@ export class DogpileInterceptor implements NestInterceptor {
       return k === undefined ? undefined : userCacheKey(k);
     }
     const req = context.switchToHttp().getRequest<AnyRequest>();
-    if (requestBypassReason(req.method, req.headers, key !== undefined) !== undefined) return undefined;
+    const { privateHeaders = this.defaults.privateHeaders ?? NEST_DEFAULTS.privateHeaders } = this.optionsFor(context);
+    if (requestBypassReason(req.method, req.headers, key === undefined ? privateHeaders : []) !== undefined) return undefined;
     if (key === undefined) return defaultCacheKey(req.method, req.originalUrl ?? req.raw?.url ?? req.url, req.headers);
     const k = checkKey(await key(context));
     return k === undefined ? undefined : userCacheKey(k);

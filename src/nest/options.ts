@@ -3,6 +3,7 @@ import type { DogpileCache } from '../core/cache.js';
 import { describe, toMs, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { CacheOptions } from '../core/options.js';
+import { HTTP_CACHE_DEFAULTS, resolvePrivateHeaders } from '../http/options.js';
 
 /** A TTL, or a function of the request's execution context that returns one. */
 export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Promise<Duration>);
@@ -28,12 +29,20 @@ export interface CachedOptions {
    * another. On a provider method the default key is class, method and arguments (as JSON).
    */
   key?: CachedKeyFactory;
+  /**
+   * Request headers that carry an identity: a request with any of them passes through
+   * uncached unless there is a `key` function. Replaces the module's list for this route
+   * (or controller). @default the module's `privateHeaders`
+   */
+  privateHeaders?: readonly string[];
 }
 
 /** `@Cached` options after validation; a static TTL is in ms. */
 export interface ResolvedCachedOptions {
   ttl: number | ((context: ExecutionContext) => Duration | Promise<Duration>) | undefined;
   key: CachedKeyFactory | undefined;
+  /** Lower-case; undefined: the module's. */
+  privateHeaders?: readonly string[] | undefined;
 }
 
 /** Options of `DogpileModule.forRoot()` / what `forRootAsync()`'s factory returns. */
@@ -45,19 +54,29 @@ export interface DogpileModuleOptions extends CacheOptions {
   cache?: DogpileCache;
   /** TTL of `@Cached()` routes and methods that do not give one. @default 60_000 (ms) */
   ttl?: Duration;
+  /**
+   * Request headers that carry an identity: a request with any of them passes through
+   * uncached, unless the route has a `key` function (which must then include the identity).
+   * Add the headers your app authenticates with, e.g. `['authorization', 'cookie', 'x-api-key']`.
+   * @default ['authorization', 'cookie']
+   */
+  privateHeaders?: readonly string[];
 }
 
 /** What the module hands the interceptor and the provider-method wrapper. */
 export interface DogpileDefaults {
   /** @default 60_000 (ms) */
   ttl: number;
+  /** Lower-case header names. @default ['authorization', 'cookie'] */
+  privateHeaders?: readonly string[];
 }
 
 export const NEST_DEFAULTS = {
   ttl: 60_000,
+  privateHeaders: HTTP_CACHE_DEFAULTS.privateHeaders,
 } as const;
 
-const CACHED_KEYS = new Set(['ttl', 'key']);
+const CACHED_KEYS = new Set(['ttl', 'key', 'privateHeaders']);
 
 /** Validates what `@Cached(...)` was given, when the decorator is applied. */
 export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefined): ResolvedCachedOptions {
@@ -65,16 +84,17 @@ export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefine
   if (typeof input === 'number' || typeof input === 'string') return { ttl: toMs(input, 'ttl'), key: undefined };
   if (typeof input === 'function') return { ttl: input, key: undefined };
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    throw new InvalidOptionError('ttlOrOptions', `expected a TTL (ms or '5m'), a function of the context, or { ttl, key }; got ${describe(input)}`);
+    throw new InvalidOptionError('ttlOrOptions', `expected a TTL (ms or '5m'), a function of the context, or { ttl, key, privateHeaders }; got ${describe(input)}`);
   }
   for (const name of Object.keys(input)) {
     if (!CACHED_KEYS.has(name)) throw new InvalidOptionError(name, `unknown @Cached option; known options are ${[...CACHED_KEYS].join(', ')}`);
   }
-  const { ttl, key } = input;
+  const { ttl, key, privateHeaders } = input;
   if (key !== undefined && typeof key !== 'function') throw new InvalidOptionError('key', `expected a function (context) => string, got ${describe(key)}`);
   return {
     ttl: ttl === undefined ? undefined : typeof ttl === 'function' ? ttl : toMs(ttl, 'ttl'),
     key,
+    privateHeaders: privateHeaders === undefined ? undefined : resolvePrivateHeaders(privateHeaders),
   };
 }
 
@@ -86,6 +106,7 @@ export function mergeCachedOptions(
   return {
     ttl: onHandler?.ttl ?? onClass?.ttl,
     key: onHandler?.key ?? onClass?.key,
+    privateHeaders: onHandler?.privateHeaders ?? onClass?.privateHeaders,
   };
 }
 
@@ -104,7 +125,7 @@ export function checkKey(value: unknown): string | undefined {
   return value;
 }
 
-const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal']);
+const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal', 'privateHeaders']);
 
 /** Splits the module options into what `createCache()` takes and the interceptor defaults. */
 export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
@@ -131,6 +152,9 @@ export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
   return {
     cache,
     cacheOptions: cacheOptions as CacheOptions,
-    defaults: { ttl: o.ttl === undefined ? NEST_DEFAULTS.ttl : toMs(o.ttl, 'ttl') },
+    defaults: {
+      ttl: o.ttl === undefined ? NEST_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
+      privateHeaders: o.privateHeaders === undefined ? NEST_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
+    },
   };
 }
