@@ -216,6 +216,36 @@ describe('RedisLock specifics', () => {
     await c.release();
   });
 
+  it('fencing tokens never go back, also when Redis restarts empty or loses the counter', async () => {
+    const own = await startRedis();
+    try {
+      const tokensOf = async (client: Redis, count: number) => {
+        const tokens: number[] = [];
+        for (let i = 0; i < count; i++) {
+          const lock = new RedisLock(client, 'fenced');
+          tokens.push(await lock.acquire());
+          await lock.release();
+        }
+        return tokens;
+      };
+      const before = await tokensOf(own.client(), 3);
+      expect(before[1]).toBe(before[0]! + 1);
+      expect(before[2]).toBe(before[1]! + 1);
+      await own.restart(); // nothing is persisted: the counter is gone
+      const after = await tokensOf(own.client(), 2);
+      expect(after[0]).toBeGreaterThan(before[2]!);
+      expect(after[1]).toBe(after[0]! + 1);
+      // the counter alone is lost (evicted, deleted): still no step back
+      const client = own.client();
+      await client.del('dogpile:lock:{fenced}:fence');
+      const evicted = await tokensOf(client, 1);
+      expect(evicted[0]).toBeGreaterThan(after[1]!);
+      expect(Number.isSafeInteger(evicted[0])).toBe(true);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('rejects a client that is not ioredis', () => {
     expect(() => new RedisLock({} as never, 'x')).toThrow(/Invalid redis/);
   });
