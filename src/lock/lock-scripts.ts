@@ -8,7 +8,9 @@ import { LuaScript } from './script.js';
  *   P:lock:{N}:fence  the fencing counter (INCR on every acquisition, never expires); when it
  *                     is missing (first use, a restart without persistence, eviction) it is
  *                     seeded with the server's clock in microseconds, so tokens never go back
- *   P:lock:{N}:q      waiters: a sorted set of waiter ids scored by their deadline (ms)
+ *   P:lock:{N}:q      waiters: a sorted set of waiter ids scored by their deadline in ms on the
+ *                     server's clock (TIME): the one clock every process shares; a waiter
+ *                     sends how long it will still wait, never a timestamp of its own
  * Channel P:lock:{N}: a release publishes the id of the one waiter it wakes.
  */
 
