@@ -55,4 +55,32 @@ describe('on a Redis Cluster', () => {
     for (const l of held) expect(await l.getOwnerId()).toBeNull();
     for (const l of held) await l.release();
   });
+
+  it('a waiter rides out a cluster outage: its subscription moves back without piling up listeners', async () => {
+    const own = await startRedisCluster(3);
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      const holder = new RedisLock(own.client(), 'outage', { ttl: 60_000, autoRenew: false });
+      // Retries CLUSTERDOWN (every 100 ms) while the restarted nodes agree again.
+      const waiter = new RedisLock(own.client({ maxRedirections: 300 }), 'outage');
+      const held = await holder.acquire();
+      const waiting = waiter.acquire({ timeout: 30_000 }).catch((err: unknown) => err);
+      await sleep(200); // queued and subscribed
+      await Promise.all(own.nodes.map((n) => n.kill())); // every node down: nothing is saved
+      await sleep(1500);
+      await Promise.all(own.nodes.map((n) => n.start()));
+      // The lock went with the data; the subscription comes back, tells the waiter that
+      // messages may have been missed, and the waiter takes the lock long before the old TTL.
+      const token = await waiting;
+      if (typeof token !== 'number') throw token;
+      expect(token as number).toBeGreaterThan(held);
+      expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+      await waiter.release();
+    } finally {
+      process.off('warning', onWarning);
+      await own.stop();
+    }
+  });
 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import {
   RedisLock,
@@ -86,6 +86,34 @@ describe.each(backends)('%s', (_label, make) => {
     await a.release();
     expect(await b.tryAcquire()).not.toBe(false);
     await b.release();
+  });
+
+  it('bounds acquire({ timeout }) on the monotonic clock: a wall clock stepped back an hour does not stretch it', async () => {
+    const name = uniq('clock-step');
+    const holder = make(name); // renewed, so it never frees the lock by itself
+    const waiter = make(name);
+    await holder.acquire();
+    const realNow = Date.now.bind(Date);
+    const started = performance.now();
+    const waiting = waiter.acquire({ timeout: 1000 }).then(
+      () => 'acquired',
+      (err: unknown) => err,
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    const step = vi.spyOn(Date, 'now').mockImplementation(() => realNow() - 3_600_000);
+    try {
+      // Without the fix the wait runs on until the holder lets go; bound the test itself.
+      let watchdog: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([waiting, new Promise((r) => (watchdog = setTimeout(r, 8000, 'still waiting')))]);
+      clearTimeout(watchdog);
+      expect(outcome).toBeInstanceOf(LockTimeoutError);
+      expect(performance.now() - started).toBeLessThan(4000);
+    } finally {
+      step.mockRestore();
+      await holder.release();
+      await waiting;
+      await waiter.release();
+    }
   });
 
   it('rejects acquiring an object twice and extending a lock it does not hold', async () => {
@@ -214,6 +242,58 @@ describe('RedisLock specifics', () => {
     await a.release();
     await b.release();
     await c.release();
+  });
+
+  it('fencing tokens never go back, also when Redis restarts empty or loses the counter', async () => {
+    const own = await startRedis();
+    try {
+      const tokensOf = async (client: Redis, count: number) => {
+        const tokens: number[] = [];
+        for (let i = 0; i < count; i++) {
+          const lock = new RedisLock(client, 'fenced');
+          tokens.push(await lock.acquire());
+          await lock.release();
+        }
+        return tokens;
+      };
+      const before = await tokensOf(own.client(), 3);
+      expect(before[1]).toBe(before[0]! + 1);
+      expect(before[2]).toBe(before[1]! + 1);
+      await own.restart(); // nothing is persisted: the counter is gone
+      const after = await tokensOf(own.client(), 2);
+      expect(after[0]).toBeGreaterThan(before[2]!);
+      expect(after[1]).toBe(after[0]! + 1);
+      // the counter alone is lost (evicted, deleted): still no step back
+      const client = own.client();
+      await client.del('dogpile:lock:{fenced}:fence');
+      const evicted = await tokensOf(client, 1);
+      expect(evicted[0]).toBeGreaterThan(after[1]!);
+      expect(Number.isSafeInteger(evicted[0])).toBe(true);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('reports a lock lost after a whole TTL without renewal even when the wall clock steps back', async () => {
+    const own = await startRedis();
+    const realNow = Date.now.bind(Date);
+    let step: { mockRestore(): void } | undefined;
+    try {
+      const lock = new RedisLock(own.client(), 'renew-clock', { ttl: 600 });
+      await lock.acquire();
+      const lost = new Promise<unknown>((resolve) => lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)));
+      own.freeze(); // renewals go unanswered
+      step = vi.spyOn(Date, 'now').mockImplementation(() => realNow() - 3_600_000);
+      let watchdog: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([lost, new Promise((r) => (watchdog = setTimeout(r, 8000, 'still held')))]);
+      clearTimeout(watchdog);
+      expect(outcome).toBeInstanceOf(LockLostError);
+      expect(lock.isHeld).toBe(false);
+    } finally {
+      step?.mockRestore();
+      own.thaw();
+      await own.stop();
+    }
   });
 
   it('rejects a client that is not ioredis', () => {

@@ -4,6 +4,7 @@ import { abortReason, Wakeup } from './wait.js';
 
 interface Slot {
   value: string | null;
+  /** performance.now() at which the holder's TTL runs out (a step of the wall clock does not move it). */
   expiresAt: number;
   waiters: Set<Wakeup>;
   fence: number;
@@ -91,10 +92,10 @@ export class MemoryLock extends BaseLock {
 
   private take(value: string): number | false {
     const slot = this.registry.slot(this.key);
-    if (slot.value !== null && slot.expiresAt > Date.now()) return false;
+    if (slot.value !== null && slot.expiresAt > performance.now()) return false;
     if (slot.fence === 0) slot.fence = this.registry.fences.get(this.key) ?? 0;
     slot.value = value;
-    slot.expiresAt = Date.now() + this.options.ttl;
+    slot.expiresAt = performance.now() + this.options.ttl;
     slot.fence += 1;
     return slot.fence;
   }
@@ -106,7 +107,7 @@ export class MemoryLock extends BaseLock {
   }
 
   protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     const slot = this.registry.slot(this.key);
     const wakeup = new Wakeup();
     slot.waiters.add(wakeup);
@@ -115,9 +116,9 @@ export class MemoryLock extends BaseLock {
         if (signal?.aborted) throw abortReason(signal, this.name);
         const token = this.take(value);
         if (token !== false) return token;
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        await wakeup.sleep(Math.min(left, slot.expiresAt - Date.now() + 1), signal, this.name);
+        await wakeup.sleep(Math.min(left, slot.expiresAt - performance.now() + 1), signal, this.name);
       }
     } finally {
       slot.waiters.delete(wakeup);
@@ -127,8 +128,8 @@ export class MemoryLock extends BaseLock {
 
   protected async extendRaw(value: string, ms: number): Promise<boolean> {
     const slot = this.registry.slot(this.key);
-    const held = slot.value === value && slot.expiresAt > Date.now();
-    if (held) slot.expiresAt = Date.now() + ms;
+    const held = slot.value === value && slot.expiresAt > performance.now();
+    if (held) slot.expiresAt = performance.now() + ms;
     else this.registry.tidy(this.key, slot);
     return held;
   }
@@ -148,7 +149,7 @@ export class MemoryLock extends BaseLock {
 
   async getOwnerId(): Promise<string | null> {
     const slot = this.registry.slot(this.key);
-    const owner = slot.value !== null && slot.expiresAt > Date.now() ? ownerOf(slot.value) : null;
+    const owner = slot.value !== null && slot.expiresAt > performance.now() ? ownerOf(slot.value) : null;
     this.registry.tidy(this.key, slot);
     return owner;
   }

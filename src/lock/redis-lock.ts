@@ -61,7 +61,9 @@ export class RedisLock extends BaseLock {
   }
 
   protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
-    const deadline = Date.now() + timeoutMs;
+    // The deadline is this process's (monotonic); the queue entry gets the time left, and the
+    // script turns it into a deadline on the server's clock, the one clock all processes share.
+    const deadline = performance.now() + timeoutMs;
     const waiterId = randomBytes(8).toString('hex');
     const wakeup = new Wakeup();
     const subscriber = this.subscriber ?? sharedSubscriber(this.client);
@@ -72,7 +74,7 @@ export class RedisLock extends BaseLock {
     try {
       for (;;) {
         if (signal?.aborted) throw abortReason(signal, this.name);
-        const left = deadline - Date.now();
+        const left = Math.ceil(deadline - performance.now());
         if (left <= 0) throw this.timeoutError(timeoutMs);
         const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left])) as [number, number];
         if (ok === 1) {
@@ -82,7 +84,7 @@ export class RedisLock extends BaseLock {
         queued = true;
         // n is the holder's remaining TTL: if no wake-up comes by then, the holder is gone.
         const holderLeft = n >= 0 ? n + 1 : this.options.ttl;
-        await wakeup.sleep(Math.min(deadline - Date.now(), holderLeft), signal, this.name);
+        await wakeup.sleep(Math.min(deadline - performance.now(), holderLeft), signal, this.name);
       }
     } catch (err) {
       if (queued) {

@@ -17,23 +17,24 @@ export interface RenewalOptions {
  * unreachable) is retried on the next tick until a whole TTL has passed since the last
  * successful one; by then the lock has expired on the server, so it is reported lost. The
  * same holds for a renewal that is still waiting for its answer a whole TTL after the last
- * successful one.
+ * successful one. Every duration is measured on the monotonic clock (performance.now()), so a
+ * step of the wall clock neither hides nor fakes the loss.
  */
 export class Renewal {
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
-  private lastOk = Date.now();
+  private lastOk = performance.now();
   private stopped = false;
 
   constructor(private readonly options: RenewalOptions) {}
 
   start(): this {
-    this.lastOk = Date.now();
+    this.lastOk = performance.now();
     const interval = Math.max(1, Math.floor(this.options.ttl / 3));
     this.timer = setInterval(() => {
       if (!this.inFlight) {
         this.inFlight = this.tick().finally(() => (this.inFlight = undefined));
-      } else if (Date.now() - this.lastOk >= this.options.ttl) {
+      } else if (performance.now() - this.lastOk >= this.options.ttl) {
         // A renewal that never answers (the client queues commands while Redis is unreachable,
         // and may retry them for many seconds) must not hide that the lock has expired by now.
         this.lose(this.notRenewedError(new Error('the last renewal has not been answered')));
@@ -45,7 +46,7 @@ export class Renewal {
 
   /** Records a successful extension made by someone else (e.g. an explicit `extend()`). */
   touch(): void {
-    this.lastOk = Date.now();
+    this.lastOk = performance.now();
   }
 
   /** Stops the timer and waits for a renewal that is already running. */
@@ -57,7 +58,7 @@ export class Renewal {
   }
 
   private async tick(): Promise<void> {
-    const startedAt = Date.now();
+    const startedAt = performance.now();
     try {
       const held = await this.options.extend();
       if (this.stopped) return;
@@ -68,7 +69,7 @@ export class Renewal {
       this.lose(new LockLostError(`the lock "${this.options.key}" expired or was taken by another holder`, { key: this.options.key }));
     } catch (err) {
       if (this.stopped) return;
-      if (Date.now() - this.lastOk >= this.options.ttl) this.lose(this.notRenewedError(err));
+      if (performance.now() - this.lastOk >= this.options.ttl) this.lose(this.notRenewedError(err));
     }
   }
 

@@ -1,3 +1,4 @@
+import { ClusterSubscriberConnection } from './cluster-connection.js';
 import { isCluster, type RedisClient } from './redis-client.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
@@ -23,6 +24,9 @@ export const CHANNEL_LINGER_MS = 1000;
  * wait), so no subscription outlives the waits that needed it by more than that. After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
+/** What a `Subscriber` listens on: an ioredis client, or the node connection of a cluster. */
+type PubSubConnection = RedisClient | ClusterSubscriberConnection;
+
 export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
   private connectedOnce = false;
@@ -30,7 +34,7 @@ export class Subscriber {
   private lingerTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly connection: RedisClient,
+    private readonly connection: PubSubConnection,
     private readonly options: { owned: boolean; lingerMs?: number; onIdle?: () => void; onError?: (err: Error) => void },
   ) {
     connection.on('messageBuffer', this.onMessage);
@@ -198,8 +202,10 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
   let sub = shared.get(client);
   if (!sub) {
     // The subscriber keeps its own offline queue whatever the client's setting: a SUBSCRIBE
-    // sent while the new connection is still connecting must wait for it, not fail.
-    const connection = isCluster(client) ? client.duplicate(undefined, { enableOfflineQueue: true }) : client.duplicate({ enableOfflineQueue: true });
+    // sent while the new connection is still connecting must wait for it, not fail. On a
+    // cluster it is one connection to one node, not a duplicate Cluster (see
+    // ClusterSubscriberConnection for why).
+    const connection = isCluster(client) ? new ClusterSubscriberConnection(client) : client.duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,
