@@ -83,7 +83,7 @@ describe('dogpileGuard (Express specifics)', () => {
         }
       });
       const port = await listen(app);
-      const clients = [{ 'accept-encoding': 'gzip' }, { 'accept-encoding': 'br' }, { 'accept-encoding': 'identity' }, {}];
+      const clients: Record<string, string>[] = [{ 'accept-encoding': 'gzip' }, { 'accept-encoding': 'br' }, { 'accept-encoding': 'identity' }, {}];
       const replies: Reply[] = [];
       for (let round = 0; round < 3; round++) {
         for (const headers of clients) replies.push(await fetchReply(port, '/z', { headers }));
@@ -101,6 +101,52 @@ describe('dogpileGuard (Express specifics)', () => {
       // Accept-Encoding (plus one: the first response is stored before its Vary is known).
       expect(runs).toBe(compressionFirst ? 1 : clients.length + 1);
     });
+  });
+
+  it('runs a HEAD that leads as a GET, and shows HEAD again to what looks at req.method afterwards', async () => {
+    const app = express();
+    const seen: string[] = [];
+    app.use((req, res, next) => {
+      res.on('finish', () => seen.push(`finish ${req.method}`));
+      next();
+    });
+    app.use(dogpileGuard({ cache: createCache() }));
+    app.get('/m', (req, res) => {
+      seen.push(`handler ${req.method}`);
+      res.send('full body');
+    });
+    const port = await listen(app);
+    const head = await fetchReply(port, '/m', { method: 'HEAD' });
+    expect(head.xCache).toBe('MISS');
+    expect(Number(head.headers['content-length'])).toBe('full body'.length);
+    const get = await fetchReply(port, '/m');
+    expect([get.xCache, get.text]).toEqual(['HIT', 'full body']);
+    expect(seen).toEqual(['handler GET', 'finish HEAD', 'finish GET']);
+  });
+
+  it('lets a route with its own HEAD handler answer HEAD, storing nothing', async () => {
+    const app = express();
+    const cache = createCache();
+    const guard = dogpileGuard({ cache });
+    let headRuns = 0;
+    let getRuns = 0;
+    app.head('/h', guard, (_req, res) => {
+      headRuns++;
+      res.set('content-length', '11').end();
+    });
+    app.get('/h', guard, (_req, res) => {
+      getRuns++;
+      res.send('hello world');
+    });
+    const port = await listen(app);
+    const heads = await Promise.all([1, 2, 3].map(() => fetchReply(port, '/h', { method: 'HEAD' })));
+    expect(heads.map((r) => r.xCache)).toEqual(['MISS', 'MISS', 'MISS']);
+    expect(headRuns).toBe(3);
+    const get = await fetchReply(port, '/h');
+    expect([get.xCache, get.text]).toEqual(['MISS', 'hello world']);
+    const headHit = await fetchReply(port, '/h', { method: 'HEAD' });
+    expect(headHit.xCache).toBe('HIT');
+    expect([headRuns, getRuns]).toEqual([3, 1]);
   });
 
   it('answers a matching If-None-Match with 304 from the cache', async () => {

@@ -206,10 +206,14 @@ function setOrDelete(headers: OutgoingHttpHeaders, name: string, value: unknown)
   else headers[name] = Array.isArray(value) ? value.map(String) : typeof value === 'number' ? value : String(value);
 }
 
-/** Abandons (or starts the grace period of) the capture if `res` closes before it completes. */
+/**
+ * Abandons (or starts the grace period of) the capture if `res` closes before it completes.
+ * A response that finished (a HEAD answered with headers only while the body it was given is
+ * still being read for the capture) is not a client gone.
+ */
 export function watchClientGone(res: ServerResponse, capture: ResponseCapture): void {
   res.once('close', () => {
-    if (!capture.settled) capture.clientGone(res.headersSent);
+    if (!capture.settled && !res.writableFinished) capture.clientGone(res.headersSent);
   });
 }
 
