@@ -101,6 +101,27 @@ describe('dogpileGuard (Express specifics)', () => {
       // Accept-Encoding (plus one: the first response is stored before its Vary is known).
       expect(runs).toBe(compressionFirst ? 1 : clients.length + 1);
     });
+
+    it('a HEAD that leads stores a body every later client can decode', async () => {
+      const app = express();
+      let runs = 0;
+      if (compressionFirst) app.use(compression());
+      app.use(dogpileGuard({ cache: createCache() }));
+      if (!compressionFirst) app.use(compression());
+      app.get('/z', (_req, res) => {
+        runs++;
+        res.type('text/plain').send(plain);
+      });
+      const port = await listen(app);
+      const head = await fetchReply(port, '/z', { method: 'HEAD', headers: { 'accept-encoding': 'gzip' } });
+      expect([head.status, head.xCache, head.body.length]).toEqual([200, 'MISS', 0]);
+      for (const accepted of ['gzip', 'br', 'identity']) {
+        const r = await fetchReply(port, '/z', { headers: { 'accept-encoding': accepted } });
+        expect(decode(r)).toBe(plain);
+        expect(r.headers['content-encoding']).toBe(accepted === 'identity' ? undefined : accepted);
+      }
+      expect(runs).toBe(compressionFirst ? 1 : 3);
+    });
   });
 
   it('runs a HEAD that leads as a GET, and shows HEAD again to what looks at req.method afterwards', async () => {
