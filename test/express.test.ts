@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
+import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib';
 import compression from 'compression';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -122,6 +122,29 @@ describe('dogpileGuard (Express specifics)', () => {
       }
       expect(runs).toBe(compressionFirst ? 1 : 3);
     });
+  });
+
+  it('serves an encoded response only to requests with the same Accept-Encoding, even without its Vary', async () => {
+    const app = express();
+    let runs = 0;
+    app.use(dogpileGuard({ cache: createCache() }));
+    app.get('/pre', (req, res) => {
+      runs++;
+      const gzip = String(req.headers['accept-encoding'] ?? '').includes('gzip');
+      res.set('content-type', 'text/plain');
+      if (gzip) res.set('content-encoding', 'gzip').send(gzipSync('pre-compressed'));
+      else res.send('pre-compressed');
+    });
+    const port = await listen(app);
+    const gz = await fetchReply(port, '/pre', { headers: { 'accept-encoding': 'gzip' } });
+    const gzHit = await fetchReply(port, '/pre', { headers: { 'accept-encoding': 'gzip' } });
+    const plainReply = await fetchReply(port, '/pre', { headers: { 'accept-encoding': 'identity' } });
+    expect([gz.xCache, gzHit.xCache, plainReply.xCache]).toEqual(['MISS', 'HIT', 'MISS']);
+    expect(gunzipSync(gzHit.body).toString()).toBe('pre-compressed');
+    expect(gzHit.headers.vary).toBe('Accept-Encoding');
+    expect(plainReply.headers['content-encoding']).toBeUndefined();
+    expect(plainReply.text).toBe('pre-compressed');
+    expect(runs).toBe(2);
   });
 
   it('runs a HEAD that leads as a GET, and shows HEAD again to what looks at req.method afterwards', async () => {

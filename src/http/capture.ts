@@ -183,7 +183,8 @@ export function captureServerResponse(res: ServerResponse, capture: ResponseCapt
       setOrDelete(headers, 'content-encoding', encoding);
       setOrDelete(headers, 'vary', vary);
       // An encoded copy is served only to requests that send the same Accept-Encoding.
-      if (encoding !== undefined && !varyNames(vary).includes('accept-encoding') && !varyNames(vary).includes('*')) {
+      const encoded = encoding !== undefined && encoding !== null && String(encoding).trim().toLowerCase() !== 'identity';
+      if (encoded && !varyNames(vary).includes('accept-encoding') && !varyNames(vary).includes('*')) {
         headers.vary = vary === undefined ? 'Accept-Encoding' : `${headerString(vary)}, Accept-Encoding`;
       }
       capture.complete(res.statusCode, headers);
