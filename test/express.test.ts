@@ -1,11 +1,12 @@
 import type { AddressInfo } from 'node:net';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib';
+import compression from 'compression';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dogpileGuard } from '../src/express/index.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { adapterSuite } from './fixtures/http-suite.js';
-import { fetchReply, freshId } from './fixtures/http-client.js';
+import { fetchReply, freshId, type Reply } from './fixtures/http-client.js';
 
 adapterSuite('express');
 
@@ -49,65 +50,147 @@ describe('dogpileGuard (Express specifics)', () => {
     expect(runs).toBe(1);
   });
 
-  /**
-   * A stand-in for `compression()`: gzips the whole body in end() for clients that accept it,
-   * unless the response already has a Content-Encoding (as the real one does).
-   */
-  function miniCompression(): express.RequestHandler {
-    return (req, res, next) => {
-      if (!String(req.headers['accept-encoding'] ?? '').includes('gzip')) return next();
-      const chunks: Buffer[] = [];
-      const toBuffer = (c: unknown, enc?: unknown) => (Buffer.isBuffer(c) ? c : Buffer.from(String(c), (typeof enc === 'string' ? enc : 'utf8') as BufferEncoding));
-      const end = res.end.bind(res) as (chunk?: unknown) => express.Response;
-      res.write = ((chunk: unknown, enc?: unknown) => {
-        chunks.push(toBuffer(chunk, enc));
-        return true;
-      }) as typeof res.write;
-      res.end = ((chunk?: unknown, enc?: unknown) => {
-        if (chunk != null && typeof chunk !== 'function') chunks.push(toBuffer(chunk, enc));
-        if (res.getHeader('content-encoding') !== undefined) return end(Buffer.concat(chunks));
-        const body = gzipSync(Buffer.concat(chunks));
-        res.setHeader('content-encoding', 'gzip');
-        res.setHeader('vary', 'Accept-Encoding');
-        res.setHeader('content-length', body.length);
-        return end(body);
-      }) as typeof res.end;
-      next();
+  describe.each([
+    ['before dogpileGuard', true],
+    ['between dogpileGuard and the handler', false],
+  ])('with the compression package %s', (_label, compressionFirst) => {
+    const plain = 'squeeze me, I am long enough to be compressed. '.repeat(100);
+    /** The body a client gets, decoded as its Content-Encoding says. */
+    const decode = (r: Reply): string => {
+      const encoding = r.headers['content-encoding'];
+      if (encoding === undefined) return r.text;
+      if (encoding === 'gzip') return gunzipSync(r.body).toString();
+      if (encoding === 'br') return brotliDecompressSync(r.body).toString();
+      throw new Error(`unexpected content-encoding ${encoding}`);
     };
-  }
 
-  it.each([
-    ['compression before dogpileGuard (stores the plain body)', true],
-    ['compression after dogpileGuard (stores the gzipped body)', false],
-  ])('works with response compression: %s', async (_label, compressionFirst) => {
+    it.each([
+      ['res.send', false],
+      ['res.writeHead + res.end', true],
+    ])('every later client gets a body it can decode (%s)', async (_how, useWriteHead) => {
+      const app = express();
+      let runs = 0;
+      if (compressionFirst) app.use(compression());
+      app.use(dogpileGuard({ cache: createCache() }));
+      if (!compressionFirst) app.use(compression());
+      app.get('/z', (_req, res) => {
+        runs++;
+        if (useWriteHead) {
+          res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+          res.end(plain);
+        } else {
+          res.type('text/plain').send(plain);
+        }
+      });
+      const port = await listen(app);
+      const clients: Record<string, string>[] = [{ 'accept-encoding': 'gzip' }, { 'accept-encoding': 'br' }, { 'accept-encoding': 'identity' }, {}];
+      const replies: Reply[] = [];
+      for (let round = 0; round < 3; round++) {
+        for (const headers of clients) replies.push(await fetchReply(port, '/z', { headers }));
+      }
+      replies.forEach((r, i) => {
+        const accepted = clients[i % clients.length]!['accept-encoding'];
+        expect(r.status).toBe(200);
+        expect(decode(r)).toBe(plain);
+        // Each client gets the encoding it asked for, never one it did not.
+        expect(r.headers['content-encoding']).toBe(accepted === 'gzip' || accepted === 'br' ? accepted : undefined);
+      });
+      // The last round comes from the cache.
+      expect(replies.slice(-clients.length).map((r) => r.xCache)).toEqual(clients.map(() => 'HIT'));
+      // Before the guard, one plain copy serves every encoding. After it, one copy per
+      // Accept-Encoding (plus one: the first response is stored before its Vary is known).
+      expect(runs).toBe(compressionFirst ? 1 : clients.length + 1);
+    });
+
+    it('a HEAD that leads stores a body every later client can decode', async () => {
+      const app = express();
+      let runs = 0;
+      if (compressionFirst) app.use(compression());
+      app.use(dogpileGuard({ cache: createCache() }));
+      if (!compressionFirst) app.use(compression());
+      app.get('/z', (_req, res) => {
+        runs++;
+        res.type('text/plain').send(plain);
+      });
+      const port = await listen(app);
+      const head = await fetchReply(port, '/z', { method: 'HEAD', headers: { 'accept-encoding': 'gzip' } });
+      expect([head.status, head.xCache, head.body.length]).toEqual([200, 'MISS', 0]);
+      for (const accepted of ['gzip', 'br', 'identity']) {
+        const r = await fetchReply(port, '/z', { headers: { 'accept-encoding': accepted } });
+        expect(decode(r)).toBe(plain);
+        expect(r.headers['content-encoding']).toBe(accepted === 'identity' ? undefined : accepted);
+      }
+      expect(runs).toBe(compressionFirst ? 1 : 3);
+    });
+  });
+
+  it('serves an encoded response only to requests with the same Accept-Encoding, even without its Vary', async () => {
     const app = express();
     let runs = 0;
-    if (compressionFirst) app.use(miniCompression());
     app.use(dogpileGuard({ cache: createCache() }));
-    if (!compressionFirst) app.use(miniCompression());
-    app.get('/z', (_req, res) => {
+    app.get('/pre', (req, res) => {
       runs++;
-      res.type('text/plain').send('squeeze me '.repeat(50));
+      const gzip = String(req.headers['accept-encoding'] ?? '').includes('gzip');
+      res.set('content-type', 'text/plain');
+      if (gzip) res.set('content-encoding', 'gzip').send(gzipSync('pre-compressed'));
+      else res.send('pre-compressed');
     });
     const port = await listen(app);
-    const plain = 'squeeze me '.repeat(50);
-    const gz = { 'accept-encoding': 'gzip' };
-    const replies = [
-      await fetchReply(port, '/z', { headers: gz }),
-      await fetchReply(port, '/z', { headers: gz }),
-      await fetchReply(port, '/z'),
-      await fetchReply(port, '/z'),
-    ];
-    expect(replies.map((r) => r.xCache)).toEqual(['MISS', 'HIT', 'MISS', 'HIT']);
-    for (const r of replies.slice(0, 2)) {
-      expect(r.headers['content-encoding']).toBe('gzip');
-      expect(gunzipSync(r.body).toString()).toBe(plain);
-    }
-    for (const r of replies.slice(2)) {
-      expect(r.headers['content-encoding']).toBeUndefined();
-      expect(r.text).toBe(plain);
-    }
+    const gz = await fetchReply(port, '/pre', { headers: { 'accept-encoding': 'gzip' } });
+    const gzHit = await fetchReply(port, '/pre', { headers: { 'accept-encoding': 'gzip' } });
+    const plainReply = await fetchReply(port, '/pre', { headers: { 'accept-encoding': 'identity' } });
+    expect([gz.xCache, gzHit.xCache, plainReply.xCache]).toEqual(['MISS', 'HIT', 'MISS']);
+    expect(gunzipSync(gzHit.body).toString()).toBe('pre-compressed');
+    expect(gzHit.headers.vary).toBe('Accept-Encoding');
+    expect(plainReply.headers['content-encoding']).toBeUndefined();
+    expect(plainReply.text).toBe('pre-compressed');
     expect(runs).toBe(2);
+  });
+
+  it('runs a HEAD that leads as a GET, and shows HEAD again to what looks at req.method afterwards', async () => {
+    const app = express();
+    const seen: string[] = [];
+    app.use((req, res, next) => {
+      res.on('finish', () => seen.push(`finish ${req.method}`));
+      next();
+    });
+    app.use(dogpileGuard({ cache: createCache() }));
+    app.get('/m', (req, res) => {
+      seen.push(`handler ${req.method}`);
+      res.send('full body');
+    });
+    const port = await listen(app);
+    const head = await fetchReply(port, '/m', { method: 'HEAD' });
+    expect(head.xCache).toBe('MISS');
+    expect(Number(head.headers['content-length'])).toBe('full body'.length);
+    const get = await fetchReply(port, '/m');
+    expect([get.xCache, get.text]).toEqual(['HIT', 'full body']);
+    expect(seen).toEqual(['handler GET', 'finish HEAD', 'finish GET']);
+  });
+
+  it('lets a route with its own HEAD handler answer HEAD, storing nothing', async () => {
+    const app = express();
+    const cache = createCache();
+    const guard = dogpileGuard({ cache });
+    let headRuns = 0;
+    let getRuns = 0;
+    app.head('/h', guard, (_req, res) => {
+      headRuns++;
+      res.set('content-length', '11').end();
+    });
+    app.get('/h', guard, (_req, res) => {
+      getRuns++;
+      res.send('hello world');
+    });
+    const port = await listen(app);
+    const heads = await Promise.all([1, 2, 3].map(() => fetchReply(port, '/h', { method: 'HEAD' })));
+    expect(heads.map((r) => r.xCache)).toEqual(['MISS', 'MISS', 'MISS']);
+    expect(headRuns).toBe(3);
+    const get = await fetchReply(port, '/h');
+    expect([get.xCache, get.text]).toEqual(['MISS', 'hello world']);
+    const headHit = await fetchReply(port, '/h', { method: 'HEAD' });
+    expect(headHit.xCache).toBe('HIT');
+    expect([headRuns, getRuns]).toEqual([3, 1]);
   });
 
   it('answers a matching If-None-Match with 304 from the cache', async () => {

@@ -55,6 +55,29 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
     await expect(app2.register(dogpileGuardPlugin, { statuses: 'all' as never }).ready()).rejects.toThrow(/Invalid statuses/);
   });
 
+  it('lets a route with its own HEAD handler answer HEAD, storing nothing', async () => {
+    const app = await make();
+    let headRuns = 0;
+    let getRuns = 0;
+    app.head('/h', async (_request, reply) => {
+      headRuns++;
+      return reply.header('content-length', '11').send();
+    });
+    app.get('/h', async () => {
+      getRuns++;
+      return 'hello world';
+    });
+    const port = await listen(app);
+    const heads = await Promise.all([1, 2, 3].map(() => fetchReply(port, '/h', { method: 'HEAD' })));
+    expect(heads.map((r) => r.xCache)).toEqual(['MISS', 'MISS', 'MISS']);
+    expect(headRuns).toBe(3);
+    const get = await fetchReply(port, '/h');
+    expect([get.xCache, get.text]).toEqual(['MISS', 'hello world']);
+    const headHit = await fetchReply(port, '/h', { method: 'HEAD' });
+    expect(headHit.xCache).toBe('HIT');
+    expect([headRuns, getRuns]).toEqual([3, 1]);
+  });
+
   it('runs onRequest hooks (auth) before serving from the cache', async () => {
     const app = await make();
     app.addHook('onRequest', (request, reply, done) => {

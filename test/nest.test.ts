@@ -99,6 +99,24 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(json(getAfter)).toEqual({ run: run2, n: 1 });
   });
 
+  it('runs the handler once for 40 concurrent HEAD misses, mixed with GETs', async () => {
+    const run = freshRun();
+    const heads = await Promise.all(Array.from({ length: 40 }, () => call(`/stampede?run=${run}`, {}, 'HEAD')));
+    expect(await count('stampede', run)).toBe(1);
+    const full = await call(`/stampede?run=${run}`);
+    expect(full.xCache).toBe('HIT');
+    expect(json(full)).toMatchObject({ run, n: 1 });
+    for (const r of heads) {
+      expect(r.status).toBe(200);
+      expect(r.text).toBe('');
+      expect(Number(r.headers['content-length'])).toBe(Buffer.byteLength(full.text));
+    }
+    const run2 = freshRun();
+    const mixed = await Promise.all(Array.from({ length: 20 }, (_, i) => call(`/stampede?run=${run2}`, {}, i % 2 === 0 ? 'HEAD' : 'GET')));
+    expect(await count('stampede', run2)).toBe(1);
+    mixed.forEach((r, i) => (i % 2 === 0 ? expect(r.text).toBe('') : expect(json(r)).toMatchObject({ run: run2, n: 1 })));
+  });
+
   it('runs the handler once for concurrent misses in one process', async () => {
     const run = freshRun();
     const replies = await Promise.all(Array.from({ length: 50 }, () => call(`/stampede?run=${run}`)));

@@ -37,9 +37,14 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       return;
     }
     guard.handle(plan, {
+      // On a route with its own HEAD handler, a HEAD runs that handler.
+      headAsGet: (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true,
       proceed(capture) {
         res.setHeader('x-cache', 'MISS');
-        if (capture) captureServerResponse(res, capture);
+        if (capture) {
+          captureServerResponse(res, capture);
+          if (req.method === 'HEAD') runAsGet(req, res);
+        }
         next();
       },
       serve(response) {
@@ -49,5 +54,19 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         next(error);
       },
     });
+  };
+}
+
+/**
+ * Lets the handler of a HEAD request that leads produce the full GET response, so that it can
+ * be stored (`res.send` leaves the body out when `req.method` is HEAD). Node's response still
+ * knows the request was HEAD and sends no body. `req.method` is HEAD again once the response ends.
+ */
+function runAsGet(req: Request, res: Response): void {
+  req.method = 'GET';
+  const end = res.end as (...args: unknown[]) => unknown;
+  (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
+    req.method = 'HEAD';
+    return end.apply(this, args);
   };
 }

@@ -52,6 +52,20 @@ function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {
   return [...(Array.isArray(existing) ? (existing as RouteHook[]) : [existing as RouteHook]), hook];
 }
 
+/** The name of the onSend hook Fastify puts last on the HEAD route it adds for a GET route. */
+const EXPOSED_HEAD_ON_SEND = 'headRouteOnSendHandler';
+
+function isExposedHeadRoute(onSend: unknown): boolean {
+  const hooks = Array.isArray(onSend) ? (onSend as unknown[]) : [onSend];
+  const last = hooks[hooks.length - 1];
+  return typeof last === 'function' && last.name === EXPOSED_HEAD_ON_SEND;
+}
+
+function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
+  const hooks = Array.isArray(existing) ? (existing as RouteHook[]) : [existing as RouteHook];
+  return [...hooks.slice(0, -1), hook, hooks[hooks.length - 1]!];
+}
+
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   const captures = new WeakMap<FastifyRequest, ResponseCapture>();
@@ -64,6 +78,11 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     if (ttl === false) return;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('GET') && !methods.includes('HEAD')) return;
+    // The HEAD route Fastify adds for a GET route runs the GET handler; its last onSend hook
+    // drops the payload, so the capture goes just before it. A HEAD that misses there leads
+    // like a GET. A route with its own HEAD handler answers HEAD itself and stores nothing.
+    const exposedHead = !methods.includes('GET') && isExposedHeadRoute(route.onSend);
+    const headAsGet = methods.includes('GET') || exposedHead;
 
     const onRequest = function (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       let plan;
@@ -78,6 +97,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         return;
       }
       guard.handle(plan, {
+        headAsGet,
         proceed(capture) {
           reply.header('x-cache', 'MISS');
           if (capture) {
@@ -107,7 +127,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     };
 
     route.onRequest = appendHook(route.onRequest, onRequest as RouteHook) as RouteOptions['onRequest'];
-    route.onSend = appendHook(route.onSend, onSend as RouteHook) as RouteOptions['onSend'];
+    route.onSend = (exposedHead ? insertBeforeLastHook(route.onSend, onSend as RouteHook) : appendHook(route.onSend, onSend as RouteHook)) as RouteOptions['onSend'];
   });
 
   // Nothing to close: the cache is the user's (or the shared default). Responses still being

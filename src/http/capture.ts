@@ -114,40 +114,79 @@ export class ResponseCapture {
 
 type WriteFn = (...args: unknown[]) => boolean;
 type EndFn = (...args: unknown[]) => unknown;
+type WriteHeadFn = (...args: unknown[]) => unknown;
+
+/**
+ * The value of header `name` in the arguments of a `writeHead(status, [message], [headers])`
+ * call (an object, a flat `[name, value, ...]` list or a list of pairs), or undefined.
+ */
+function writeHeadHeader(args: unknown[], name: string): unknown {
+  const headers = args.find((arg, i) => i > 0 && arg !== null && typeof arg === 'object');
+  if (headers === undefined) return undefined;
+  if (Array.isArray(headers)) {
+    if (headers.length > 0 && Array.isArray(headers[0])) {
+      for (const pair of headers as unknown[][]) if (String(pair[0]).toLowerCase() === name) return pair[1];
+    } else {
+      for (let i = 0; i + 1 < headers.length; i += 2) if (String(headers[i]).toLowerCase() === name) return headers[i + 1];
+    }
+    return undefined;
+  }
+  for (const [k, v] of Object.entries(headers as Record<string, unknown>)) if (k.toLowerCase() === name) return v;
+  return undefined;
+}
 
 /**
  * Captures what is written to a Node `ServerResponse` (Express's `res` and anything built on
- * it: `res.send`, `res.json`, `res.write`/`res.end`, `stream.pipe(res)`), while it still goes
- * to the client unchanged.
+ * it: `res.send`, `res.json`, `res.write`/`res.end`, `res.writeHead`, `stream.pipe(res)`),
+ * while it still goes to the client unchanged.
  */
 export function captureServerResponse(res: ServerResponse, capture: ResponseCapture): void {
   const write = res.write as unknown as WriteFn;
   const end = res.end as unknown as EndFn;
-  // Content-Encoding as the handler left it when it first wrote: one that appears later was
-  // added by a middleware wrapped around this capture (compression), which encodes the bytes
-  // after they were captured, so the stored (unencoded) copy must not claim it.
-  let firstWrite = true;
-  let handlerEncoding: unknown;
-  const seeFirstWrite = () => {
-    if (!firstWrite) return;
-    firstWrite = false;
-    handlerEncoding = res.getHeader('content-encoding');
+  const writeHead = res.writeHead as unknown as WriteHeadFn;
+  // The captured bytes are those that pass this point, so what describes their encoding is
+  // `Content-Encoding` and `Vary` as they are when the response passes this point: in
+  // writeHead (with the headers given to it), or at the first write if that comes first. A
+  // middleware wrapped around this capture (compression before the guard) sets them later,
+  // also from inside writeHead, and encodes the bytes after they were captured: its headers
+  // must not be stored with the unencoded copy, and it runs again on every hit. A middleware
+  // between the capture and the handler (compression after the guard) has set them by then,
+  // and the bytes captured are the encoded ones.
+  let seen = false;
+  let encoding: unknown;
+  let vary: unknown;
+  const see = (args?: unknown[]) => {
+    if (seen) return;
+    seen = true;
+    encoding = (args && writeHeadHeader(args, 'content-encoding')) ?? res.getHeader('content-encoding');
+    vary = (args && writeHeadHeader(args, 'vary')) ?? res.getHeader('vary');
+  };
+  (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
+    see(args);
+    return writeHead.apply(this, args);
   };
   (res as unknown as { write: WriteFn }).write = function (this: ServerResponse, ...args: unknown[]): boolean {
-    seeFirstWrite();
+    see();
     if (!capture.settled && args[0] != null) capture.push(args[0], typeof args[1] === 'string' ? (args[1] as BufferEncoding) : undefined);
     return write.apply(this, args);
   };
   (res as unknown as { end: EndFn }).end = function (this: ServerResponse, ...args: unknown[]): unknown {
-    seeFirstWrite();
+    see();
     if (!capture.settled && args[0] != null && typeof args[0] !== 'function') {
       capture.push(args[0], typeof args[1] === 'string' ? (args[1] as BufferEncoding) : undefined);
     }
     const result = end.apply(this, args);
-    // After end(): headers added by writeHead hooks (cookies, compression) are in getHeaders().
+    // After end(): headers added by writeHead hooks (cookies) are in getHeaders(), so a
+    // response sent with a Set-Cookie is never stored.
     if (!capture.settled) {
       const headers = res.getHeaders();
-      if (handlerEncoding === undefined && headers['content-encoding'] !== undefined) delete headers['content-encoding'];
+      setOrDelete(headers, 'content-encoding', encoding);
+      setOrDelete(headers, 'vary', vary);
+      // An encoded copy is served only to requests that send the same Accept-Encoding.
+      const encoded = encoding !== undefined && encoding !== null && String(encoding).trim().toLowerCase() !== 'identity';
+      if (encoded && !varyNames(vary).includes('accept-encoding') && !varyNames(vary).includes('*')) {
+        headers.vary = vary === undefined ? 'Accept-Encoding' : `${headerString(vary)}, Accept-Encoding`;
+      }
       capture.complete(res.statusCode, headers);
     }
     return result;
@@ -155,10 +194,27 @@ export function captureServerResponse(res: ServerResponse, capture: ResponseCapt
   watchClientGone(res, capture);
 }
 
-/** Abandons (or starts the grace period of) the capture if `res` closes before it completes. */
+function headerString(value: unknown): string {
+  return Array.isArray(value) ? value.join(', ') : String(value);
+}
+
+function varyNames(value: unknown): string[] {
+  return value === undefined ? [] : headerString(value).split(',').map((s) => s.trim().toLowerCase());
+}
+
+function setOrDelete(headers: OutgoingHttpHeaders, name: string, value: unknown): void {
+  if (value === undefined || value === null) delete headers[name];
+  else headers[name] = Array.isArray(value) ? value.map(String) : typeof value === 'number' ? value : String(value);
+}
+
+/**
+ * Abandons (or starts the grace period of) the capture if `res` closes before it completes.
+ * A response that finished (a HEAD answered with headers only while the body it was given is
+ * still being read for the capture) is not a client gone.
+ */
 export function watchClientGone(res: ServerResponse, capture: ResponseCapture): void {
   res.once('close', () => {
-    if (!capture.settled) capture.clientGone(res.headersSent);
+    if (!capture.settled && !res.writableFinished) capture.clientGone(res.headersSent);
   });
 }
 

@@ -44,6 +44,12 @@ export interface Exchange {
   serve(response: PreparedResponse): void;
   /** Pass an error on to the framework's error handling. */
   fail(error: unknown): void;
+  /**
+   * For a HEAD request: `proceed(capture)` runs the route's GET handler and captures the full
+   * response it produces, while the client still gets headers only. A HEAD miss then leads or
+   * joins a GET flight like a GET; without it, a HEAD miss runs the handler and stores nothing.
+   */
+  readonly headAsGet?: boolean;
 }
 
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
@@ -109,7 +115,7 @@ export class HttpGuard<Req> {
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
   handle(plan: CachePlan, exchange: Exchange): void {
     try {
-      if (plan.head) this.handleHead(plan, exchange);
+      if (plan.head && exchange.headAsGet !== true) this.handleHead(plan, exchange);
       else this.handleGet(plan, exchange);
     } catch (error) {
       exchange.fail(error);
@@ -162,8 +168,8 @@ export class HttpGuard<Req> {
   }
 
   private handleHead(plan: CachePlan, exchange: Exchange): void {
-    // HEAD is answered from the GET entry when there is one; it never leads (its handler
-    // produces no body to store), so a HEAD miss simply runs the handler.
+    // HEAD on a route where it cannot run as a GET (an explicit HEAD handler produces no body
+    // to store): answered from the GET entry when there is one, else the handler runs.
     this.cache.get(plan.key).then(
       (value) => {
         try {
