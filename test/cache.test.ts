@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import {
   createCache,
@@ -565,5 +565,51 @@ describe('default cache and cacheWithoutDogpiling', () => {
     const cache = createCache({ redis: server.url });
     expect(await cache.getOrCompute(uniq('url'), () => 1, 1000)).toBe(1);
     await cache.close();
+  });
+});
+
+/** Rejects if `promise` is still pending after `ms` (a generous bound, not a timing assertion). */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
+}
+
+/** A loader that runs until the test lets it go. */
+function hungLoader<T>(value: T) {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let runs = 0;
+  const loader = async () => {
+    runs++;
+    await gate;
+    return value;
+  };
+  return { loader, release, runs: () => runs };
+}
+
+describe('waits run on a monotonic clock', () => {
+  it('a 1 s waitTimeout still fires after the wall clock steps back one hour', async () => {
+    const a = createCache({ redis });
+    const b = createCache({ redis: server.client(), waitTimeout: 1000 });
+    const key = uniq('clockstep');
+    const hung = hungLoader('late');
+    const leader = a.getOrCompute(key, hung.loader, 10_000);
+    await sleep(50);
+    const waiter = b.getOrCompute(key, () => 'b', 10_000).catch((e: unknown) => e);
+    await sleep(100);
+    const realNow = Date.now.bind(Date);
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() - 3_600_000);
+    try {
+      expect(await within(waiter, 10_000, 'the waiter')).toBeInstanceOf(WaitTimeoutError);
+    } finally {
+      spy.mockRestore();
+      hung.release();
+    }
+    expect(await leader).toBe('late');
+    await a.close();
+    await b.close();
   });
 });

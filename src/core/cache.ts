@@ -308,7 +308,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   // --- the protocol ---------------------------------------------------------------
 
   private async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    const deadline = Date.now() + opts.waitTimeout;
+    const deadline = performance.now() + opts.waitTimeout;
     let skipValue = false;
     for (;;) {
       if (!this.backendUsable(key)) return this.runLocal(key, loader, opts, true);
@@ -466,7 +466,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           this.emit('miss', { key });
           return await this.lead(key, token, loader, opts);
         }
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0) return await this.waitTimedOut(key, loader, opts);
         // Woken by the announcement, or when the leader's lock runs out (leader gone).
         // No caller's signal here: the flight is shared; each caller's own signal is applied in resolve().
@@ -587,25 +587,30 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload);
   }
 
-  /** Keeps what this process learnt of a stored value: its expiry (the GET hint) and, with l1, the value. */
+  /**
+   * Keeps what this process learnt of a stored value: its expiry (the GET hint) and, with l1,
+   * the value. The entry's expiry is wall-clock (createdAt is stored); what it has left is
+   * turned into a monotonic deadline here, once, so a later step of the wall clock cannot
+   * stretch a hint (a GET that finds nothing only costs one round trip anyway).
+   */
   private remember(key: string, entry: StoredEntry): void {
-    const expiresAt = entry.createdAt + entry.ttl;
-    this.fresh?.set(key, expiresAt);
+    const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+    if (left <= 0) return;
+    this.fresh?.set(key, performance.now() + left);
     if (!this.l1 || !this.options.l1) return;
-    const ttl = Math.min(this.options.l1.ttl, expiresAt - Date.now());
-    if (ttl > 0) this.l1.set(key, entry, { ttl });
+    this.l1.set(key, entry, { ttl: Math.min(this.options.l1.ttl, left) });
   }
 
   private believedFresh(key: string): boolean {
-    const expiresAt = this.fresh?.get(key);
-    return expiresAt !== undefined && expiresAt > Date.now();
+    const freshUntil = this.fresh?.get(key);
+    return freshUntil !== undefined && freshUntil > performance.now();
   }
 
   /** Redis may be tried now: not in a cooldown after a failure, and the client is not disconnected. */
   private backendUsable(key: string): boolean {
-    if (Date.now() < this.degradedUntil) return false;
+    if (performance.now() < this.degradedUntil) return false;
     if (this.backend.available()) return true;
-    this.degradedUntil = Date.now() + this.options.backendCooldown;
+    this.degradedUntil = performance.now() + this.options.backendCooldown;
     this.emit('backendError', { key, operation: 'connect', error: new BackendError('the Redis client is not connected', { key }) });
     return false;
   }
@@ -617,11 +622,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const call: PendingCall = { deadline: Date.now() + this.options.commandTimeout, key, operation, fail: undefined };
+      const call: PendingCall = { deadline: performance.now() + this.options.commandTimeout, key, operation, fail: undefined };
       const settle = (err: unknown) => {
         if (!this.pending.delete(call)) return;
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
-        this.degradedUntil = Date.now() + this.options.backendCooldown;
+        this.degradedUntil = performance.now() + this.options.backendCooldown;
         this.emit('backendError', { key, operation, error });
         reject(error);
       };
@@ -642,7 +647,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         this.sweepTimer = undefined;
         return;
       }
-      const now = Date.now();
+      const now = performance.now();
       for (const call of this.pending) {
         if (call.deadline <= now) call.fail?.(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
       }
