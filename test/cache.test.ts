@@ -613,3 +613,30 @@ describe('waits run on a monotonic clock', () => {
     await b.close();
   });
 });
+
+describe.each(kinds)('%s: callers in the leader process', (_label, make) => {
+  it('waitTimeout and signal bound a wait for this process own loader run', async () => {
+    const cache = make();
+    const key = uniq('samewait');
+    const timeouts = record(cache, 'waitTimeout');
+    const hung = hungLoader('leader');
+    const leader = cache.resolve(key, hung.loader, 10_000);
+    await sleep(30);
+    const thrown = cache.resolve(key, () => 'x', { ttl: 10_000, waitTimeout: 200 }).catch((e: unknown) => e);
+    expect(await within(thrown, 5000, 'onWaitTimeout: throw')).toBeInstanceOf(WaitTimeoutError);
+    const ac = new AbortController();
+    const aborted = cache.resolve(key, () => 'y', { ttl: 10_000, signal: ac.signal }).catch((e: unknown) => e);
+    setTimeout(() => ac.abort(), 50);
+    const abortedWith = await within(aborted, 5000, 'signal');
+    expect(String(abortedWith)).toMatch(/aborted/);
+    // 'load' runs this caller's own loader (and stores its result, as documented)
+    const own = cache.resolve(key, () => 'own', { ttl: 10_000, waitTimeout: 200, onWaitTimeout: 'load' });
+    expect(await within(own, 5000, "onWaitTimeout: 'load'")).toMatchObject({ value: 'own', status: 'pass' });
+    expect(timeouts.map((t) => t.key)).toEqual([key, key]);
+    // the leader's own call waits for its own loader, however long that takes
+    hung.release();
+    expect(await leader).toMatchObject({ value: 'leader', status: 'miss' });
+    expect(hung.runs()).toBe(1);
+    await cache.close();
+  });
+});

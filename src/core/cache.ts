@@ -117,6 +117,7 @@ interface CallOptions<T> {
 }
 
 const RETRY = Symbol('retry');
+const TIMED_OUT = Symbol('timed out');
 /** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET. */
 const FRESHNESS_HINTS = 10_000;
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
@@ -233,7 +234,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const existing = this.inflight.get(key) as Promise<Settled<T>> | undefined;
     if (existing) {
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
-      const settled = await withSignal(existing, opts.signal, key);
+      const settled = await this.joinFlight(existing, key, opts);
+      if (settled === TIMED_OUT) {
+        const own = await this.waitTimedOut(key, loader, opts);
+        return { value: own.value, status: own.status, createdAt: own.createdAt, degraded: own.degraded };
+      }
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
       return {
         value: settled.value,
@@ -421,6 +426,41 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl });
     if (committed && decision === 'store') this.remember(key, entry);
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
+  }
+
+  /**
+   * A caller joining this process's flight for the key waits at most its own `waitTimeout`
+   * (then `onWaitTimeout` applies) and stops at once when its `signal` aborts; the flight
+   * goes on for the others. Every timer and listener is removed when the wait ends.
+   */
+  private joinFlight<T>(flight: Promise<Settled<T>>, key: string, opts: CallOptions<T>): Promise<Settled<T> | typeof TIMED_OUT> {
+    const { signal } = opts;
+    if (signal?.aborted) return Promise.reject(abortReason(signal, key));
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onAbort = () => {
+        done();
+        reject(abortReason(signal!, key));
+      };
+      const timer = setTimeout(() => {
+        done();
+        resolve(TIMED_OUT);
+      }, opts.waitTimeout);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      flight.then(
+        (v) => {
+          done();
+          resolve(v);
+        },
+        (e: unknown) => {
+          done();
+          reject(e);
+        },
+      );
+    });
   }
 
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
