@@ -640,3 +640,53 @@ describe.each(kinds)('%s: callers in the leader process', (_label, make) => {
     await cache.close();
   });
 });
+
+describe('a foreign value under one key', () => {
+  it('a value of another Redis type is that key miss and a corrupt event; every other key keeps coordinating', async () => {
+    const cache = createCache({ redis: server.client() });
+    const backendErrors = record(cache, 'backendError');
+    const corrupt = record(cache, 'corrupt');
+    const bad = uniq('wrongtype');
+    await redis.hset(`dogpile:v:{${bad}}`, 'field', 'not ours');
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(30);
+      return 'computed';
+    };
+    const first = await Promise.all(Array.from({ length: 5 }, () => cache.resolve(bad, loader, 10_000)));
+    expect(first.map((r) => r.value)).toEqual(Array(5).fill('computed'));
+    expect(first.every((r) => !r.degraded)).toBe(true);
+    expect(runs).toBe(1);
+    expect(corrupt.map((c) => c.key)).toEqual([bad]);
+    expect(String(corrupt[0]!.error)).toMatch(/WRONGTYPE/);
+    // the miss led through Redis: the key now holds the loader's value
+    expect(await redis.type(`dogpile:v:{${bad}}`)).toBe('string');
+    expect(await cache.resolve(bad, loader, 10_000)).toMatchObject({ value: 'computed', status: 'hit' });
+    // right after, another key still coordinates through Redis
+    const other = uniq('neighbour');
+    const second = await cache.resolve(other, () => 'other', 10_000);
+    expect(second).toMatchObject({ value: 'other', status: 'miss', degraded: false });
+    expect(await redis.exists(`dogpile:v:{${other}}`)).toBe(1);
+    expect(backendErrors).toEqual([]);
+    await cache.close();
+  });
+
+  it('a value replaced by another Redis type while this process believes it fresh: still a miss, not an outage', async () => {
+    const cache = createCache({ redis: server.client() });
+    const backendErrors = record(cache, 'backendError');
+    const corrupt = record(cache, 'corrupt');
+    const key = uniq('wrongtype-hint');
+    expect(await cache.getOrCompute(key, () => 'v1', 10_000)).toBe('v1');
+    await redis.del(`dogpile:v:{${key}}`);
+    await redis.rpush(`dogpile:v:{${key}}`, 'a list');
+    expect(await cache.get(key)).toBeUndefined();
+    expect(await cache.resolve(key, () => 'v2', 10_000)).toMatchObject({ value: 'v2', status: 'miss', degraded: false });
+    expect(corrupt.length).toBeGreaterThanOrEqual(2);
+    expect(corrupt.every((c) => c.key === key)).toBe(true);
+    const other = uniq('neighbour');
+    expect(await cache.resolve(other, () => 'o', 10_000)).toMatchObject({ status: 'miss', degraded: false });
+    expect(backendErrors).toEqual([]);
+    await cache.close();
+  });
+});

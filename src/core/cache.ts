@@ -19,6 +19,7 @@ import { Renewal } from '../lock/renewal.js';
 import { abortReason, Wakeup } from '../lock/wait.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
+import { isKeyError } from '../store/redis-errors.js';
 import type { Backend, Commit, Outcome, StoredEntry } from '../store/types.js';
 import type { RedisClient } from '../lock/redis-client.js';
 
@@ -117,6 +118,8 @@ interface CallOptions<T> {
 }
 
 const RETRY = Symbol('retry');
+/** Errors from timed() that concern one key (the server refused the command for what that key holds). */
+const keyErrors = new WeakSet<Error>();
 const TIMED_OUT = Symbol('timed out');
 /** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET. */
 const FRESHNESS_HINTS = 10_000;
@@ -265,7 +268,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     const local = this.memory?.peek(key) ?? this.l1?.get(key);
     if (local) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
-    const found = await this.timed(key, 'get', this.backend.get(key));
+    let found;
+    try {
+      found = await this.timed(key, 'get', this.backend.get(key));
+    } catch (error) {
+      if (!this.keyFault(key, error)) throw error;
+      return undefined;
+    }
     if (found === undefined) return undefined;
     if ('corrupt' in found) {
       this.emit('corrupt', { key, error: found.corrupt });
@@ -324,8 +333,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         let found;
         try {
           found = await this.timed(key, 'get', this.backend.get(key));
-        } catch {
-          return this.runLocal(key, loader, opts, true);
+        } catch (error) {
+          if (!this.keyFault(key, error)) return this.runLocal(key, loader, opts, true);
+          skipValue = true;
+          continue;
         }
         if (found !== undefined) {
           if ('corrupt' in found) {
@@ -344,8 +355,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       let lookup;
       try {
         lookup = await this.timed(key, 'lookup', this.backend.lookup(key, token, opts.lockTtl, skipValue));
-      } catch {
-        return this.runLocal(key, loader, opts, true);
+      } catch (error) {
+        // A fault of this key: look again past its value; if even that fails, run without Redis
+        // for this call only.
+        if (!this.keyFault(key, error) || skipValue) return this.runLocal(key, loader, opts, true);
+        skipValue = true;
+        continue;
       }
       switch (lookup.kind) {
         case 'corrupt':
@@ -493,7 +508,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         let lookup;
         try {
           lookup = await this.timed(key, 'lookup', this.backend.lookup(key, token, opts.lockTtl, false));
-        } catch {
+        } catch (error) {
+          this.keyFault(key, error);
           return this.runLocal(key, loader, opts, true);
         }
         if (lookup.kind === 'corrupt') return RETRY;
@@ -592,7 +608,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private async commit(key: string, token: string, commit: Commit): Promise<boolean | undefined> {
     try {
       return await this.timed(key, 'commit', this.backend.commit(key, token, commit));
-    } catch {
+    } catch (error) {
+      this.keyFault(key, error);
       return undefined;
     }
   }
@@ -666,6 +683,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       const settle = (err: unknown) => {
         if (!this.pending.delete(call)) return;
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
+        if (isKeyError(err)) {
+          // The server answered, about this key only: no cooldown, no backendError.
+          keyErrors.add(error);
+          reject(error);
+          return;
+        }
         this.degradedUntil = performance.now() + this.options.backendCooldown;
         this.emit('backendError', { key, operation, error });
         reject(error);
@@ -677,6 +700,14 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         if (this.pending.delete(call)) resolve(v);
       }, settle);
     });
+  }
+
+  /** Reports a failure that concerns only `key` (see store/redis-errors.ts) as `corrupt`; false for any other failure. */
+  private keyFault(key: string, error: unknown): boolean {
+    if (!(error instanceof Error) || !keyErrors.has(error)) return false;
+    this.fresh?.delete(key);
+    this.emit('corrupt', { key, error });
+    return true;
   }
 
   private startSweep(): NodeJS.Timeout {

@@ -9,13 +9,15 @@ import { LuaScript } from '../lock/script.js';
 
 /**
  * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value).
- * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock}.
+ * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock}
+ * | {4, error} (the value key holds another Redis type: a foreign value, looked past with skip).
  */
 export const LOOKUP = new LuaScript(
   'lookup',
   `
 if ARGV[3] ~= '1' then
-  local v = redis.call('GET', KEYS[1])
+  local v = redis.pcall('GET', KEYS[1])
+  if type(v) == 'table' and v.err then return {4, v.err} end
   if v then return {1, v} end
 end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end

@@ -1,4 +1,4 @@
-import { decodeEntry, EntryKind } from '../core/entry.js';
+import { CorruptEntryError, decodeEntry, EntryKind } from '../core/entry.js';
 import { cacheKeys, valueKey } from '../core/key.js';
 import type { Serializer } from '../core/serializer.js';
 import { EXTEND } from '../lock/lock-scripts.js';
@@ -38,7 +38,7 @@ export class RedisBackend implements Backend {
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number];
+    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number | string];
     switch (reply[0]) {
       case 1: {
         const decoded = this.decode(reply[1] as Buffer);
@@ -46,6 +46,8 @@ export class RedisBackend implements Backend {
       }
       case 2:
         return { kind: 'lead' };
+      case 4:
+        return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[1])}`) };
       default:
         return { kind: 'wait', remaining: Number(reply[1]) };
     }
