@@ -690,3 +690,45 @@ describe('a foreign value under one key', () => {
     await cache.close();
   });
 });
+
+describe('a lock key without an expiry', () => {
+  it.each([
+    ['a string set by another program', (k: string) => redis.set(k, 'someone else')],
+    ['a hash', (k: string) => redis.hset(k, 'f', 'v')],
+  ])('(%s) is given one and reported; the key is computed once it runs out', async (_label, plant) => {
+    const cache = createCache({ redis: server.client(), lockTtl: 300, waitTimeout: 3000 });
+    const corrupt = record(cache, 'corrupt');
+    const key = uniq('nottl');
+    const lockKey = `dogpile:l:{${key}}`;
+    await plant(lockKey);
+    expect(await redis.pttl(lockKey)).toBe(-1);
+    const results = await Promise.all(Array.from({ length: 3 }, () => cache.resolve(key, () => 'computed', 10_000)));
+    expect(results.map((r) => r.value)).toEqual(['computed', 'computed', 'computed']);
+    expect(results.filter((r) => r.status === 'miss')).toHaveLength(1);
+    expect(corrupt.length).toBeGreaterThanOrEqual(1);
+    expect(String(corrupt[0]!.error)).toMatch(/no expiry/);
+    expect(await redis.get(`dogpile:v:{${key}}`)).not.toBeNull();
+    await cache.close();
+  });
+
+  it('a PERSISTed lock of a live leader keeps that leader: its renewals keep the new expiry', async () => {
+    const a = createCache({ redis, lockTtl: 300 });
+    const b = createCache({ redis: server.client(), lockTtl: 300, waitTimeout: 5000 });
+    const corrupt = record(b, 'corrupt');
+    const key = uniq('persisted');
+    let runs = 0;
+    const leader = a.getOrCompute(key, async () => {
+      runs++;
+      await redis.persist(`dogpile:l:{${key}}`);
+      await sleep(800);
+      return 'leader';
+    }, 10_000);
+    await sleep(50);
+    expect(await b.getOrCompute(key, () => 'b', 10_000)).toBe('leader');
+    expect(await leader).toBe('leader');
+    expect(runs).toBe(1);
+    expect(corrupt.map((c) => c.key)).toEqual([key]);
+    await a.close();
+    await b.close();
+  });
+});

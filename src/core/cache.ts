@@ -381,6 +381,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           return led;
         }
         case 'wait': {
+          if (lookup.repaired) this.emit('corrupt', { key, error: lookup.repaired });
           if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: true });
           const waited = await this.waitRemote(key, loader, opts, deadline);
           if (waited === RETRY) continue;
@@ -518,6 +519,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           this.remember(key, lookup.entry);
           return { value: lookup.entry.value as T, status: 'coalesced', createdAt: lookup.entry.createdAt, degraded: false, private: false };
         }
+        if (lookup.kind === 'wait' && lookup.repaired) this.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
           this.emit('miss', { key });
           return await this.lead(key, token, loader, opts);

@@ -9,7 +9,8 @@ import { LuaScript } from '../lock/script.js';
 
 /**
  * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value).
- * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock}
+ * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock
+ * [, 1 when the lock had no expiry and was given lockTtl]}
  * | {4, error} (the value key holds another Redis type: a foreign value, looked past with skip).
  */
 export const LOOKUP = new LuaScript(
@@ -21,7 +22,14 @@ if ARGV[3] ~= '1' then
   if v then return {1, v} end
 end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end
-return {3, redis.call('PTTL', KEYS[2])}
+local left = redis.call('PTTL', KEYS[2])
+if left == -1 then
+  -- A lock never lives without an expiry: another program wrote it, or it was PERSISTed.
+  -- Give it one, so a live leader's renewals keep it and a dead one's lock runs out.
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return {3, tonumber(ARGV[2]), 1}
+end
+return {3, left}
 `,
 );
 

@@ -38,7 +38,7 @@ export class RedisBackend implements Backend {
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number | string];
+    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number | string, number?];
     switch (reply[0]) {
       case 1: {
         const decoded = this.decode(reply[1] as Buffer);
@@ -49,7 +49,9 @@ export class RedisBackend implements Backend {
       case 4:
         return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[1])}`) };
       default:
-        return { kind: 'wait', remaining: Number(reply[1]) };
+        return reply[2] === 1
+          ? { kind: 'wait', remaining: Number(reply[1]), repaired: new CorruptEntryError(`the lock key had no expiry (written by another program, or PERSISTed); it now expires in ${lockTtl} ms`) }
+          : { kind: 'wait', remaining: Number(reply[1]) };
     }
   }
 

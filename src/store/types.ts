@@ -13,7 +13,7 @@ export type Lookup =
   | { kind: 'hit'; entry: StoredEntry }
   | { kind: 'corrupt'; error: Error }
   | { kind: 'lead' }
-  | { kind: 'wait'; remaining: number };
+  | { kind: 'wait'; remaining: number; /** The lock had no expiry and was given one (reported as corrupt). */ repaired?: Error };
 
 /** What a leader's store-and-release announces to waiters (or `null`: recheck, a message may be lost). */
 export type Outcome =
