@@ -439,7 +439,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       await this.commit(key, token, { mode: 'error', bytes: payload });
       throw error;
     }
-    const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl });
+    const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl, sharedTtl: opts.lockTtl });
     if (committed && decision === 'store') this.remember(key, entry);
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
   }
@@ -501,7 +501,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         const announced = outcome as Outcome | null;
         outcome = null;
         if (announced) {
-          const result = this.fromOutcome<T>(key, announced);
+          const result = announced.kind === 'shared' ? await this.readShared(key, loader, opts) : this.fromOutcome<T>(key, announced);
           if (result !== RETRY) return await result;
         }
         // Subscribed: look again, so an announcement made before the subscription is not missed.
@@ -533,6 +533,23 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     } finally {
       unlisten();
     }
+  }
+
+  /** A value shared but too big for the message: one GET of the copy the leader left for the waiters. */
+  private async readShared<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T> | typeof RETRY> {
+    let found;
+    try {
+      found = await this.timed(key, 'get', this.backend.getShared(key));
+    } catch (error) {
+      if (!this.keyFault(key, error)) return this.runLocal(key, loader, opts, true);
+      return RETRY;
+    }
+    if (found === undefined) return RETRY;
+    if ('corrupt' in found) {
+      this.emit('corrupt', { key, error: found.corrupt });
+      return RETRY;
+    }
+    return { value: found.value as T, status: 'coalesced', createdAt: found.createdAt, degraded: false, private: false };
   }
 
   private fromOutcome<T>(key: string, outcome: Outcome): Promise<Settled<T>> | typeof RETRY {

@@ -22,11 +22,13 @@ export function storageId(key: string): string {
 
 /**
  * The Redis keys and channel of one cache key, all with the hash tag `{id}` so they land on
- * one cluster slot. The segments `v`, `l`, `c` never overlap with `RedisLock`'s `lock`.
+ * one cluster slot: the value, the lead lock, the channel, and a short-lived copy of a value
+ * shared with waiters but not stored (`s`). The segments `v`, `l`, `c`, `s` never overlap
+ * with `RedisLock`'s `lock`.
  */
 export function cacheKeys(prefix: string, key: string) {
   const id = storageId(key);
-  return { value: `${prefix}:v:{${id}}`, lock: `${prefix}:l:{${id}}`, channel: `${prefix}:c:{${id}}` };
+  return { value: `${prefix}:v:{${id}}`, lock: `${prefix}:l:{${id}}`, channel: `${prefix}:c:{${id}}`, shared: `${prefix}:s:{${id}}` };
 }
 
 /** Just the value key of `key` (the read path needs no lock or channel name). */

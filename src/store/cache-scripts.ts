@@ -1,10 +1,12 @@
 import { LuaScript } from '../lock/script.js';
 
 /*
- * Keys of one cache key K (see core/key.ts): P:v:{K} value, P:l:{K} lead lock; channel P:c:{K}.
+ * Keys of one cache key K (see core/key.ts): P:v:{K} value, P:l:{K} lead lock, P:s:{K} a value
+ * shared but not stored; channel P:c:{K}.
  * Messages on the channel (first byte): 'v' + entry (value stored, inline), 's' + entry (value
- * shared with the waiters but not stored), 'V' (value stored, too big
- * to inline: read it), 'e' + JSON error, 'u' (not cacheable), 'r' (lead released, no outcome).
+ * shared with the waiters but not stored), 'V' (value stored, too big to inline: read it),
+ * 'S' (value shared, too big to inline: read it from P:s:{K}, which lives a lock TTL),
+ * 'e' + JSON error, 'u' (not cacheable), 'r' (lead released, no outcome).
  */
 
 /**
@@ -34,8 +36,10 @@ return {3, left}
 );
 
 /**
- * KEYS: value, lock. ARGV: token, mode, bytes, ttl ms, channel, inline max bytes.
- * mode: 'store' (write + announce), 'share' (announce only), 'uncacheable' (optional marker),
+ * KEYS: value, lock, shared. ARGV: token, mode, bytes, ttl ms, channel, inline max bytes,
+ * shared ttl ms.
+ * mode: 'store' (write + announce), 'share' (announce; a value too big to inline is left
+ * under the shared key for the shared ttl, for the waiters to read once), 'uncacheable' (optional marker),
  * 'error' (announce the error), 'release' (announce nothing but the release).
  * Writes only while the lock still holds this token, so a leader that lost its lock never
  * overwrites a newer leader's value. Returns 1, or 0 when the lock was lost.
@@ -54,7 +58,8 @@ if mode == 'store' or mode == 'share' then
   elseif mode == 'store' then
     redis.call('PUBLISH', ARGV[5], 'V')
   else
-    redis.call('PUBLISH', ARGV[5], 'r')
+    redis.call('SET', KEYS[3], bytes, 'PX', ARGV[7])
+    redis.call('PUBLISH', ARGV[5], 'S')
   end
 elseif mode == 'uncacheable' then
   if #bytes > 0 and tonumber(ARGV[4]) > 0 then redis.call('SET', KEYS[1], bytes, 'PX', ARGV[4]) end

@@ -57,13 +57,14 @@ export class RedisBackend implements Backend {
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
     const k = cacheKeys(this.options.prefix, key);
-    const result = await COMMIT.run(this.client, [k.value, k.lock], [
+    const result = await COMMIT.run(this.client, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
       commit.bytes ?? EMPTY,
       Math.max(1, Math.ceil(commit.ttl ?? 0)),
       k.channel,
       this.options.inlineMax,
+      Math.max(1, Math.ceil(commit.sharedTtl ?? 1000)),
     ]);
     return result === 1;
   }
@@ -80,6 +81,13 @@ export class RedisBackend implements Backend {
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(valueKey(this.options.prefix, key));
+    if (bytes === null) return undefined;
+    const decoded = this.decode(bytes);
+    return 'error' in decoded ? { corrupt: decoded.error } : decoded;
+  }
+
+  async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
@@ -123,6 +131,8 @@ export class RedisBackend implements Backend {
       }
       case 0x56: /* V */
         return { kind: 'stored' };
+      case 0x53: /* S */
+        return { kind: 'shared' };
       case 0x65: /* e */ {
         try {
           const { name, message: text } = JSON.parse(message.subarray(1).toString('utf8')) as { name: string; message: string };
