@@ -13,7 +13,7 @@ import {
   SerializationError,
   WaitTimeoutError,
 } from './errors.js';
-import { validateKey } from './key.js';
+import { KEY_HINTS_MAX_BYTES, keyHintSize, validateKey } from './key.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { Renewal } from '../lock/renewal.js';
 import { abortReason, Wakeup } from '../lock/wait.js';
@@ -121,7 +121,7 @@ const RETRY = Symbol('retry');
 /** Errors from timed() that concern one key (the server refused the command for what that key holds). */
 const keyErrors = new WeakSet<Error>();
 const TIMED_OUT = Symbol('timed out');
-/** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET. */
+/** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET (also bounded in bytes). */
 const FRESHNESS_HINTS = 10_000;
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -162,7 +162,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         ownsClient: typeof redis === 'string',
       });
       if (this.options.l1) this.l1 = new LRUCache({ max: this.options.l1.max });
-      this.fresh = new LRUCache({ max: FRESHNESS_HINTS });
+      this.fresh = new LRUCache<string, number>({ max: FRESHNESS_HINTS, maxSize: KEY_HINTS_MAX_BYTES, sizeCalculation: (_v, k) => keyHintSize(k) });
     }
   }
 
