@@ -671,7 +671,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   private remember(key: string, entry: StoredEntry): void {
     const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
-    if (left <= 0) return;
+    if (left <= 0) {
+      this.fresh?.delete(key);
+      return;
+    }
     this.fresh?.set(key, performance.now() + left);
     if (!this.l1 || !this.options.l1) return;
     this.l1.set(key, entry, { ttl: Math.min(this.options.l1.ttl, left) });
