@@ -672,6 +672,22 @@ describe('a foreign value under one key', () => {
     await cache.close();
   });
 
+  it('an error reply about the server, not the key (NOREPLICAS: writes refused), still counts as Redis unavailable', async () => {
+    const cache = createCache({ redis: server.client() });
+    const backendErrors = record(cache, 'backendError');
+    const corrupt = record(cache, 'corrupt');
+    await redis.config('SET', 'min-replicas-to-write', '1');
+    try {
+      const r = await cache.resolve(uniq('noreplicas'), () => 'local', 10_000);
+      expect(r).toMatchObject({ value: 'local', degraded: true });
+    } finally {
+      await redis.config('SET', 'min-replicas-to-write', '0');
+    }
+    expect(backendErrors.map((e) => String(e.error.cause))).toEqual([expect.stringMatching(/NOREPLICAS/)]);
+    expect(corrupt).toEqual([]);
+    await cache.close();
+  });
+
   it('a value replaced by another Redis type while this process believes it fresh: still a miss, not an outage', async () => {
     const cache = createCache({ redis: server.client() });
     const backendErrors = record(cache, 'backendError');
