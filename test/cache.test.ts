@@ -591,6 +591,30 @@ function hungLoader<T>(value: T) {
 }
 
 describe('waits run on a monotonic clock', () => {
+  it('commandTimeout still cuts a hung Redis call short after the wall clock steps back one hour', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client(), commandTimeout: 200, backendCooldown: 50 });
+    const backendErrors = record(cache, 'backendError');
+    await cache.set('warm', 1, 1000);
+    await own.debugSleepInBackground(3000);
+    const call = cache.resolve(uniq('clockstep-cmd'), () => 'computed', 60_000);
+    await sleep(50);
+    const realNow = Date.now.bind(Date);
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() - 3_600_000);
+    let r;
+    try {
+      r = await call;
+    } finally {
+      spy.mockRestore();
+    }
+    // cut short by commandTimeout, not answered once the server woke up
+    expect(r).toMatchObject({ value: 'computed', degraded: true });
+    expect(backendErrors[0]?.error.message).toMatch(/commandTimeout/);
+    await sleep(3000);
+    await cache.close();
+    await own.stop();
+  });
+
   it('a 1 s waitTimeout still fires after the wall clock steps back one hour', async () => {
     const a = createCache({ redis });
     const b = createCache({ redis: server.client(), waitTimeout: 1000 });
