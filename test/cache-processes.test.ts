@@ -8,7 +8,7 @@ import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js
 
 interface CallResult {
   ok: boolean;
-  value?: { pid: number; run: number };
+  value?: { pid: number; run: number; padBytes?: number };
   status?: string;
   name?: string;
   code?: string;
@@ -107,6 +107,23 @@ describe('getOrCompute across processes', () => {
     expect(new Set(all.map((r) => r.value?.run))).toEqual(new Set([2]));
     // takeover waits for the dead leader's lock to expire, then one 1.5 s loader run
     expect(servedAt - killedAt).toBeGreaterThanOrEqual(1500);
+  });
+
+  it('a big value shared but not stored reaches the waiters of every process: the loader runs once', async () => {
+    const key = `share-${++keyN}`;
+    const workers = await startWorkers(4, { key, concurrency: 5, loaderMs: 500, share: true, inlineMax: 1024, padBytes: 200_000 });
+    for (const w of workers) w.send('go\n');
+    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    expect(all.filter((r) => !r.ok)).toEqual([]);
+    expect(all).toHaveLength(20);
+    expect(await redis.get(`${key}:runs`)).toBe('1');
+    expect(new Set(all.map((r) => JSON.stringify(r.value))).size).toBe(1);
+    expect(all[0]!.value!.padBytes).toBe(200_000);
+    expect(all.filter((r) => r.status === 'miss')).toHaveLength(1);
+    // shared, not stored: no value; the waiters' copy lives at most a lock TTL
+    expect(await redis.exists(`dogpile:v:{${key}}`)).toBe(0);
+    const left = await redis.pttl(`dogpile:s:{${key}}`);
+    expect(left === -2 || (left > 0 && left <= 5000)).toBe(true);
   });
 
   it('a loader error reaches every waiter in every process, is not cached, and runs once', async () => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import {
   createCache,
@@ -565,5 +565,210 @@ describe('default cache and cacheWithoutDogpiling', () => {
     const cache = createCache({ redis: server.url });
     expect(await cache.getOrCompute(uniq('url'), () => 1, 1000)).toBe(1);
     await cache.close();
+  });
+});
+
+/** Rejects if `promise` is still pending after `ms` (a generous bound, not a timing assertion). */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
+}
+
+/** A loader that runs until the test lets it go. */
+function hungLoader<T>(value: T) {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let runs = 0;
+  const loader = async () => {
+    runs++;
+    await gate;
+    return value;
+  };
+  return { loader, release, runs: () => runs };
+}
+
+describe('waits run on a monotonic clock', () => {
+  it('commandTimeout still cuts a hung Redis call short after the wall clock steps back one hour', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client(), commandTimeout: 200, backendCooldown: 50 });
+    const backendErrors = record(cache, 'backendError');
+    await cache.set('warm', 1, 1000);
+    await own.debugSleepInBackground(3000);
+    const call = cache.resolve(uniq('clockstep-cmd'), () => 'computed', 60_000);
+    await sleep(50);
+    const realNow = Date.now.bind(Date);
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() - 3_600_000);
+    let r;
+    try {
+      r = await call;
+    } finally {
+      spy.mockRestore();
+    }
+    // cut short by commandTimeout, not answered once the server woke up
+    expect(r).toMatchObject({ value: 'computed', degraded: true });
+    expect(backendErrors[0]?.error.message).toMatch(/commandTimeout/);
+    await sleep(3000);
+    await cache.close();
+    await own.stop();
+  });
+
+  it('a 1 s waitTimeout still fires after the wall clock steps back one hour', async () => {
+    const a = createCache({ redis });
+    const b = createCache({ redis: server.client(), waitTimeout: 1000 });
+    const key = uniq('clockstep');
+    const hung = hungLoader('late');
+    const leader = a.getOrCompute(key, hung.loader, 10_000);
+    await sleep(50);
+    const waiter = b.getOrCompute(key, () => 'b', 10_000).catch((e: unknown) => e);
+    await sleep(100);
+    const realNow = Date.now.bind(Date);
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() - 3_600_000);
+    try {
+      expect(await within(waiter, 10_000, 'the waiter')).toBeInstanceOf(WaitTimeoutError);
+    } finally {
+      spy.mockRestore();
+      hung.release();
+    }
+    expect(await leader).toBe('late');
+    await a.close();
+    await b.close();
+  });
+});
+
+describe.each(kinds)('%s: callers in the leader process', (_label, make) => {
+  it('waitTimeout and signal bound a wait for this process own loader run', async () => {
+    const cache = make();
+    const key = uniq('samewait');
+    const timeouts = record(cache, 'waitTimeout');
+    const hung = hungLoader('leader');
+    const leader = cache.resolve(key, hung.loader, 10_000);
+    await sleep(30);
+    const thrown = cache.resolve(key, () => 'x', { ttl: 10_000, waitTimeout: 200 }).catch((e: unknown) => e);
+    expect(await within(thrown, 5000, 'onWaitTimeout: throw')).toBeInstanceOf(WaitTimeoutError);
+    const ac = new AbortController();
+    const aborted = cache.resolve(key, () => 'y', { ttl: 10_000, signal: ac.signal }).catch((e: unknown) => e);
+    setTimeout(() => ac.abort(), 50);
+    const abortedWith = await within(aborted, 5000, 'signal');
+    expect(String(abortedWith)).toMatch(/aborted/);
+    // 'load' runs this caller's own loader (and stores its result, as documented)
+    const own = cache.resolve(key, () => 'own', { ttl: 10_000, waitTimeout: 200, onWaitTimeout: 'load' });
+    expect(await within(own, 5000, "onWaitTimeout: 'load'")).toMatchObject({ value: 'own', status: 'pass' });
+    expect(timeouts.map((t) => t.key)).toEqual([key, key]);
+    // the leader's own call waits for its own loader, however long that takes
+    hung.release();
+    expect(await leader).toMatchObject({ value: 'leader', status: 'miss' });
+    expect(hung.runs()).toBe(1);
+    await cache.close();
+  });
+});
+
+describe('a foreign value under one key', () => {
+  it('a value of another Redis type is that key miss and a corrupt event; every other key keeps coordinating', async () => {
+    const cache = createCache({ redis: server.client() });
+    const backendErrors = record(cache, 'backendError');
+    const corrupt = record(cache, 'corrupt');
+    const bad = uniq('wrongtype');
+    await redis.hset(`dogpile:v:{${bad}}`, 'field', 'not ours');
+    let runs = 0;
+    const loader = async () => {
+      runs++;
+      await sleep(30);
+      return 'computed';
+    };
+    const first = await Promise.all(Array.from({ length: 5 }, () => cache.resolve(bad, loader, 10_000)));
+    expect(first.map((r) => r.value)).toEqual(Array(5).fill('computed'));
+    expect(first.every((r) => !r.degraded)).toBe(true);
+    expect(runs).toBe(1);
+    expect(corrupt.map((c) => c.key)).toEqual([bad]);
+    expect(String(corrupt[0]!.error)).toMatch(/WRONGTYPE/);
+    // the miss led through Redis: the key now holds the loader's value
+    expect(await redis.type(`dogpile:v:{${bad}}`)).toBe('string');
+    expect(await cache.resolve(bad, loader, 10_000)).toMatchObject({ value: 'computed', status: 'hit' });
+    // right after, another key still coordinates through Redis
+    const other = uniq('neighbour');
+    const second = await cache.resolve(other, () => 'other', 10_000);
+    expect(second).toMatchObject({ value: 'other', status: 'miss', degraded: false });
+    expect(await redis.exists(`dogpile:v:{${other}}`)).toBe(1);
+    expect(backendErrors).toEqual([]);
+    await cache.close();
+  });
+
+  it('an error reply about the server, not the key (NOREPLICAS: writes refused), still counts as Redis unavailable', async () => {
+    const cache = createCache({ redis: server.client() });
+    const backendErrors = record(cache, 'backendError');
+    const corrupt = record(cache, 'corrupt');
+    await redis.config('SET', 'min-replicas-to-write', '1');
+    try {
+      const r = await cache.resolve(uniq('noreplicas'), () => 'local', 10_000);
+      expect(r).toMatchObject({ value: 'local', degraded: true });
+    } finally {
+      await redis.config('SET', 'min-replicas-to-write', '0');
+    }
+    expect(backendErrors.map((e) => String(e.error.cause))).toEqual([expect.stringMatching(/NOREPLICAS/)]);
+    expect(corrupt).toEqual([]);
+    await cache.close();
+  });
+
+  it('a value replaced by another Redis type while this process believes it fresh: still a miss, not an outage', async () => {
+    const cache = createCache({ redis: server.client() });
+    const backendErrors = record(cache, 'backendError');
+    const corrupt = record(cache, 'corrupt');
+    const key = uniq('wrongtype-hint');
+    expect(await cache.getOrCompute(key, () => 'v1', 10_000)).toBe('v1');
+    await redis.del(`dogpile:v:{${key}}`);
+    await redis.rpush(`dogpile:v:{${key}}`, 'a list');
+    expect(await cache.get(key)).toBeUndefined();
+    expect(await cache.resolve(key, () => 'v2', 10_000)).toMatchObject({ value: 'v2', status: 'miss', degraded: false });
+    expect(corrupt.length).toBeGreaterThanOrEqual(2);
+    expect(corrupt.every((c) => c.key === key)).toBe(true);
+    const other = uniq('neighbour');
+    expect(await cache.resolve(other, () => 'o', 10_000)).toMatchObject({ status: 'miss', degraded: false });
+    expect(backendErrors).toEqual([]);
+    await cache.close();
+  });
+});
+
+describe('a lock key without an expiry', () => {
+  it.each([
+    ['a string set by another program', (k: string) => redis.set(k, 'someone else')],
+    ['a hash', (k: string) => redis.hset(k, 'f', 'v')],
+  ])('(%s) is given one and reported; the key is computed once it runs out', async (_label, plant) => {
+    const cache = createCache({ redis: server.client(), lockTtl: 300, waitTimeout: 3000 });
+    const corrupt = record(cache, 'corrupt');
+    const key = uniq('nottl');
+    const lockKey = `dogpile:l:{${key}}`;
+    await plant(lockKey);
+    expect(await redis.pttl(lockKey)).toBe(-1);
+    const results = await Promise.all(Array.from({ length: 3 }, () => cache.resolve(key, () => 'computed', 10_000)));
+    expect(results.map((r) => r.value)).toEqual(['computed', 'computed', 'computed']);
+    expect(results.filter((r) => r.status === 'miss')).toHaveLength(1);
+    expect(corrupt.length).toBeGreaterThanOrEqual(1);
+    expect(String(corrupt[0]!.error)).toMatch(/no expiry/);
+    expect(await redis.get(`dogpile:v:{${key}}`)).not.toBeNull();
+    await cache.close();
+  });
+
+  it('a PERSISTed lock of a live leader keeps that leader: its renewals keep the new expiry', async () => {
+    const a = createCache({ redis, lockTtl: 300 });
+    const b = createCache({ redis: server.client(), lockTtl: 300, waitTimeout: 5000 });
+    const corrupt = record(b, 'corrupt');
+    const key = uniq('persisted');
+    let runs = 0;
+    const leader = a.getOrCompute(key, async () => {
+      runs++;
+      await redis.persist(`dogpile:l:{${key}}`);
+      await sleep(800);
+      return 'leader';
+    }, 10_000);
+    await sleep(50);
+    expect(await b.getOrCompute(key, () => 'b', 10_000)).toBe('leader');
+    expect(await leader).toBe('leader');
+    expect(runs).toBe(1);
+    expect(corrupt.map((c) => c.key)).toEqual([key]);
+    await a.close();
+    await b.close();
   });
 });

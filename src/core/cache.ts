@@ -13,12 +13,13 @@ import {
   SerializationError,
   WaitTimeoutError,
 } from './errors.js';
-import { validateKey } from './key.js';
+import { KEY_HINTS_MAX_BYTES, keyHintSize, validateKey } from './key.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { Renewal } from '../lock/renewal.js';
 import { abortReason, Wakeup } from '../lock/wait.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
+import { isKeyError } from '../store/redis-errors.js';
 import type { Backend, Commit, Outcome, StoredEntry } from '../store/types.js';
 import type { RedisClient } from '../lock/redis-client.js';
 
@@ -117,7 +118,10 @@ interface CallOptions<T> {
 }
 
 const RETRY = Symbol('retry');
-/** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET. */
+/** Errors from timed() that concern one key (the server refused the command for what that key holds). */
+const keyErrors = new WeakSet<Error>();
+const TIMED_OUT = Symbol('timed out');
+/** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET (also bounded in bytes). */
 const FRESHNESS_HINTS = 10_000;
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -158,7 +162,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         ownsClient: typeof redis === 'string',
       });
       if (this.options.l1) this.l1 = new LRUCache({ max: this.options.l1.max });
-      this.fresh = new LRUCache({ max: FRESHNESS_HINTS });
+      this.fresh = new LRUCache<string, number>({ max: FRESHNESS_HINTS, maxSize: KEY_HINTS_MAX_BYTES, sizeCalculation: (_v, k) => keyHintSize(k) });
     }
   }
 
@@ -233,7 +237,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const existing = this.inflight.get(key) as Promise<Settled<T>> | undefined;
     if (existing) {
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
-      const settled = await withSignal(existing, opts.signal, key);
+      const settled = await this.joinFlight(existing, key, opts);
+      if (settled === TIMED_OUT) {
+        const own = await this.waitTimedOut(key, loader, opts);
+        return { value: own.value, status: own.status, createdAt: own.createdAt, degraded: own.degraded };
+      }
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
       return {
         value: settled.value,
@@ -260,7 +268,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     const local = this.memory?.peek(key) ?? this.l1?.get(key);
     if (local) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
-    const found = await this.timed(key, 'get', this.backend.get(key));
+    let found;
+    try {
+      found = await this.timed(key, 'get', this.backend.get(key));
+    } catch (error) {
+      if (!this.keyFault(key, error)) throw error;
+      return undefined;
+    }
     if (found === undefined) return undefined;
     if ('corrupt' in found) {
       this.emit('corrupt', { key, error: found.corrupt });
@@ -308,7 +322,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   // --- the protocol ---------------------------------------------------------------
 
   private async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    const deadline = Date.now() + opts.waitTimeout;
+    const deadline = performance.now() + opts.waitTimeout;
     let skipValue = false;
     for (;;) {
       if (!this.backendUsable(key)) return this.runLocal(key, loader, opts, true);
@@ -319,8 +333,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         let found;
         try {
           found = await this.timed(key, 'get', this.backend.get(key));
-        } catch {
-          return this.runLocal(key, loader, opts, true);
+        } catch (error) {
+          if (!this.keyFault(key, error)) return this.runLocal(key, loader, opts, true);
+          skipValue = true;
+          continue;
         }
         if (found !== undefined) {
           if ('corrupt' in found) {
@@ -339,8 +355,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       let lookup;
       try {
         lookup = await this.timed(key, 'lookup', this.backend.lookup(key, token, opts.lockTtl, skipValue));
-      } catch {
-        return this.runLocal(key, loader, opts, true);
+      } catch (error) {
+        // A fault of this key: look again past its value; if even that fails, run without Redis
+        // for this call only.
+        if (!this.keyFault(key, error) || skipValue) return this.runLocal(key, loader, opts, true);
+        skipValue = true;
+        continue;
       }
       switch (lookup.kind) {
         case 'corrupt':
@@ -361,6 +381,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           return led;
         }
         case 'wait': {
+          if (lookup.repaired) this.emit('corrupt', { key, error: lookup.repaired });
           if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: true });
           const waited = await this.waitRemote(key, loader, opts, deadline);
           if (waited === RETRY) continue;
@@ -418,9 +439,44 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       await this.commit(key, token, { mode: 'error', bytes: payload });
       throw error;
     }
-    const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl });
+    const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl, sharedTtl: opts.lockTtl });
     if (committed && decision === 'store') this.remember(key, entry);
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
+  }
+
+  /**
+   * A caller joining this process's flight for the key waits at most its own `waitTimeout`
+   * (then `onWaitTimeout` applies) and stops at once when its `signal` aborts; the flight
+   * goes on for the others. Every timer and listener is removed when the wait ends.
+   */
+  private joinFlight<T>(flight: Promise<Settled<T>>, key: string, opts: CallOptions<T>): Promise<Settled<T> | typeof TIMED_OUT> {
+    const { signal } = opts;
+    if (signal?.aborted) return Promise.reject(abortReason(signal, key));
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onAbort = () => {
+        done();
+        reject(abortReason(signal!, key));
+      };
+      const timer = setTimeout(() => {
+        done();
+        resolve(TIMED_OUT);
+      }, opts.waitTimeout);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      flight.then(
+        (v) => {
+          done();
+          resolve(v);
+        },
+        (e: unknown) => {
+          done();
+          reject(e);
+        },
+      );
+    });
   }
 
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
@@ -445,7 +501,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         const announced = outcome as Outcome | null;
         outcome = null;
         if (announced) {
-          const result = this.fromOutcome<T>(key, announced);
+          const result = announced.kind === 'shared' ? await this.readShared(key, loader, opts) : this.fromOutcome<T>(key, announced);
           if (result !== RETRY) return await result;
         }
         // Subscribed: look again, so an announcement made before the subscription is not missed.
@@ -453,7 +509,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         let lookup;
         try {
           lookup = await this.timed(key, 'lookup', this.backend.lookup(key, token, opts.lockTtl, false));
-        } catch {
+        } catch (error) {
+          this.keyFault(key, error);
           return this.runLocal(key, loader, opts, true);
         }
         if (lookup.kind === 'corrupt') return RETRY;
@@ -462,11 +519,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           this.remember(key, lookup.entry);
           return { value: lookup.entry.value as T, status: 'coalesced', createdAt: lookup.entry.createdAt, degraded: false, private: false };
         }
+        if (lookup.kind === 'wait' && lookup.repaired) this.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
           this.emit('miss', { key });
           return await this.lead(key, token, loader, opts);
         }
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0) return await this.waitTimedOut(key, loader, opts);
         // Woken by the announcement, or when the leader's lock runs out (leader gone).
         // No caller's signal here: the flight is shared; each caller's own signal is applied in resolve().
@@ -475,6 +533,23 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     } finally {
       unlisten();
     }
+  }
+
+  /** A value shared but too big for the message: one GET of the copy the leader left for the waiters. */
+  private async readShared<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T> | typeof RETRY> {
+    let found;
+    try {
+      found = await this.timed(key, 'get', this.backend.getShared(key));
+    } catch (error) {
+      if (!this.keyFault(key, error)) return this.runLocal(key, loader, opts, true);
+      return RETRY;
+    }
+    if (found === undefined) return RETRY;
+    if ('corrupt' in found) {
+      this.emit('corrupt', { key, error: found.corrupt });
+      return RETRY;
+    }
+    return { value: found.value as T, status: 'coalesced', createdAt: found.createdAt, degraded: false, private: false };
   }
 
   private fromOutcome<T>(key: string, outcome: Outcome): Promise<Settled<T>> | typeof RETRY {
@@ -552,7 +627,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private async commit(key: string, token: string, commit: Commit): Promise<boolean | undefined> {
     try {
       return await this.timed(key, 'commit', this.backend.commit(key, token, commit));
-    } catch {
+    } catch (error) {
+      this.keyFault(key, error);
       return undefined;
     }
   }
@@ -587,25 +663,33 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload);
   }
 
-  /** Keeps what this process learnt of a stored value: its expiry (the GET hint) and, with l1, the value. */
+  /**
+   * Keeps what this process learnt of a stored value: its expiry (the GET hint) and, with l1,
+   * the value. The entry's expiry is wall-clock (createdAt is stored); what it has left is
+   * turned into a monotonic deadline here, once, so a later step of the wall clock cannot
+   * stretch a hint (a GET that finds nothing only costs one round trip anyway).
+   */
   private remember(key: string, entry: StoredEntry): void {
-    const expiresAt = entry.createdAt + entry.ttl;
-    this.fresh?.set(key, expiresAt);
+    const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+    if (left <= 0) {
+      this.fresh?.delete(key);
+      return;
+    }
+    this.fresh?.set(key, performance.now() + left);
     if (!this.l1 || !this.options.l1) return;
-    const ttl = Math.min(this.options.l1.ttl, expiresAt - Date.now());
-    if (ttl > 0) this.l1.set(key, entry, { ttl });
+    this.l1.set(key, entry, { ttl: Math.min(this.options.l1.ttl, left) });
   }
 
   private believedFresh(key: string): boolean {
-    const expiresAt = this.fresh?.get(key);
-    return expiresAt !== undefined && expiresAt > Date.now();
+    const freshUntil = this.fresh?.get(key);
+    return freshUntil !== undefined && freshUntil > performance.now();
   }
 
   /** Redis may be tried now: not in a cooldown after a failure, and the client is not disconnected. */
   private backendUsable(key: string): boolean {
-    if (Date.now() < this.degradedUntil) return false;
+    if (performance.now() < this.degradedUntil) return false;
     if (this.backend.available()) return true;
-    this.degradedUntil = Date.now() + this.options.backendCooldown;
+    this.degradedUntil = performance.now() + this.options.backendCooldown;
     this.emit('backendError', { key, operation: 'connect', error: new BackendError('the Redis client is not connected', { key }) });
     return false;
   }
@@ -617,11 +701,17 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const call: PendingCall = { deadline: Date.now() + this.options.commandTimeout, key, operation, fail: undefined };
+      const call: PendingCall = { deadline: performance.now() + this.options.commandTimeout, key, operation, fail: undefined };
       const settle = (err: unknown) => {
         if (!this.pending.delete(call)) return;
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
-        this.degradedUntil = Date.now() + this.options.backendCooldown;
+        if (isKeyError(err)) {
+          // The server answered, about this key only: no cooldown, no backendError.
+          keyErrors.add(error);
+          reject(error);
+          return;
+        }
+        this.degradedUntil = performance.now() + this.options.backendCooldown;
         this.emit('backendError', { key, operation, error });
         reject(error);
       };
@@ -634,6 +724,14 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     });
   }
 
+  /** Reports a failure that concerns only `key` (see store/redis-errors.ts) as `corrupt`; false for any other failure. */
+  private keyFault(key: string, error: unknown): boolean {
+    if (!(error instanceof Error) || !keyErrors.has(error)) return false;
+    this.fresh?.delete(key);
+    this.emit('corrupt', { key, error });
+    return true;
+  }
+
   private startSweep(): NodeJS.Timeout {
     const ms = this.options.commandTimeout;
     const timer = setInterval(() => {
@@ -642,7 +740,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         this.sweepTimer = undefined;
         return;
       }
-      const now = Date.now();
+      const now = performance.now();
       for (const call of this.pending) {
         if (call.deadline <= now) call.fail?.(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
       }

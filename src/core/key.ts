@@ -11,6 +11,17 @@ export function validateKey(key: unknown): string {
 }
 
 /**
+ * Bytes a map of per-key hints (freshness hints, the HTTP Vary index) may spend on keys,
+ * so that long keys (a 12 KB URL) cannot make it grow beyond this, whatever its entry count.
+ */
+export const KEY_HINTS_MAX_BYTES = 4 * 1024 * 1024;
+
+/** An upper bound of what a key costs in such a map: two bytes per UTF-16 unit, plus the entry. */
+export function keyHintSize(key: string): number {
+  return 2 * key.length + 64;
+}
+
+/**
  * The part of the Redis key that identifies a cache key. Keys up to 512 characters are used
  * as they are; longer ones (and any key starting with `#`) become `#` + the base64url SHA-256
  * of the key, so a plain key and a digest can never meet.
@@ -22,11 +33,13 @@ export function storageId(key: string): string {
 
 /**
  * The Redis keys and channel of one cache key, all with the hash tag `{id}` so they land on
- * one cluster slot. The segments `v`, `l`, `c` never overlap with `RedisLock`'s `lock`.
+ * one cluster slot: the value, the lead lock, the channel, and a short-lived copy of a value
+ * shared with waiters but not stored (`s`). The segments `v`, `l`, `c`, `s` never overlap
+ * with `RedisLock`'s `lock`.
  */
 export function cacheKeys(prefix: string, key: string) {
   const id = storageId(key);
-  return { value: `${prefix}:v:{${id}}`, lock: `${prefix}:l:{${id}}`, channel: `${prefix}:c:{${id}}` };
+  return { value: `${prefix}:v:{${id}}`, lock: `${prefix}:l:{${id}}`, channel: `${prefix}:c:{${id}}`, shared: `${prefix}:s:{${id}}` };
 }
 
 /** Just the value key of `key` (the read path needs no lock or channel name). */

@@ -34,7 +34,11 @@ export interface CacheOptions {
    * @default 5000 (ms)
    */
   lockTtl?: Duration;
-  /** How long a caller waits for another caller's loader before giving up. @default 10_000 (ms) */
+  /**
+   * How long a caller waits for another caller's loader (in this process or another) before
+   * giving up; the caller whose loader runs waits for it as long as it takes.
+   * @default 10_000 (ms)
+   */
   waitTimeout?: Duration;
   /**
    * What a waiter does when `waitTimeout` passes: `'throw'` a `WaitTimeoutError`, or `'load'`

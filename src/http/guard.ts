@@ -4,6 +4,7 @@ import type { CacheDecision, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { CacheClosedError, InvalidOptionError } from '../core/errors.js';
 import { describe } from '../core/duration.js';
+import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../core/key.js';
 import { defaultCacheKey, userCacheKey, varyKeySuffix } from './cache-key.js';
 import { requestBypassReason, responseNotStorableReason } from './cacheability.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
@@ -66,7 +67,11 @@ const decide = (value: Buffer | null): CacheDecision => (value === null ? 'priva
 export class HttpGuard<Req> {
   readonly options: ResolvedHttpCacheOptions<Req>;
   /** Base key → request header names its responses vary on (learnt from stored responses). */
-  private readonly varyIndex = new LRUCache<string, readonly string[]>({ max: 10_000 });
+  private readonly varyIndex = new LRUCache<string, readonly string[]>({
+    max: 10_000,
+    maxSize: KEY_HINTS_MAX_BYTES,
+    sizeCalculation: (names, base) => keyHintSize(base) + names.reduce((n, name) => n + keyHintSize(name), 0),
+  });
   private readonly pending = new Set<ResponseCapture>();
 
   constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {

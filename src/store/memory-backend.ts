@@ -47,6 +47,10 @@ export class MemoryBackend implements Backend {
     return this.lru.get(key);
   }
 
+  async getShared(): Promise<undefined> {
+    return undefined;
+  }
+
   async set(key: string, entry: StoredEntry, _bytes: Buffer, ttl: number): Promise<void> {
     this.lru.set(key, entry, { ttl });
   }

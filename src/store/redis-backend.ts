@@ -1,4 +1,4 @@
-import { decodeEntry, EntryKind } from '../core/entry.js';
+import { CorruptEntryError, decodeEntry, EntryKind } from '../core/entry.js';
 import { cacheKeys, valueKey } from '../core/key.js';
 import type { Serializer } from '../core/serializer.js';
 import { EXTEND } from '../lock/lock-scripts.js';
@@ -38,7 +38,7 @@ export class RedisBackend implements Backend {
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number];
+    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number | string, number?];
     switch (reply[0]) {
       case 1: {
         const decoded = this.decode(reply[1] as Buffer);
@@ -46,20 +46,25 @@ export class RedisBackend implements Backend {
       }
       case 2:
         return { kind: 'lead' };
+      case 4:
+        return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[1])}`) };
       default:
-        return { kind: 'wait', remaining: Number(reply[1]) };
+        return reply[2] === 1
+          ? { kind: 'wait', remaining: Number(reply[1]), repaired: new CorruptEntryError(`the lock key had no expiry (written by another program, or PERSISTed); it now expires in ${lockTtl} ms`) }
+          : { kind: 'wait', remaining: Number(reply[1]) };
     }
   }
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
     const k = cacheKeys(this.options.prefix, key);
-    const result = await COMMIT.run(this.client, [k.value, k.lock], [
+    const result = await COMMIT.run(this.client, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
       commit.bytes ?? EMPTY,
       Math.max(1, Math.ceil(commit.ttl ?? 0)),
       k.channel,
       this.options.inlineMax,
+      Math.max(1, Math.ceil(commit.sharedTtl ?? 1000)),
     ]);
     return result === 1;
   }
@@ -76,6 +81,13 @@ export class RedisBackend implements Backend {
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(valueKey(this.options.prefix, key));
+    if (bytes === null) return undefined;
+    const decoded = this.decode(bytes);
+    return 'error' in decoded ? { corrupt: decoded.error } : decoded;
+  }
+
+  async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
@@ -119,6 +131,8 @@ export class RedisBackend implements Backend {
       }
       case 0x56: /* V */
         return { kind: 'stored' };
+      case 0x53: /* S */
+        return { kind: 'shared' };
       case 0x65: /* e */ {
         try {
           const { name, message: text } = JSON.parse(message.subarray(1).toString('utf8')) as { name: string; message: string };

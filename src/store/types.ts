@@ -13,13 +13,15 @@ export type Lookup =
   | { kind: 'hit'; entry: StoredEntry }
   | { kind: 'corrupt'; error: Error }
   | { kind: 'lead' }
-  | { kind: 'wait'; remaining: number };
+  | { kind: 'wait'; remaining: number; /** The lock had no expiry and was given one (reported as corrupt). */ repaired?: Error };
 
 /** What a leader's store-and-release announces to waiters (or `null`: recheck, a message may be lost). */
 export type Outcome =
   | { kind: 'value'; entry: StoredEntry; stored: boolean }
   | { kind: 'corrupt'; error: Error }
   | { kind: 'stored' }
+  /** A value shared but not stored, too big for the message: read it once with `getShared`. */
+  | { kind: 'shared' }
   | { kind: 'error'; name: string; message: string }
   | { kind: 'uncacheable' }
   | { kind: 'released' };
@@ -33,6 +35,8 @@ export interface Commit {
   /** For 'store' / 'share' / 'uncacheable': the live value and entry metadata (memory backends keep these). */
   entry?: StoredEntry;
   ttl?: number;
+  /** For 'share': how long a value too big to inline is kept for the waiters to read. */
+  sharedTtl?: number;
 }
 
 /** Where entries live and how a miss is coordinated. */
@@ -46,6 +50,8 @@ export interface Backend {
   /** Subscribes to the key's outcomes; resolves once the subscription is live. */
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void>;
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
+  /** The value a leader shared (not stored) and announced as too big to inline. */
+  getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   set(key: string, entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void>;
   delete(key: string): Promise<boolean>;
   /** Whether calls can be attempted right now (e.g. the client is connected). */
