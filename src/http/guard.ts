@@ -116,7 +116,7 @@ export class HttpGuard<Req> {
     }
   }
 
-  /** Settles every capture still in progress (waiters run their own handler): for shutdown. */
+  /** Abandons every capture still in progress (one waiter leads instead): for shutdown. */
   abandonPending(): void {
     for (const capture of [...this.pending]) capture.abandon();
   }
@@ -129,6 +129,7 @@ export class HttpGuard<Req> {
         this.options.maxBodySize,
         (response) => this.finish(plan, response),
         (c) => this.pending.delete(c),
+        this.cache.options.waitTimeout,
       );
       this.pending.add(capture);
       // The handler must produce the full response for the others, not a 304 for this client's copy.
