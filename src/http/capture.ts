@@ -177,8 +177,13 @@ export function captureServerResponse(res: ServerResponse, capture: ResponseCapt
   keepReadingPipes(res, capture);
 }
 
-/** Tells the capture when `res` closes before the response is complete (the client left). */
+/** Tells the capture when `res` closes before the response is complete (the client left), or that it has already. */
 export function watchClientGone(res: ServerResponse, capture: ResponseCapture): void {
+  // Gone before the handler was reached (a slow middleware or hook ran first): 'close' is past.
+  if (res.destroyed) {
+    capture.clientGone();
+    return;
+  }
   res.once('close', () => {
     if (!capture.settled) capture.clientGone();
   });
