@@ -217,10 +217,10 @@ describe('response capture', () => {
     late.push('partial');
     late.clientGone();
     await expect(late.promise).rejects.toBeInstanceOf(AbandonedLoad);
-    // With the client there, a 500 is an answer (not shared): the waiters run their own handler.
+    // With the client there, a 500 is an answer like any other (the guard's finish() refuses to share it).
     const answered = new ResponseCapture(100, finish, undefined, 30);
-    answered.share(null);
-    expect(await answered.promise).toBeNull();
+    answered.complete(500, {});
+    expect(await answered.promise).toEqual(Buffer.alloc(0));
   });
 });
 

@@ -2,6 +2,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { PassThrough, Readable } from 'node:stream';
 import { AbandonedLoad } from '../core/cache.js';
+import { CACHE_DEFAULTS } from '../core/options.js';
 
 export interface CapturedResponse {
   status: number;
@@ -43,7 +44,7 @@ export class ResponseCapture {
     private readonly maxBodySize: number,
     private readonly finish: (response: CapturedResponse) => Buffer | null,
     private readonly onSettle?: (capture: ResponseCapture) => void,
-    private readonly giveUpAfter = 10_000,
+    private readonly giveUpAfter: number = CACHE_DEFAULTS.waitTimeout,
   ) {
     this.promise = new Promise((resolve, reject) => {
       this.resolvePromise = resolve;
