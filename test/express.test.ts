@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
+import { Readable, pipeline } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -247,6 +247,39 @@ describe('dogpileGuard (Express specifics)', () => {
     }
     expect((await fetchReply(port, '/late')).xCache).toBe('HIT');
     expect(runs).toBe(1);
+  });
+
+  it('a body that stream.pipeline() destroys when the client leaves costs one more run, not one per waiter', async () => {
+    const app = express();
+    let runs = 0;
+    app.get('/piped', dogpileGuard({ cache: createCache(), hitForMissTtl: 5000 }), (_req, res) => {
+      runs++;
+      const bytes = randomBytes(60_000);
+      res.type('application/octet-stream');
+      const body = Readable.from(
+        (async function* () {
+          for (let i = 0; i < 6; i++) {
+            await sleep(40);
+            yield bytes.subarray(i * 10_000, (i + 1) * 10_000);
+          }
+        })(),
+      );
+      pipeline(body, res, () => {});
+    });
+    const port = await listen(app);
+    const leader = request(port, '/piped', { abortOnData: true });
+    while (runs === 0) await sleep(2);
+    const waiters = await Promise.all(Array.from({ length: 4 }, () => fetchReply(port, '/piped')));
+    expect(await leader).toBeUndefined();
+    expect(runs).toBe(2);
+    for (const r of waiters) {
+      expect(r.body.length).toBe(60_000);
+      expect(r.body.equals(waiters[0]!.body)).toBe(true);
+    }
+    expect(waiters.map((r) => r.xCache).sort()).toEqual(['COALESCED', 'COALESCED', 'COALESCED', 'MISS']);
+    // No hit-for-miss marker: the next request is a hit.
+    expect((await fetchReply(port, '/piped')).xCache).toBe('HIT');
+    expect(runs).toBe(2);
   });
 
   it('rejects bad options at once, naming the option', () => {
