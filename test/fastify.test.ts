@@ -79,6 +79,38 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
     expect(runs).toBe(1);
   });
 
+  it('a stream payload that breaks after its client left costs one more run, not one per waiter', async () => {
+    const app = await make({ cache: createCache(), hitForMissTtl: 5000 });
+    let runs = 0;
+    app.get('/breaks', async (request, reply) => {
+      runs++;
+      const bytes = randomBytes(60_000);
+      const body = Readable.from(
+        (async function* () {
+          for (let i = 0; i < 6; i++) {
+            await sleep(40);
+            if (request.raw.socket.destroyed) throw new Error('upstream aborted');
+            yield bytes.subarray(i * 10_000, (i + 1) * 10_000);
+          }
+        })(),
+      );
+      return reply.type('application/octet-stream').send(body);
+    });
+    const port = await listen(app);
+    const leader = request(port, '/breaks', { abortOnData: true });
+    while (runs === 0) await sleep(2);
+    const waiters = await Promise.all(Array.from({ length: 4 }, () => fetchReply(port, '/breaks')));
+    expect(await leader).toBeUndefined();
+    expect(runs).toBe(2);
+    for (const r of waiters) {
+      expect(r.body.length).toBe(60_000);
+      expect(r.body.equals(waiters[0]!.body)).toBe(true);
+    }
+    expect(waiters.map((r) => r.xCache).sort()).toEqual(['COALESCED', 'COALESCED', 'COALESCED', 'MISS']);
+    expect((await fetchReply(port, '/breaks')).xCache).toBe('HIT');
+    expect(runs).toBe(2);
+  });
+
   it('rejects bad plugin options at registration, naming the option', async () => {
     const app = Fastify();
     apps.push(app);

@@ -16,9 +16,9 @@ export interface CapturedResponse {
  * Collects the response that a route handler sends to the leader's client, and turns it into
  * the value the leader resolves with: the stored-response bytes, or null when the response
  * must not be shared (then every request waiting for it runs its own handler). It rejects with
- * `AbandonedLoad` when the handler produced no complete response (a stream error, a failure
- * after its client left, no end in time, shutdown): the lead is handed back and one of the
- * waiting requests runs its handler instead.
+ * `AbandonedLoad` when the handler produced no complete response after its client left (a
+ * 5xx, a broken stream, no end in time) or on shutdown: the lead is handed back and one of
+ * the waiting requests runs its handler instead.
  *
  * The leader's client hanging up changes nothing by itself: the handler is still running, and
  * what it goes on writing is still captured and shared.
@@ -98,6 +98,15 @@ export class ResponseCapture {
       value = null;
     }
     this.share(value);
+  }
+
+  /**
+   * The body broke off (a stream error). With the client gone, that may be the hang-up's
+   * doing: one waiter asks again. Otherwise it is the handler's answer, shared with nobody.
+   */
+  broken(): void {
+    if (this.gone) this.abandon();
+    else this.share(null);
   }
 
   /** The handler produced no complete response: one of the waiting requests runs its handler instead. */
@@ -201,7 +210,7 @@ function keepReadingPipes(res: ServerResponse, capture: ResponseCapture): void {
   const takeOver = (source: Readable) => {
     if (capture.settled || source.readableEnded) return;
     if (source.destroyed) {
-      capture.abandon();
+      capture.broken();
       return;
     }
     source.unpipe(res);
@@ -210,7 +219,7 @@ function keepReadingPipes(res: ServerResponse, capture: ResponseCapture): void {
     });
     source.once('end', () => res.end());
     source.once('close', () => {
-      if (!source.readableEnded) capture.abandon();
+      if (!source.readableEnded) capture.broken();
     });
     source.resume();
   };
@@ -268,12 +277,12 @@ function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHt
     if (outOpen) out.end();
   });
   source.once('error', (error) => {
-    capture.abandon();
+    capture.broken();
     if (outOpen) out.destroy(error);
   });
   source.once('close', () => {
     if (source.readableEnded) return;
-    capture.abandon();
+    capture.broken();
     if (outOpen) out.destroy(new Error('the response stream closed before its end'));
   });
   return out;

@@ -138,7 +138,7 @@ export class HttpGuard<Req> {
       try {
         exchange.proceed(capture);
       } catch (error) {
-        capture.abandon();
+        capture.share(null);
         exchange.fail(error);
       }
       return capture.promise;
