@@ -138,6 +138,7 @@ function rejoinIfAbandoned(error: unknown): Settled<undefined> {
   if (error instanceof AbandonedLoad) return ABANDONED;
   throw error;
 }
+
 /** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET. */
 const FRESHNESS_HINTS = 10_000;
 const PROCESS_TOKEN = randomBytes(8).toString('hex');

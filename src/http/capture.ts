@@ -203,7 +203,8 @@ export function watchClientGone(res: ServerResponse, capture: ResponseCapture): 
  * `source.pipe(res)` stops when `res` closes: the source is unpiped and paused, and the
  * response would never end. Once the client is gone, read every piped source to its end here
  * instead (its bytes go to the capture), then end the response as the pipe would have.
- * A source that is destroyed before its end abandons the capture.
+ * A source that is destroyed before its end abandons the capture (`stream.pipeline()` does
+ * that to its source when the client leaves).
  */
 function keepReadingPipes(res: ServerResponse, capture: ResponseCapture): void {
   const sources = new Set<Readable>();
