@@ -16,6 +16,7 @@ import {
   RedisLock,
   type CacheEvents,
 } from '../src/index.js';
+import { AbandonedLoad } from '../src/core/cache.js';
 import { startRedis, type RedisServer } from './support/redis-server.js';
 
 let server: RedisServer;
@@ -162,6 +163,35 @@ describe.each(kinds)('%s', (_label, make) => {
     // a cacheable result replaces the marker
     expect(await cache.getOrCompute(key, () => 'public', 10_000)).toBe('public');
     expect(await cache.getOrCompute(key, () => 'again', 10_000)).toBe('public');
+    await cache.close();
+  });
+
+  it('an abandoned loader hands its lead to exactly one waiter, with no marker and no loaderError', async () => {
+    const cache = make();
+    const key = uniq('abandoned');
+    const loaderErrors = record(cache, 'loaderError');
+    const opts = { ttl: 10_000, hitForMissTtl: 5_000 };
+    const leader = cache.resolve(key, async () => {
+      await sleep(50);
+      throw new AbandonedLoad('gone');
+    }, opts);
+    await sleep(10);
+    let runs = 0;
+    const waiters = Array.from({ length: 5 }, (_, i) =>
+      cache.resolve(key, async () => {
+        runs++;
+        await sleep(50);
+        return `waiter-${i}`;
+      }, opts),
+    );
+    await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
+    const results = await Promise.all(waiters);
+    expect(runs).toBe(1);
+    const value = results.find((r) => r.status === 'miss')!.value;
+    expect(results.map((r) => r.status).sort()).toEqual(['coalesced', 'coalesced', 'coalesced', 'coalesced', 'miss']);
+    expect(results.every((r) => r.value === value)).toBe(true);
+    expect(loaderErrors).toEqual([]);
+    expect(await cache.getOrCompute(key, () => 'later', 10_000)).toBe(value);
     await cache.close();
   });
 
@@ -328,6 +358,34 @@ describe('coordination through Redis (two caches = two processes)', () => {
     expect(waiter.status).toBe('coalesced');
     expect(coalesced).toEqual([{ key, remote: true }]);
     expect((await leader).status).toBe('miss');
+    await a.close();
+    await b.close();
+  });
+
+  it('an abandoned lead is released to the other process: one of its waiters leads, no marker is left', async () => {
+    const a = createCache({ redis: server.client(), hitForMissTtl: 5_000 });
+    const b = createCache({ redis: server.client(), hitForMissTtl: 5_000 });
+    const key = uniq('abandoned-remote');
+    const leader = a.resolve(key, async () => {
+      await sleep(150);
+      throw new AbandonedLoad('gone');
+    }, 10_000);
+    await sleep(50);
+    let runs = 0;
+    const waiters = Array.from({ length: 4 }, (_, i) =>
+      b.resolve(key, async () => {
+        runs++;
+        await sleep(50);
+        return `b-${i}`;
+      }, 10_000),
+    );
+    await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
+    const results = await Promise.all(waiters);
+    expect(runs).toBe(1);
+    expect(new Set(results.map((r) => r.value)).size).toBe(1);
+    expect(results.filter((r) => r.status === 'miss')).toHaveLength(1);
+    // Stored, not marked: the first process now hits.
+    expect(await a.resolve(key, () => 'a-again', 10_000)).toMatchObject({ value: results[0]!.value, status: 'hit' });
     await a.close();
     await b.close();
   });

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { Readable, pipeline } from 'node:stream';
 import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib';
 import compression from 'compression';
 import express from 'express';
@@ -6,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { dogpileGuard } from '../src/express/index.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { adapterSuite } from './fixtures/http-suite.js';
-import { fetchReply, freshId, type Reply } from './fixtures/http-client.js';
+import { fetchReply, freshId, request, sleep, type Reply } from './fixtures/http-client.js';
 
 adapterSuite('express');
 
@@ -296,6 +298,71 @@ describe('dogpileGuard (Express specifics)', () => {
     expect((await fetchReply(port, '/k')).text).toBe('ok');
     expect(errors[0]).toBe('key failed');
     expect(errors[1]).toMatch(/^Invalid key: must return a string/);
+  });
+
+  it('keeps reading a body piped after the client had already left (it hung up before the guard ran)', async () => {
+    const app = express();
+    let runs = 0;
+    const slowCheck: express.RequestHandler = (_req, _res, next) => void setTimeout(next, 150);
+    app.get('/late', slowCheck, dogpileGuard({ cache: createCache() }), (_req, res) => {
+      runs++;
+      const bytes = randomBytes(60_000);
+      res.type('application/octet-stream');
+      Readable.from(
+        (async function* () {
+          for (let i = 0; i < 6; i++) {
+            await sleep(30);
+            yield bytes.subarray(i * 10_000, (i + 1) * 10_000);
+          }
+        })(),
+      ).pipe(res);
+    });
+    const port = await listen(app);
+    const leader = request(port, '/late', { abortAfter: 50 });
+    await sleep(70);
+    const waiters = await Promise.all(Array.from({ length: 3 }, () => fetchReply(port, '/late')));
+    expect(await leader).toBeUndefined();
+    expect(runs).toBe(1);
+    for (const r of waiters) {
+      expect(r.xCache).toBe('COALESCED');
+      expect(r.body.length).toBe(60_000);
+      expect(r.body.equals(waiters[0]!.body)).toBe(true);
+    }
+    expect((await fetchReply(port, '/late')).xCache).toBe('HIT');
+    expect(runs).toBe(1);
+  });
+
+  it('a body that stream.pipeline() destroys when the client leaves costs one more run, not one per waiter', async () => {
+    const app = express();
+    let runs = 0;
+    app.get('/piped', dogpileGuard({ cache: createCache(), hitForMissTtl: 5000 }), (_req, res) => {
+      runs++;
+      const bytes = randomBytes(60_000);
+      res.type('application/octet-stream');
+      const body = Readable.from(
+        (async function* () {
+          for (let i = 0; i < 6; i++) {
+            await sleep(40);
+            yield bytes.subarray(i * 10_000, (i + 1) * 10_000);
+          }
+        })(),
+      );
+      pipeline(body, res, () => {});
+    });
+    const port = await listen(app);
+    const leader = request(port, '/piped', { abortOnData: true });
+    while (runs === 0) await sleep(2);
+    const waiters = await Promise.all(Array.from({ length: 4 }, () => fetchReply(port, '/piped')));
+    expect(await leader).toBeUndefined();
+    expect(runs).toBe(2);
+    for (const r of waiters) {
+      expect(r.body.length).toBe(60_000);
+      expect(r.body.equals(waiters[0]!.body)).toBe(true);
+    }
+    expect(waiters.map((r) => r.xCache).sort()).toEqual(['COALESCED', 'COALESCED', 'COALESCED', 'MISS']);
+    // No hit-for-miss marker: the next request is a hit.
+    expect((await fetchReply(port, '/piped')).xCache).toBe('HIT');
+    expect(runs).toBe(2);
   });
 
   it('rejects bad options at once, naming the option', () => {

@@ -1,10 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import defaultExport, { dogpileGuardPlugin } from '../src/fastify/index.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { adapterSuite } from './fixtures/http-suite.js';
-import { fetchReply, freshId } from './fixtures/http-client.js';
+import { fetchReply, freshId, request, sleep } from './fixtures/http-client.js';
 
 adapterSuite('fastify');
 
@@ -44,6 +46,69 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
     expect(() => app.get('/bad', { config: { dogpile: { ttl: -1 } } }, async () => 'x')).toThrow(InvalidOptionError);
     expect(() => app.get('/bad2', { config: { dogpile: { ttl: 'soon' as never } } }, async () => 'x')).toThrow(/config\.dogpile\.ttl \(route GET \/bad2\)/);
     expect(() => app.get('/bad3', { config: { dogpile: 'yes' as never } }, async () => 'x')).toThrow(/Invalid config\.dogpile/);
+  });
+
+  it('shares a streamed body when its client left before the handler ran (during a slow preHandler)', async () => {
+    const app = await make();
+    let runs = 0;
+    app.get('/late', { preHandler: (_req, _reply, done) => void setTimeout(done, 150) }, async (_req, reply) => {
+      runs++;
+      const bytes = randomBytes(60_000);
+      const body = Readable.from(
+        (async function* () {
+          for (let i = 0; i < 6; i++) {
+            await sleep(30);
+            yield bytes.subarray(i * 10_000, (i + 1) * 10_000);
+          }
+        })(),
+      );
+      return reply.type('application/octet-stream').send(body);
+    });
+    const port = await listen(app);
+    const leader = request(port, '/late', { abortAfter: 50 });
+    await sleep(70);
+    const waiters = await Promise.all(Array.from({ length: 3 }, () => fetchReply(port, '/late')));
+    expect(await leader).toBeUndefined();
+    expect(runs).toBe(1);
+    for (const r of waiters) {
+      expect(r.xCache).toBe('COALESCED');
+      expect(r.body.length).toBe(60_000);
+      expect(r.body.equals(waiters[0]!.body)).toBe(true);
+    }
+    expect((await fetchReply(port, '/late')).xCache).toBe('HIT');
+    expect(runs).toBe(1);
+  });
+
+  it('a stream payload that breaks after its client left costs one more run, not one per waiter', async () => {
+    const app = await make({ cache: createCache(), hitForMissTtl: 5000 });
+    let runs = 0;
+    app.get('/breaks', async (request, reply) => {
+      runs++;
+      const bytes = randomBytes(60_000);
+      const body = Readable.from(
+        (async function* () {
+          for (let i = 0; i < 6; i++) {
+            await sleep(40);
+            if (request.raw.socket.destroyed) throw new Error('upstream aborted');
+            yield bytes.subarray(i * 10_000, (i + 1) * 10_000);
+          }
+        })(),
+      );
+      return reply.type('application/octet-stream').send(body);
+    });
+    const port = await listen(app);
+    const leader = request(port, '/breaks', { abortOnData: true });
+    while (runs === 0) await sleep(2);
+    const waiters = await Promise.all(Array.from({ length: 4 }, () => fetchReply(port, '/breaks')));
+    expect(await leader).toBeUndefined();
+    expect(runs).toBe(2);
+    for (const r of waiters) {
+      expect(r.body.length).toBe(60_000);
+      expect(r.body.equals(waiters[0]!.body)).toBe(true);
+    }
+    expect(waiters.map((r) => r.xCache).sort()).toEqual(['COALESCED', 'COALESCED', 'COALESCED', 'MISS']);
+    expect((await fetchReply(port, '/breaks')).xCache).toBe('HIT');
+    expect(runs).toBe(2);
   });
 
   it('rejects bad plugin options at registration, naming the option', async () => {

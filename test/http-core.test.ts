@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { defaultCacheKey, isValidHost, sortQuery, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
 import { requestBypassReason, responseNotStorableReason } from '../src/http/cacheability.js';
+import { AbandonedLoad } from '../src/core/cache.js';
 import { ResponseCapture } from '../src/http/capture.js';
 import { cacheControlDirectives, etagMatches, parseVary, storableHeaders } from '../src/http/headers.js';
 import { resolveHttpCacheOptions, HTTP_CACHE_DEFAULTS } from '../src/http/options.js';
@@ -309,11 +310,28 @@ describe('response capture', () => {
     expect(await capture.promise).toBeNull();
   });
 
-  it('gives up at once when the client leaves mid-body', async () => {
+  it('keeps capturing after the client left, and shares the complete response', async () => {
     const capture = new ResponseCapture(100, finish);
-    capture.push('partial');
-    capture.clientGone(true);
-    expect(await capture.promise).toBeNull();
+    capture.push('before ');
+    capture.clientGone();
+    capture.push('after');
+    capture.complete(200, {});
+    expect((await capture.promise)?.toString()).toBe('before after');
+  });
+
+  it('abandons a response that fails after the client left, or that does not end in time', async () => {
+    const failed = new ResponseCapture(100, finish);
+    failed.clientGone();
+    failed.complete(500, {});
+    await expect(failed.promise).rejects.toBeInstanceOf(AbandonedLoad);
+    const late = new ResponseCapture(100, finish, undefined, 30);
+    late.push('partial');
+    late.clientGone();
+    await expect(late.promise).rejects.toBeInstanceOf(AbandonedLoad);
+    // With the client there, a 500 is an answer like any other (the guard's finish() refuses to share it).
+    const answered = new ResponseCapture(100, finish, undefined, 30);
+    answered.complete(500, {});
+    expect(await answered.promise).toEqual(Buffer.alloc(0));
   });
 });
 

@@ -140,17 +140,69 @@ describe('HTTP adapters across processes sharing one Redis', () => {
     });
   });
 
-  it("serves every process's waiters when the leader's client hangs up", async () => {
-    const [a, b] = servers.fastify as [Server, Server];
+  // The leader's client hanging up costs no extra handler run: its handler still runs to the
+  // end, and its response goes to the waiters of every process and into the cache.
+  const everyone = () => [...servers.express, ...servers.fastify];
+
+  it.each(['express', 'fastify'] as const)(
+    "%s leader: its client hangs up before the response (the handler takes 2.5 s): one run for every process's waiters",
+    async (framework) => {
+      const id = freshId();
+      const path = `/slow?id=${id}&ms=2500`;
+      const leader = request(servers[framework][0]!.port, path, { abortAfter: 50, headers: { host: HOST } });
+      await handlerStarted('slow', id);
+      const waiters = await burst(everyone(), 30, path);
+      expect(await leader).toBeUndefined();
+      expect(await runs('slow', id)).toBe(1);
+      expect(waiters.filter((r) => !(r.status === 200 && r.xCache !== 'MISS')).map((r) => [r.status, r.xCache, r.via])).toEqual([]);
+      expect(new Set(waiters.map((r) => r.text)).size).toBe(1);
+      expect(tally(await burst(everyone(), 4, path))).toEqual({ HIT: 4 });
+      expect(await runs('slow', id)).toBe(1);
+    },
+  );
+
+  it.each([
+    ['express', 'stream'],
+    ['express', 'chunks'],
+    ['fastify', 'stream'],
+    ['fastify', 'chunks'],
+  ] as const)("%s leader: its client hangs up mid-body (/%s): one run, the whole body for every process's waiters", async (framework, route) => {
     const id = freshId();
-    const path = `/slow?id=${id}&ms=300`;
-    const leader = request(a.port, path, { abortAfter: 50, headers: { host: HOST } });
-    await handlerStarted('slow', id);
-    const waiters = await burst([a, b, servers.express[0]!], 30, path);
+    const size = 200_000;
+    const path = `/${route}?id=${id}&size=${size}&gap=60`;
+    const leader = request(servers[framework][0]!.port, path, { abortOnData: true, headers: { host: HOST } });
+    await handlerStarted(route, id);
+    const waiters = await burst(everyone(), 30, path);
     expect(await leader).toBeUndefined();
-    expect(await runs('slow', id)).toBe(1);
+    expect(await runs(route, id)).toBe(1);
     expect(waiters.filter((r) => !(r.status === 200 && r.xCache !== 'MISS')).map((r) => [r.status, r.xCache, r.via])).toEqual([]);
+    expect(waiters[0]!.body.length).toBe(size);
+    expect(waiters.every((r) => r.body.equals(waiters[0]!.body))).toBe(true);
+    const after = await burst(everyone(), 4, path);
+    expect(tally(after)).toEqual({ HIT: 4 });
+    expect(after.every((r) => r.body.equals(waiters[0]!.body))).toBe(true);
+    expect(await runs(route, id)).toBe(1);
   });
+
+  it.each(['express', 'fastify'] as const)(
+    '%s leader: its handler fails after its client left: exactly one new leader across processes, and no marker',
+    async (framework) => {
+      const id = freshId();
+      const path = `/fail-if-gone?id=${id}&ms=300`;
+      const leader = request(servers[framework][0]!.port, path, { abortAfter: 50, headers: { host: HOST } });
+      await handlerStarted('fail-if-gone', id);
+      const waiters = await burst(everyone(), 30, path);
+      expect(await leader).toBeUndefined();
+      expect(await runs('fail-if-gone', id)).toBe(2);
+      expect(waiters.filter((r) => r.status !== 200).map((r) => [r.status, r.xCache, r.via])).toEqual([]);
+      expect(new Set(waiters.map((r) => r.text)).size).toBe(1);
+      expect(tally(waiters).MISS).toBe(1);
+      // No hit-for-miss marker was left (the servers set one for 2 s after a response that
+      // cannot be shared): the next requests are hits.
+      expect(tally(await burst(everyone(), 4, path))).toEqual({ HIT: 4 });
+      expect(await runs('fail-if-gone', id)).toBe(2);
+    },
+  );
 
   it('when the leading process dies, a waiting process takes over after the lock TTL', async () => {
     // Its lock lives 1 s (the others keep the default 5 s: a leader starved of CPU for longer

@@ -102,6 +102,8 @@ interface Settled<T> {
   private: boolean;
   /** A hit-for-miss marker or a "not cacheable" announcement: every caller runs its own loader. */
   marker?: true;
+  /** The leader's loader gave up (`AbandonedLoad`): its callers look again and one of them leads. */
+  abandoned?: true;
 }
 
 /** What a flight settles with when its callers should each run their own loader, at once. */
@@ -121,6 +123,26 @@ const RETRY = Symbol('retry');
 /** Errors from timed() that concern one key (the server refused the command for what that key holds). */
 const keyErrors = new WeakSet<Error>();
 const TIMED_OUT = Symbol('timed out');
+
+/**
+ * Thrown by a loader that has no result and no error to share, because the work it stood for
+ * was cut short (the HTTP adapters: the handler's response could not be captured). The lead is
+ * handed back without an announcement or a hit-for-miss marker, and the callers waiting for it
+ * look up again, so exactly one of them leads next. The caller whose loader threw gets it back.
+ * Internal to the library.
+ */
+export class AbandonedLoad extends Error {
+  override readonly name = 'AbandonedLoad';
+}
+
+/** What callers joining a flight see when its loader was abandoned. */
+const ABANDONED: Settled<undefined> = { value: undefined, status: 'pass', createdAt: 0, degraded: false, private: false, abandoned: true };
+
+function rejoinIfAbandoned(error: unknown): Settled<undefined> {
+  if (error instanceof AbandonedLoad) return ABANDONED;
+  throw error;
+}
+
 /** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET (also bounded in bytes). */
 const FRESHNESS_HINTS = 10_000;
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
@@ -243,6 +265,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         return { value: own.value, status: own.status, createdAt: own.createdAt, degraded: own.degraded };
       }
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
+      if (settled.abandoned) return this.resolve(key, loader, ttlOrOptions);
       return {
         value: settled.value,
         status: settled.status === 'hit' ? 'hit' : 'coalesced',
@@ -252,11 +275,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     }
 
     const flight = this.fly(key, loader, opts);
-    this.inflight.set(key, flight as Promise<Settled<unknown>>);
+    // Callers joining the flight see an abandoned loader as ABANDONED (and look again), not as its error.
+    const joined = flight.catch(rejoinIfAbandoned) as Promise<Settled<unknown>>;
+    this.inflight.set(key, joined);
     const cleanup = () => {
-      if (this.inflight.get(key) === flight) this.inflight.delete(key);
+      if (this.inflight.get(key) === joined) this.inflight.delete(key);
     };
-    flight.then(cleanup, cleanup);
+    joined.then(cleanup, cleanup);
     const settled = await withSignal(flight, opts.signal, key);
     if (settled.marker) return this.pass(key, loader, opts, false);
     return { value: settled.value, status: settled.status, createdAt: settled.createdAt, degraded: settled.degraded };
@@ -411,6 +436,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     } catch (error) {
       await renewal?.stop();
       if (controller.signal.aborted && error === controller.signal.reason) return RETRY;
+      if (error instanceof AbandonedLoad) {
+        // Nothing to share and no error to announce: hand the lead back, with no marker.
+        await this.commit(key, token, { mode: 'release' });
+        throw error;
+      }
       this.emit('loaderError', { key, error });
       const payload = Buffer.from(JSON.stringify({ name: errorName(error), message: errorMessage(error) }));
       await this.commit(key, token, { mode: 'error', bytes: payload });
@@ -618,7 +648,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     try {
       return await loader({ key, signal: new AbortController().signal });
     } catch (error) {
-      this.emit('loaderError', { key, error });
+      if (!(error instanceof AbandonedLoad)) this.emit('loaderError', { key, error });
       throw error;
     }
   }

@@ -1,13 +1,8 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { Readable, Transform, pipeline } from 'node:stream';
-
-/**
- * When the leader's client hangs up before its response has started, the handler usually
- * still finishes and its response is still captured for the requests waiting on it. A handler
- * that gives up instead (it watches `req.on('close')`) would leave them waiting, so the
- * capture is abandoned this long after the hang-up, and the waiters run their own handler.
- */
-export const ABORTED_LEADER_GRACE_MS = 2000;
+import { performance } from 'node:perf_hooks';
+import { PassThrough, Readable } from 'node:stream';
+import { AbandonedLoad } from '../core/cache.js';
+import { CACHE_DEFAULTS } from '../core/options.js';
 
 export interface CapturedResponse {
   status: number;
@@ -20,27 +15,40 @@ export interface CapturedResponse {
 /**
  * Collects the response that a route handler sends to the leader's client, and turns it into
  * the value the leader resolves with: the stored-response bytes, or null when the response
- * must not be shared (then every request waiting for it runs its own handler).
+ * must not be shared (then every request waiting for it runs its own handler). It rejects with
+ * `AbandonedLoad` when the handler produced no complete response after its client left (a
+ * 5xx, a broken stream, no end in time) or on shutdown: the lead is handed back and one of
+ * the waiting requests runs its handler instead.
  *
- * It settles exactly once: when the response is complete, when it cannot be completed (client
- * gone mid-body, stream error), or when the adapter shuts down.
+ * The leader's client hanging up changes nothing by itself: the handler is still running, and
+ * what it goes on writing is still captured and shared.
  */
 export class ResponseCapture {
   readonly promise: Promise<Buffer | null>;
   private resolvePromise!: (value: Buffer | null) => void;
+  private rejectPromise!: (error: AbandonedLoad) => void;
   private chunks: Buffer[] = [];
   private size = 0;
   private tooBig = false;
   private done = false;
-  private graceTimer: NodeJS.Timeout | undefined;
+  private gone = false;
+  private readonly startedAt = performance.now();
+  private giveUpTimer: NodeJS.Timeout | undefined;
 
+  /**
+   * @param giveUpAfter How long after the handler started a leader whose client is gone may
+   *   take to finish its response before the capture is abandoned (the guard passes the
+   *   cache's `waitTimeout`, the time its waiters would wait anyway).
+   */
   constructor(
     private readonly maxBodySize: number,
     private readonly finish: (response: CapturedResponse) => Buffer | null,
     private readonly onSettle?: (capture: ResponseCapture) => void,
+    private readonly giveUpAfter: number = CACHE_DEFAULTS.waitTimeout,
   ) {
-    this.promise = new Promise((resolve) => {
+    this.promise = new Promise((resolve, reject) => {
       this.resolvePromise = resolve;
+      this.rejectPromise = reject;
     });
   }
 
@@ -56,7 +64,7 @@ export class ResponseCapture {
     else if (typeof chunk === 'string') buf = Buffer.from(chunk, encoding ?? 'utf8');
     else if (chunk instanceof Uint8Array) buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     else {
-      this.abandon();
+      this.share(null);
       return;
     }
     if (buf.length === 0) return;
@@ -69,45 +77,68 @@ export class ResponseCapture {
     this.chunks.push(buf);
   }
 
+  /** True once the leader's client has gone away. */
+  get clientLeft(): boolean {
+    return this.gone;
+  }
+
   /** The response is complete: decide, encode, and hand it to the waiting requests. */
   complete(status: number, headers: OutgoingHttpHeaders): void {
     if (this.done) return;
+    // A failure after the client left may well be caused by the hang-up (an aborted query, a
+    // premature close): it says nothing about what the others would get. One of them asks again.
+    if (this.gone && status >= 500) {
+      this.abandon();
+      return;
+    }
     let value: Buffer | null;
     try {
       value = this.finish({ status, headers, tooBig: this.tooBig, body: this.chunks });
     } catch {
       value = null;
     }
-    this.settle(value);
-  }
-
-  /** The response cannot be captured: waiters run their own handler. */
-  abandon(): void {
-    this.settle(null);
+    this.share(value);
   }
 
   /**
-   * The client of the leader went away. Mid-body, the rest will not come (pipes are unpiped,
-   * streams destroyed): give up now. Before the response started, give the handler
-   * `ABORTED_LEADER_GRACE_MS` to finish.
+   * The body broke off (a stream error). With the client gone, that may be the hang-up's
+   * doing: one waiter asks again. Otherwise it is the handler's answer, shared with nobody.
    */
-  clientGone(responseStarted: boolean): void {
-    if (this.done || this.graceTimer) return;
-    if (responseStarted) {
-      this.abandon();
-      return;
-    }
-    this.graceTimer = setTimeout(() => this.abandon(), ABORTED_LEADER_GRACE_MS);
-    this.graceTimer.unref();
+  broken(): void {
+    if (this.gone) this.abandon();
+    else this.share(null);
   }
 
-  private settle(value: Buffer | null): void {
+  /** The handler produced no complete response: one of the waiting requests runs its handler instead. */
+  abandon(): void {
+    this.settle(() => this.rejectPromise(new AbandonedLoad('the response could not be captured')));
+  }
+
+  /**
+   * The leader's client went away. The handler goes on and its response is still captured
+   * (the adapters keep reading piped and streamed bodies), but a handler that has not finished
+   * `giveUpAfter` ms after it started is given up on.
+   */
+  clientGone(): void {
+    if (this.done || this.gone) return;
+    this.gone = true;
+    const left = Math.max(0, this.startedAt + this.giveUpAfter - performance.now());
+    this.giveUpTimer = setTimeout(() => this.abandon(), left);
+    this.giveUpTimer.unref();
+  }
+
+  /** Settles with the bytes to share, or with null: the response goes to nobody else, and waiters run their own handler. */
+  share(value: Buffer | null): void {
+    this.settle(() => this.resolvePromise(value));
+  }
+
+  private settle(deliver: () => void): void {
     if (this.done) return;
     this.done = true;
     this.chunks = [];
-    if (this.graceTimer) clearTimeout(this.graceTimer);
-    this.graceTimer = undefined;
-    this.resolvePromise(value);
+    if (this.giveUpTimer) clearTimeout(this.giveUpTimer);
+    this.giveUpTimer = undefined;
+    deliver();
     this.onSettle?.(this);
   }
 }
@@ -192,6 +223,7 @@ export function captureServerResponse(res: ServerResponse, capture: ResponseCapt
     return result;
   };
   watchClientGone(res, capture);
+  keepReadingPipes(res, capture);
 }
 
 function headerString(value: unknown): string {
@@ -208,20 +240,67 @@ function setOrDelete(headers: OutgoingHttpHeaders, name: string, value: unknown)
 }
 
 /**
- * Abandons (or starts the grace period of) the capture if `res` closes before it completes.
- * A response that finished (a HEAD answered with headers only while the body it was given is
- * still being read for the capture) is not a client gone.
+ * Tells the capture when `res` closes before the response is complete (the client left), or
+ * that it has already. A response that finished (a HEAD answered with headers only while the
+ * body it was given is still being read for the capture) is not a client gone.
  */
+/** Tells the capture when `res` closes before the response is complete (the client left), or that it has already. */
 export function watchClientGone(res: ServerResponse, capture: ResponseCapture): void {
+  // Gone before the handler was reached (a slow middleware or hook ran first): 'close' is past.
+  if (res.destroyed && !res.writableFinished) {
+    capture.clientGone();
+    return;
+  }
   res.once('close', () => {
-    if (!capture.settled && !res.writableFinished) capture.clientGone(res.headersSent);
+    if (!capture.settled && !res.writableFinished) capture.clientGone();
+  });
+}
+
+/**
+ * `source.pipe(res)` stops when `res` closes: the source is unpiped and paused, and the
+ * response would never end. Once the client is gone, read every piped source to its end here
+ * instead (its bytes go to the capture), then end the response as the pipe would have.
+ * A source that is destroyed before its end abandons the capture (`stream.pipeline()` does
+ * that to its source when the client leaves).
+ */
+function keepReadingPipes(res: ServerResponse, capture: ResponseCapture): void {
+  const sources = new Set<Readable>();
+  const takeOver = (source: Readable) => {
+    if (capture.settled || source.readableEnded) return;
+    if (source.destroyed) {
+      capture.broken();
+      return;
+    }
+    source.unpipe(res);
+    source.on('data', (chunk: unknown) => {
+      if (!capture.settled) capture.push(chunk);
+    });
+    source.once('end', () => res.end());
+    source.once('close', () => {
+      if (!source.readableEnded) capture.broken();
+    });
+    source.resume();
+  };
+  res.on('pipe', (source: Readable) => {
+    sources.add(source);
+    // Piped after the client left: the pipe would stall at once.
+    if (capture.clientLeft) process.nextTick(takeOver, source);
+  });
+  res.on('unpipe', (source: Readable) => {
+    if (!capture.clientLeft) sources.delete(source);
+  });
+  res.once('close', () => {
+    if (capture.settled) return;
+    for (const source of sources) takeOver(source);
   });
 }
 
 /**
  * Captures a payload handed over in one piece (Fastify's `onSend`): a string, a Buffer, nothing,
- * or a Node stream, which is returned wrapped in a pass-through that copies what flows by.
- * Anything else (a web `ReadableStream`, a `Response`) is sent as it is and not shared.
+ * or a Node stream, which is read here and copied into a pass-through that is sent in its place.
+ * When the client leaves, the framework destroys that pass-through but the stream is still read
+ * to its end for the capture. Anything else (a web `ReadableStream`, a `Response`) is sent as it
+ * is and not shared.
  */
 export function capturePayload(capture: ResponseCapture, status: number, headers: OutgoingHttpHeaders, payload: unknown): unknown {
   if (payload === null || payload === undefined) {
@@ -233,25 +312,36 @@ export function capturePayload(capture: ResponseCapture, status: number, headers
     capture.complete(status, headers);
     return payload;
   }
-  if (payload instanceof Readable) {
-    const tee = new Transform({
-      transform(chunk: Buffer, _encoding, callback) {
-        capture.push(chunk);
-        callback(null, chunk);
-      },
-      flush(callback) {
-        capture.complete(status, headers);
-        callback();
-      },
-    });
-    pipeline(payload, tee, (err) => {
-      if (err) capture.abandon();
-    });
-    tee.once('close', () => {
-      if (!capture.settled) capture.abandon();
-    });
-    return tee;
-  }
-  capture.abandon();
+  if (payload instanceof Readable) return teeStream(capture, status, headers, payload);
+  capture.share(null);
   return payload;
+}
+
+function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHttpHeaders, source: Readable): PassThrough {
+  const out = new PassThrough();
+  let outOpen = true;
+  source.on('data', (chunk: unknown) => {
+    capture.push(chunk);
+    if (outOpen && !out.write(chunk)) source.pause();
+  });
+  out.on('drain', () => source.resume());
+  // Destroyed by the framework when the client leaves: keep reading, for the capture.
+  out.once('close', () => {
+    outOpen = false;
+    source.resume();
+  });
+  source.once('end', () => {
+    capture.complete(status, headers);
+    if (outOpen) out.end();
+  });
+  source.once('error', (error) => {
+    capture.broken();
+    if (outOpen) out.destroy(error);
+  });
+  source.once('close', () => {
+    if (source.readableEnded) return;
+    capture.broken();
+    if (outOpen) out.destroy(new Error('the response stream closed before its end'));
+  });
+  return out;
 }

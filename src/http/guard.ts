@@ -127,7 +127,7 @@ export class HttpGuard<Req> {
     }
   }
 
-  /** Settles every capture still in progress (waiters run their own handler): for shutdown. */
+  /** Abandons every capture still in progress (one waiter leads instead): for shutdown. */
   abandonPending(): void {
     for (const capture of [...this.pending]) capture.abandon();
   }
@@ -140,6 +140,7 @@ export class HttpGuard<Req> {
         this.options.maxBodySize,
         (response) => this.finish(plan, response),
         (c) => this.pending.delete(c),
+        this.cache.options.waitTimeout,
       );
       this.pending.add(capture);
       // The handler must produce the full response for the others, not a 304 for this client's copy.
@@ -148,7 +149,7 @@ export class HttpGuard<Req> {
       try {
         exchange.proceed(capture);
       } catch (error) {
-        capture.abandon();
+        capture.share(null);
         exchange.fail(error);
       }
       return capture.promise;

@@ -6,7 +6,7 @@ export { HttpGuard, type CachePlan, type Exchange, type HttpRequestInfo } from '
 export { HTTP_CACHE_DEFAULTS, resolveHttpCacheOptions, resolvePrivateHeaders, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 export { defaultCacheKey, escapeKey, isValidHost, requestHost, sortQuery, userCacheKey, varyKeySuffix, HTTP_KEY_PREFIX, UNKEYED_INPUT_HEADERS } from './cache-key.js';
 export { requestBypassReason, responseNotStorableReason, type ResponseFacts } from './cacheability.js';
-export { ResponseCapture, captureServerResponse, capturePayload, watchClientGone, ABORTED_LEADER_GRACE_MS, type CapturedResponse } from './capture.js';
+export { ResponseCapture, captureServerResponse, capturePayload, watchClientGone, type CapturedResponse } from './capture.js';
 export { storableHeaders, parseVary, cacheControlDirectives, etagMatches, headerValue, type HeaderEntry } from './headers.js';
 export { encodeResponse, decodeResponse, ResponseFormatError, type StoredResponse } from './response-format.js';
 export { prepareResponse, toServable, varyMatches, writeServerResponse, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
