@@ -131,7 +131,7 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
     const app = await make();
     app.decorate('greeting', 'hello');
     app.setErrorHandler((error, _request, reply) => {
-      void reply.code(500).send(`handled: ${error.message}`);
+      void reply.code(500).send(`handled: ${(error as Error).message}`);
     });
     const runs: Record<string, number> = {};
     const run = (name: string) => (runs[name] = (runs[name] ?? 0) + 1);
@@ -162,7 +162,7 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
       ['/sync-send', 'sent 1'],
       ['/callback', 'later 1'],
       ['/return-reply', 'reply 1'],
-    ]) {
+    ] as const) {
       const [a, b, c] = await Promise.all([fetchReply(port, path), fetchReply(port, path), fetchReply(port, path)]);
       const hit = await fetchReply(port, path);
       expect([a.text, b.text, c.text, hit.text], path).toEqual([text, text, text, text]);
