@@ -148,6 +148,17 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
       setTimeout(() => void reply.type('text/plain').send(`reply ${run('return-reply')}`), 20);
       return reply;
     });
+    app.get(
+      '/slow-onsend',
+      {
+        onSend: async (_request, _reply, payload) => {
+          run('slow-onsend hook');
+          await new Promise((r) => setTimeout(r, 10));
+          return payload;
+        },
+      },
+      async () => `slow onSend ${run('slow-onsend')}`,
+    );
     app.get('/sync-throw', () => {
       run('sync-throw');
       throw new Error('sync');
@@ -162,6 +173,7 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
       ['/sync-send', 'sent 1'],
       ['/callback', 'later 1'],
       ['/return-reply', 'reply 1'],
+      ['/slow-onsend', 'slow onSend 1'],
     ] as const) {
       const [a, b, c] = await Promise.all([fetchReply(port, path), fetchReply(port, path), fetchReply(port, path)]);
       const hit = await fetchReply(port, path);
@@ -173,7 +185,21 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
       const b = await fetchReply(port, `/${name}`);
       expect([a.status, a.text, b.status, a.xCache], name).toEqual([500, `handled: ${name.split('-')[0]}`, 500, 'MISS']);
     }
-    expect(runs).toEqual({ 'sync-value': 1, 'sync-send': 1, callback: 1, 'return-reply': 1, 'sync-throw': 2, 'async-throw': 2 });
+    expect(runs).toEqual({ 'sync-value': 1, 'sync-send': 1, callback: 1, 'return-reply': 1, 'slow-onsend': 1, 'slow-onsend hook': 4, 'sync-throw': 2, 'async-throw': 2 });
+  });
+
+  it("passes a bad key() result to Fastify's error handler", async () => {
+    const app = await make({ cache: createCache(), key: () => 42 as never });
+    app.setErrorHandler((error, _request, reply) => {
+      void reply.code(500).send(`${(error as Error).name}: ${(error as Error).message}`);
+    });
+    let runs = 0;
+    app.get('/bad-key', async () => `ran ${++runs}`);
+    const port = await listen(app);
+    const r = await fetchReply(port, '/bad-key');
+    expect(r.status).toBe(500);
+    expect(r.text).toMatch(/InvalidOptionError: .*key/);
+    expect(runs).toBe(0);
   });
 
   it('sees the final headers: a Set-Cookie added by a later onSend hook keeps the response out', async () => {

@@ -96,7 +96,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
           serve(response) {
             reply.code(response.status).headers(response.headerObject).header('x-cache', response.xCache).header('age', String(response.age));
             reply.send(response.body);
-            resolve(reply);
+            // Sent already unless an async onSend hook is still running: then wait for it.
+            resolve(reply.sent ? undefined : reply);
           },
           fail: reject,
         });
