@@ -288,7 +288,7 @@ export default async function httpBench(ctx: BenchContext): Promise<string> {
       fastifyVsBare >= 1,
       `Fastify cached hit at least as fast as the uncached route: ${fastifyVsBare.toFixed(2)}× the req/s`,
       `the uncached Fastify route is cheap (building and JSON.stringify-ing the payload is ~20 µs), and a hit replaces it with about as much work: ` +
-        `two route hooks, the key, the in-process lookup (~6–10 µs measured in isolation) and a Buffer write; ` +
+        `the wrapped handler (after Fastify's hook and validation steps), an onSend hook, the key, the in-process lookup (~6–10 µs measured in isolation) and a Buffer write; ` +
         `app CPU per request ${cpuOf('fastify-dogpile').toFixed(0)} µs vs ${cpuOf('fastify-bare').toFixed(0)} µs uncached, within this machine's noise`,
     );
     const dogpileStampedes = STAMPEDE_CONTENDERS.filter((c) => c.id.includes('dogpile'));
