@@ -62,22 +62,23 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   // request that any of them refuses never gets a cached response. The capture in onSend, added
   // after the route's own onSend hooks, sees the final headers (a Set-Cookie added by a later
   // onSend hook keeps the response out of the cache).
-  fastify.addHook('onRoute', (route: RouteOptions) => {
+  fastify.addHook('onRoute', function (this: FastifyInstance, route: RouteOptions) {
     const ttl = routeTtl(route.config?.dogpile, guard.options.ttl, `${String(route.method)} ${route.url}`);
     if (ttl === false) return;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('GET') && !methods.includes('HEAD')) return;
 
-    const handler = route.handler as RouteHandler;
-    const guarded = function (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply): unknown {
+    // Bound as Fastify binds a handler: to the instance the route is declared on, this one.
+    const handler = (route.handler as RouteHandler).bind(this);
+    const guarded = function (request: FastifyRequest, reply: FastifyReply): unknown {
       // Throws only for a bad `key` result; Fastify sends a handler's throw to its error handler.
       const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl);
-      if (plan === undefined) return handler.call(this, request, reply);
+      if (plan === undefined) return handler(request, reply);
       // Resolving with the reply (a thenable that settles once the response is sent) tells
       // Fastify the response is handled; with a value, Fastify sends it, as for an async handler.
       return new Promise<unknown>((resolve, reject) => {
         guard.handle(plan, {
-          proceed: (capture) => {
+          proceed(capture) {
             reply.header('x-cache', 'MISS');
             if (capture) {
               captures.set(request, capture);
@@ -85,7 +86,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
             }
             let result: unknown;
             try {
-              result = handler.call(this, request, reply);
+              result = handler(request, reply);
             } catch (error) {
               reject(error);
               return;
