@@ -6,7 +6,10 @@
  *
  * Contenders: express-bare, express-apicache, express-dogpile, express-dogpile-redis,
  * express-dogpile-redis-l1, fastify-bare, fastify-dogpile, fastify-dogpile-redis-l1
- * (`-redis`: the cache on the given Redis; otherwise in this process).
+ * (`-redis`: the cache on the given Redis; otherwise in this process), and
+ * fastify-dogpile-before: `dogpileGuardPlugin` imported from the module named by the
+ * environment variable `BENCH_FASTIFY_PLUGIN_BEFORE` (another version of the plugin, to
+ * compare the two in one run), in-process cache.
  *
  * Routes: `GET /hit` (cached; a ~1.3 kB JSON list built per call), `GET /slow?id=` (cached; the
  * handler counts its run with `INCR runs:<id>` and takes <handler ms>), `GET /ping` and
@@ -15,6 +18,8 @@
  */
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import express, { type RequestHandler } from 'express';
 import Fastify from 'fastify';
 import { Redis } from 'ioredis';
@@ -89,7 +94,13 @@ if (contender.startsWith('express')) {
     });
 } else {
   const app = Fastify({ logger: false });
-  if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: TTL_MS });
+  let plugin = dogpileGuardPlugin;
+  if (contender === 'fastify-dogpile-before') {
+    const before = process.env.BENCH_FASTIFY_PLUGIN_BEFORE;
+    if (!before) throw new Error('fastify-dogpile-before needs BENCH_FASTIFY_PLUGIN_BEFORE=<module path>');
+    plugin = ((await import(pathToFileURL(path.resolve(before)).href)) as { dogpileGuardPlugin: typeof dogpileGuardPlugin }).dogpileGuardPlugin;
+  }
+  if (cache) await app.register(plugin, { cache, ttl: TTL_MS });
   app.get('/hit', async () => catalogue());
   app.get<{ Querystring: { id: string } }>('/slow', async (req) => slow(req.query.id));
   app.get('/ping', { config: { dogpile: false } }, async () => 'pong');

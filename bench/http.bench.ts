@@ -7,6 +7,10 @@
  * - cold stampede: 500 concurrent requests to a route nobody has cached whose handler takes
  *   100 ms — how many times the handler runs and the latency the clients see, uncached vs
  *   apicache vs dogpile-guard (in one process, and in two processes sharing the Redis).
+ *
+ * `BENCH_HTTP=fastify-hits npm run bench -- http` measures only the Fastify hits (more
+ * repeats), and with `BENCH_FASTIFY_PLUGIN_BEFORE=<path of another src/fastify/index.ts>`
+ * that version of the plugin too, in the same run: a before/after comparison.
  */
 import http from 'node:http';
 import os from 'node:os';
@@ -29,7 +33,8 @@ type ContenderId =
   | 'express-dogpile-redis-l1'
   | 'fastify-bare'
   | 'fastify-dogpile'
-  | 'fastify-dogpile-redis-l1';
+  | 'fastify-dogpile-redis-l1'
+  | 'fastify-dogpile-before';
 
 const NAMES: Record<ContenderId, string> = {
   'express-bare': 'Express 5, uncached',
@@ -40,6 +45,7 @@ const NAMES: Record<ContenderId, string> = {
   'fastify-bare': 'Fastify 5, uncached',
   'fastify-dogpile': 'Fastify 5 + `dogpileGuardPlugin` (in-process cache)',
   'fastify-dogpile-redis-l1': 'Fastify 5 + `dogpileGuardPlugin` (Redis + `l1`)',
+  'fastify-dogpile-before': 'Fastify 5 + `dogpileGuardPlugin` from `BENCH_FASTIFY_PLUGIN_BEFORE` (in-process cache)',
 };
 
 const HIT_CONTENDERS: ContenderId[] = [
@@ -113,7 +119,59 @@ function hits(port: number, seconds: number): Promise<HitRun> {
 
 // --- main -----------------------------------------------------------------------------------
 
+/** `BENCH_HTTP=fastify-hits`: Fastify hits only, uncached vs the plugin (vs another version of it). */
+async function fastifyHits(ctx: BenchContext): Promise<string> {
+  const started = Date.now();
+  const repeats = ctx.quick ? 1 : 6;
+  const seconds = ctx.quick ? 1 : 2;
+  const ids: ContenderId[] = ['fastify-bare', 'fastify-dogpile'];
+  if (process.env.BENCH_FASTIFY_PLUGIN_BEFORE) ids.push('fastify-dogpile-before');
+  const load0 = os.loadavg()[0]!;
+  const redis = await startRedis();
+  const apps = new Map(ids.map((id) => [id, newApp(id, redis.url)] as const));
+  try {
+    const ports = new Map<ContenderId, number>();
+    for (const [id, app] of apps) ports.set(id, await app.ready);
+    for (const id of ids) {
+      const port = ports.get(id)!;
+      await request(port, '/hit');
+      if (id !== 'fastify-bare' && (await request(port, '/hit')).xCache !== 'HIT') throw new Error(`${id}: expected X-Cache: HIT on the warm route`);
+      await hits(port, 0.5);
+    }
+    const runs = new Map<ContenderId, HitRun[]>(ids.map((id) => [id, []]));
+    for (let r = 0; r < repeats; r++) {
+      for (const id of ids.map((_, i) => ids[(i + r) % ids.length]!)) {
+        const run = await hits(ports.get(id)!, seconds);
+        runs.get(id)!.push(run);
+        ctx.log(`hits #${r + 1} ${id}: ${run.rps.toFixed(0)} req/s, p99 ${run.p99} ms, ${run.cpuPerRequest.toFixed(0)} µs CPU/req${run.bad ? `, ${run.bad} bad` : ''}`);
+      }
+    }
+    const load1 = os.loadavg()[0]!;
+    const rpsOf = (id: ContenderId) => median(runs.get(id)!.map((w) => w.rps));
+    const rows = ids.map((id) => {
+      const list = runs.get(id)!;
+      const vs = ids.filter((other) => other !== id && other !== 'fastify-dogpile-before').map((other) => `${ratio(rpsOf(id), rpsOf(other))} vs ${other.replace('fastify-', '')}`);
+      const bad = list.reduce((n, w) => n + w.bad, 0);
+      return `| ${NAMES[id]} | ${summary(list.map((w) => w.rps), 0)} | ${summary(list.map((w) => w.p99), 0)} | ${summary(list.map((w) => w.cpuPerRequest), 0)} | ${vs.join(', ')}${bad ? ` (${bad} errors)` : ''} |`;
+    });
+    return [
+      '## HTTP adapters: Fastify hits only (`BENCH_HTTP=fastify-hits`)',
+      '',
+      `\`GET /hit\` (a ~1.3 kB JSON list), autocannon ${HIT_CONNECTIONS} connections, ${seconds} s per repeat, ${repeats} repeats, contenders rotated; medians with [min–max]. ` +
+        `Load average (1 min) ${load0.toFixed(1)} at the start, ${load1.toFixed(1)} at the end, on ${os.cpus().length} cores. Took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
+      '',
+      '| app | req/s | p99 latency (ms) | app CPU per request (µs) | req/s ratio |',
+      '|---|---|---|---|---|',
+      ...rows,
+    ].join('\n');
+  } finally {
+    await Promise.all([...apps.values()].map((a) => a.stop()));
+    await redis.stop();
+  }
+}
+
 export default async function httpBench(ctx: BenchContext): Promise<string> {
+  if (process.env.BENCH_HTTP === 'fastify-hits') return fastifyHits(ctx);
   const started = Date.now();
   const repeats = ctx.quick ? 1 : 3;
   const hitRepeats = ctx.quick ? 1 : 4;
@@ -230,7 +288,7 @@ export default async function httpBench(ctx: BenchContext): Promise<string> {
       fastifyVsBare >= 1,
       `Fastify cached hit at least as fast as the uncached route: ${fastifyVsBare.toFixed(2)}× the req/s`,
       `the uncached Fastify route is cheap (building and JSON.stringify-ing the payload is ~20 µs), and a hit replaces it with about as much work: ` +
-        `two route hooks, the key, the in-process lookup (~6–10 µs measured in isolation) and a Buffer write; ` +
+        `the wrapped handler (after Fastify's hook and validation steps), an onSend hook, the key, the in-process lookup (~6–10 µs measured in isolation) and a Buffer write; ` +
         `app CPU per request ${cpuOf('fastify-dogpile').toFixed(0)} µs vs ${cpuOf('fastify-bare').toFixed(0)} µs uncached, within this machine's noise`,
     );
     const dogpileStampedes = STAMPEDE_CONTENDERS.filter((c) => c.id.includes('dogpile'));

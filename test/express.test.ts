@@ -237,6 +237,51 @@ describe('dogpileGuard (Express specifics)', () => {
     expect(next.text).toBe('etagged body');
   });
 
+  /** An API-key check, as a route or app middleware. */
+  const requireKey: express.RequestHandler = (req, res, next) => {
+    if (req.headers['x-api-key'] === 'k1') next();
+    else res.status(401).send('no key');
+  };
+
+  it('never serves a request refused by the middleware before it on the route, cached or in flight', async () => {
+    const app = express();
+    let runs = 0;
+    app.get('/x', requireKey, dogpileGuard({ cache: createCache() }), async (_req, res) => {
+      runs++;
+      await new Promise((r) => setTimeout(r, 100));
+      res.send(`secret ${runs}`);
+    });
+    const port = await listen(app);
+    const withKey = { headers: { 'x-api-key': 'k1' } };
+    // While the leader's handler runs, and once its response is cached.
+    const [leader, refusedDuringFlight] = await Promise.all([fetchReply(port, '/x', withKey), fetchReply(port, '/x')]);
+    const hit = await fetchReply(port, '/x', withKey);
+    const refused = await fetchReply(port, '/x');
+    expect([leader.xCache, hit.xCache, hit.text]).toEqual(['MISS', 'HIT', 'secret 1']);
+    for (const r of [refusedDuringFlight, refused]) expect([r.status, r.text, r.xCache]).toEqual([401, 'no key', undefined]);
+    expect(runs).toBe(1);
+  });
+
+  it('app-wide, acts before route-level middleware: only middleware added before it protects cached responses', async () => {
+    const app = express();
+    app.use('/public', dogpileGuard({ cache: createCache() }));
+    app.get('/public/x', requireKey, (_req, res) => {
+      res.send('meant for key holders');
+    });
+    app.use('/private', requireKey, dogpileGuard({ cache: createCache() }));
+    app.get('/private/x', (_req, res) => {
+      res.send('key holders only');
+    });
+    const port = await listen(app);
+    const withKey = { headers: { 'x-api-key': 'k1' } };
+    for (const path of ['/public/x', '/private/x']) await fetchReply(port, path, withKey);
+    // The route-level check runs after the app-wide guard, which serves the hit first.
+    const leaked = await fetchReply(port, '/public/x');
+    expect([leaked.status, leaked.xCache, leaked.text]).toEqual([200, 'HIT', 'meant for key holders']);
+    const refused = await fetchReply(port, '/private/x');
+    expect([refused.status, refused.text, refused.xCache]).toEqual([401, 'no key', undefined]);
+  });
+
   it('acts once per request when used app-wide and on the route', async () => {
     const app = express();
     let runs = 0;

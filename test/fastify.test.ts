@@ -160,6 +160,136 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
     expect(denied.text).toBe('forbidden');
   });
 
+  it('serves a hit only past an app-level preHandler check: a refused request never gets the cached response', async () => {
+    const app = await make();
+    app.addHook('preHandler', async (request, reply) => {
+      if (request.headers['x-api-key'] !== 'k1') return reply.code(401).send('no key');
+    });
+    let runs = 0;
+    app.get('/keyed', async () => `secret ${++runs}`);
+    const port = await listen(app);
+    const filled = await fetchReply(port, '/keyed', { headers: { 'x-api-key': 'k1' } });
+    const hit = await fetchReply(port, '/keyed', { headers: { 'x-api-key': 'k1' } });
+    expect([filled.xCache, hit.xCache, hit.text]).toEqual(['MISS', 'HIT', 'secret 1']);
+    const refused = await fetchReply(port, '/keyed');
+    expect([refused.status, refused.text, refused.xCache]).toEqual([401, 'no key', undefined]);
+    expect(runs).toBe(1);
+  });
+
+  it('serves a hit only past a route-level preValidation hook', async () => {
+    const app = await make();
+    let runs = 0;
+    app.get(
+      '/validated',
+      {
+        preValidation: (request, reply, done) => {
+          if (request.headers['x-tenant'] === 'acme') done();
+          else reply.code(403).send('wrong tenant');
+        },
+      },
+      async () => `tenant data ${++runs}`,
+    );
+    const port = await listen(app);
+    const filled = await fetchReply(port, '/validated', { headers: { 'x-tenant': 'acme' } });
+    const hit = await fetchReply(port, '/validated', { headers: { 'x-tenant': 'acme' } });
+    expect([filled.xCache, hit.xCache, hit.text]).toEqual(['MISS', 'HIT', 'tenant data 1']);
+    const refused = await fetchReply(port, '/validated', { headers: { 'x-tenant': 'other' } });
+    expect([refused.status, refused.text, refused.xCache]).toEqual([403, 'wrong tenant', undefined]);
+  });
+
+  it('serves a hit only to a request that passes the route schema (a required header)', async () => {
+    const app = await make();
+    let runs = 0;
+    app.get(
+      '/schema',
+      { schema: { headers: { type: 'object', required: ['x-client'], properties: { 'x-client': { type: 'string', minLength: 1 } } } } },
+      async () => `schema ${++runs}`,
+    );
+    const port = await listen(app);
+    const filled = await fetchReply(port, '/schema', { headers: { 'x-client': 'web' } });
+    const hit = await fetchReply(port, '/schema', { headers: { 'x-client': 'web' } });
+    expect([filled.xCache, hit.xCache, hit.text]).toEqual(['MISS', 'HIT', 'schema 1']);
+    const refused = await fetchReply(port, '/schema');
+    expect(refused.status).toBe(400);
+    expect(refused.xCache).toBeUndefined();
+    expect(refused.text).toMatch(/x-client/);
+  });
+
+  it('keeps every handler style working behind the wrapper: returned values, reply.send now or later, throws', async () => {
+    const app = await make();
+    app.decorate('greeting', 'hello');
+    app.setErrorHandler((error, _request, reply) => {
+      void reply.code(500).send(`handled: ${(error as Error).message}`);
+    });
+    const runs: Record<string, number> = {};
+    const run = (name: string) => (runs[name] = (runs[name] ?? 0) + 1);
+    app.get('/sync-value', function (this: FastifyInstance & { greeting?: string }) {
+      return `${this.greeting} ${run('sync-value')}`;
+    });
+    app.get('/sync-send', (_request, reply) => {
+      void reply.type('text/plain').send(`sent ${run('sync-send')}`);
+    });
+    app.get('/callback', (_request, reply) => {
+      setTimeout(() => void reply.type('text/plain').send(`later ${run('callback')}`), 20);
+    });
+    app.get('/return-reply', async (_request, reply) => {
+      setTimeout(() => void reply.type('text/plain').send(`reply ${run('return-reply')}`), 20);
+      return reply;
+    });
+    app.get(
+      '/slow-onsend',
+      {
+        onSend: async (_request, _reply, payload) => {
+          run('slow-onsend hook');
+          await new Promise((r) => setTimeout(r, 10));
+          return payload;
+        },
+      },
+      async () => `slow onSend ${run('slow-onsend')}`,
+    );
+    app.get('/sync-throw', () => {
+      run('sync-throw');
+      throw new Error('sync');
+    });
+    app.get('/async-throw', async () => {
+      run('async-throw');
+      throw new Error('async');
+    });
+    const port = await listen(app);
+    for (const [path, text] of [
+      ['/sync-value', 'hello 1'],
+      ['/sync-send', 'sent 1'],
+      ['/callback', 'later 1'],
+      ['/return-reply', 'reply 1'],
+      ['/slow-onsend', 'slow onSend 1'],
+    ] as const) {
+      const [a, b, c] = await Promise.all([fetchReply(port, path), fetchReply(port, path), fetchReply(port, path)]);
+      const hit = await fetchReply(port, path);
+      expect([a.text, b.text, c.text, hit.text], path).toEqual([text, text, text, text]);
+      expect(hit.xCache, path).toBe('HIT');
+    }
+    for (const name of ['sync-throw', 'async-throw']) {
+      const a = await fetchReply(port, `/${name}`);
+      const b = await fetchReply(port, `/${name}`);
+      expect([a.status, a.text, b.status, a.xCache], name).toEqual([500, `handled: ${name.split('-')[0]}`, 500, 'MISS']);
+    }
+    expect(runs).toEqual({ 'sync-value': 1, 'sync-send': 1, callback: 1, 'return-reply': 1, 'slow-onsend': 1, 'slow-onsend hook': 4, 'sync-throw': 2, 'async-throw': 2 });
+  });
+
+  it("passes a bad key() result to Fastify's error handler", async () => {
+    const app = await make({ cache: createCache(), key: () => 42 as never });
+    app.setErrorHandler((error, _request, reply) => {
+      void reply.code(500).send(`${(error as Error).name}: ${(error as Error).message}`);
+    });
+    let runs = 0;
+    app.get('/bad-key', async () => `ran ${++runs}`);
+    const port = await listen(app);
+    const r = await fetchReply(port, '/bad-key');
+    expect(r.status).toBe(500);
+    expect(r.text).toMatch(/InvalidOptionError: .*key/);
+    expect(runs).toBe(0);
+  });
+
   it('sees the final headers: a Set-Cookie added by a later onSend hook keeps the response out', async () => {
     const app = await make();
     app.addHook('onSend', async (request, reply, payload) => {

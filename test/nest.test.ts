@@ -260,6 +260,22 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect([first.xCache, second.xCache, json(second).key]).toEqual(['MISS', 'HIT', 'alice']);
   });
 
+  it('a guard still refuses on a hit and while a run is in flight (guards run before the interceptor)', async () => {
+    const run = freshRun();
+    const key = { 'x-api-key': 'k1' };
+    const [leader, refusedDuringFlight] = await Promise.all([call(`/keyed?run=${run}`, key), call(`/keyed?run=${run}`)]);
+    const hit = await call(`/keyed?run=${run}`, key);
+    const refused = await call(`/keyed?run=${run}`, { 'x-api-key': 'wrong' });
+    expect([leader.xCache, hit.xCache]).toEqual(['MISS', 'HIT']);
+    expect(json(hit)).toEqual({ run, n: 1 });
+    for (const r of [refusedDuringFlight, refused]) {
+      expect(r.status).toBe(403);
+      expect(r.xCache).toBeUndefined();
+      expect(r.text).not.toContain(run);
+    }
+    expect(await count('keyed', run)).toBe(1);
+  });
+
   it('adds the request headers named by a @Header Vary to the key; no-store routes are not cached', async () => {
     const run = freshRun();
     const en = await call(`/vary?run=${run}`, { 'accept-language': 'en' });

@@ -3,7 +3,6 @@ import type {
   FastifyPluginAsync,
   FastifyReply,
   FastifyRequest,
-  HookHandlerDoneFunction,
   RouteOptions,
 } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
@@ -36,6 +35,7 @@ declare module 'fastify' {
 const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'childLoggerFactory'];
 
 type RouteHook = (...args: never[]) => unknown;
+type RouteHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown;
 
 function routeTtl(config: unknown, fallback: number, route: string): number | false {
   if (config === undefined || config === null) return fallback;
@@ -70,49 +70,59 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   const captures = new WeakMap<FastifyRequest, ResponseCapture>();
 
-  // Hooks are attached per route, after the route's own: an onRequest auth check runs before a
-  // response is served from the cache, and the capture in onSend sees the final headers (a
-  // Set-Cookie added by a later onSend hook keeps the response out of the cache).
-  fastify.addHook('onRoute', (route: RouteOptions) => {
+  // The route's handler is wrapped: a hit is served, a wait happens and a leader's handler runs
+  // exactly where the handler would run, after every hook and validation before it (app-level
+  // and route-level onRequest, preParsing, preValidation, schema validation, preHandler), so a
+  // request that any of them refuses never gets a cached response. The capture in onSend, added
+  // after the route's own onSend hooks, sees the final headers (a Set-Cookie added by a later
+  // onSend hook keeps the response out of the cache).
+  fastify.addHook('onRoute', function (this: FastifyInstance, route: RouteOptions) {
     const ttl = routeTtl(route.config?.dogpile, guard.options.ttl, `${String(route.method)} ${route.url}`);
     if (ttl === false) return;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('GET') && !methods.includes('HEAD')) return;
+
     // The HEAD route Fastify adds for a GET route runs the GET handler; its last onSend hook
     // drops the payload, so the capture goes just before it. A HEAD that misses there leads
     // like a GET. A route with its own HEAD handler answers HEAD itself and stores nothing.
     const exposedHead = !methods.includes('GET') && isExposedHeadRoute(route.onSend);
     const headAsGet = methods.includes('GET') || exposedHead;
 
-    const onRequest = function (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      let plan;
-      try {
-        plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl);
-      } catch (error) {
-        done(error as Error);
-        return;
-      }
-      if (plan === undefined) {
-        done();
-        return;
-      }
-      guard.handle(plan, {
-        headAsGet,
-        proceed(capture) {
-          reply.header('x-cache', 'MISS');
-          if (capture) {
-            captures.set(request, capture);
-            watchClientGone(reply.raw, capture);
-          }
-          done();
-        },
-        serve(response) {
-          reply.code(response.status).headers(response.headerObject).header('x-cache', response.xCache).header('age', String(response.age));
-          reply.send(response.body);
-        },
-        fail(error) {
-          done(error as Error);
-        },
+    // Bound as Fastify binds a handler: to the instance the route is declared on, this one.
+    const handler = (route.handler as RouteHandler).bind(this);
+    const guarded = function (request: FastifyRequest, reply: FastifyReply): unknown {
+      // Throws only for a bad `key` result; Fastify sends a handler's throw to its error handler.
+      const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl);
+      if (plan === undefined) return handler(request, reply);
+      // Resolving with the reply (a thenable that settles once the response is sent) tells
+      // Fastify the response is handled; with a value, Fastify sends it, as for an async handler.
+      return new Promise<unknown>((resolve, reject) => {
+        guard.handle(plan, {
+          headAsGet,
+          proceed(capture) {
+            reply.header('x-cache', 'MISS');
+            if (capture) {
+              captures.set(request, capture);
+              watchClientGone(reply.raw, capture);
+            }
+            let result: unknown;
+            try {
+              result = handler(request, reply);
+            } catch (error) {
+              reject(error);
+              return;
+            }
+            // A handler returning nothing sent (or will send) the response through `reply`.
+            resolve(result === undefined ? reply : result);
+          },
+          serve(response) {
+            reply.code(response.status).headers(response.headerObject).header('x-cache', response.xCache).header('age', String(response.age));
+            reply.send(response.body);
+            // Sent already unless an async onSend hook is still running: then wait for it.
+            resolve(reply.sent ? undefined : reply);
+          },
+          fail: reject,
+        });
       });
     };
 
@@ -126,7 +136,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       done(null, capturePayload(capture, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders, payload));
     };
 
-    route.onRequest = appendHook(route.onRequest, onRequest as RouteHook) as RouteOptions['onRequest'];
+    route.handler = guarded as RouteOptions['handler'];
     route.onSend = (exposedHead ? insertBeforeLastHook(route.onSend, onSend as RouteHook) : appendHook(route.onSend, onSend as RouteHook)) as RouteOptions['onSend'];
   });
 
