@@ -20,8 +20,10 @@ export function invalidationTargets(method: string, status: number, requestUrl: 
   const add = (url: string) => {
     if (!targets.includes(url)) targets.push(url);
   };
-  // The request URL as the cache key saw it (raw origin-form); an absolute form is reduced to its path.
-  add(requestUrl.startsWith('/') || !base ? stripFragment(requestUrl) : base.pathname + base.search);
+  // The request URL as the cache key saw it (raw origin-form); an absolute form is reduced to
+  // its path, and one naming another host invalidates nothing here.
+  if (requestUrl.startsWith('/')) add(stripFragment(requestUrl));
+  else if (base) add(base.pathname + base.search);
   if (!base) return targets;
   for (const field of ['location', 'content-location']) {
     const value = singletonField(responseHeaders, field).value;
