@@ -31,7 +31,8 @@ export class CacheDirectives {
    * A delta-seconds argument (`max-age`, `s-maxage`, `stale-while-revalidate`...):
    * - undefined when the directive is absent;
    * - `'invalid'` when an occurrence has no argument or one that is not `1*DIGIT` (a sign, a
-   *   fraction, a negative number, letters), or when it occurs several times with different
+   *   fraction, a negative number, letters, whitespace around `=`, single quotes), or when it
+   *   occurs several times with different
    *   values. RFC 9111 §4.2.1 lets a cache use the first occurrence or consider the response
    *   stale; this cache does the latter, the most restrictive reading, so that neither
    *   `max-age=1, max-age=3600` nor `max-age=3600, max-age=1` is served fresh for an hour;
@@ -76,7 +77,7 @@ export class CacheDirectives {
 
 function deltaSeconds(v: DirectiveValue): number | undefined {
   if (v === true) return undefined;
-  const s = v.trim();
+  const s = v.replace(/[ \t]+$/, '');
   if (!/^[0-9]+$/.test(s)) return undefined;
   const digits = s.replace(/^0+(?=\d)/, '');
   if (digits.length > 10) return MAX_DELTA_SECONDS;
@@ -106,13 +107,22 @@ function parseLine(s: string, map: Map<string, DirectiveValue[]>): void {
     if (i >= n) break;
     let j = i;
     while (j < n && s[j] !== ',' && s[j] !== '=') j++;
-    const name = s.slice(i, j).trim().toLowerCase();
+    const rawName = s.slice(i, j);
+    const name = rawName.trim().toLowerCase();
     let value: DirectiveValue = true;
     i = j;
     if (s[i] === '=') {
       i++;
+      // The grammar has no whitespace around "=": `max-age =60` and `max-age= 60` are kept with
+      // a leading space, which no argument accessor accepts (the directive is then invalid).
+      const spaced = /[ \t]$/.test(rawName) || s[i] === ' ' || s[i] === '\t';
       while (i < n && (s[i] === ' ' || s[i] === '\t')) i++;
-      if (s[i] === '"') {
+      if (spaced) {
+        let k = i;
+        while (k < n && s[k] !== ',') k++;
+        value = ` ${s.slice(i, k).trim()}`;
+        i = k;
+      } else if (s[i] === '"') {
         i++;
         let text = '';
         while (i < n && s[i] !== '"') {
@@ -171,9 +181,10 @@ export function selectCacheDirectives(headers: HeaderBag): { directives: CacheDi
 /**
  * Parse a targeted field (RFC 9213 §2.1) as a Structured Fields Dictionary; undefined when it is
  * empty or not a valid Dictionary (upper-case names, `max-age = 5`, unbalanced quotes...).
- * Members map to directives: an Integer or Decimal becomes its text (a negative or fractional
- * `max-age` is then invalid, which makes the response stale), a String or Token its text,
- * `?1` or a bare key `true`, an Inner List of Strings/Tokens a comma-joined field list
+ * A known directive with a value of the wrong type (`max-age="60"`, `max-age=-5`,
+ * `max-age=1.5`, `no-store=1`) also makes the field invalid (RFC 9213 §2.1).
+ * Members map to directives: an Integer becomes its text, a String or Token its text, `?1` or
+ * a bare key `true`, an Inner List of Strings/Tokens a comma-joined field list
  * (`no-cache=("a" "b")`); a member set to `?0` is absent. Parameters are ignored.
  * A repeated key keeps its last value (RFC 8941 §4.2.2).
  */
@@ -182,14 +193,43 @@ export function parseTargetedField(value: string | readonly string[]): CacheDire
   const dict = parseSfDictionary(text);
   if (!dict || dict.size === 0) return undefined;
   const map = new Map<string, DirectiveValue[]>();
-  for (const [k, v] of dict) if (v !== false) map.set(k, [v]);
+  for (const [name, member] of dict) {
+    if (!memberTypeFits(name, member)) return undefined;
+    if (member.value !== false) map.set(name, [member.value]);
+  }
   return new CacheDirectives(map);
 }
 
-/** A minimal RFC 8941 Dictionary parser: the member values as directive values, or undefined on any syntax error. */
-function parseSfDictionary(input: string): Map<string, DirectiveValue | false> | undefined {
+/** Directives whose argument is a non-negative Integer (delta-seconds) in a targeted field. */
+const INTEGER_DIRECTIVES = new Set(['max-age', 's-maxage', 'stale-while-revalidate', 'stale-if-error']);
+/** Directives without an argument: a Boolean in a targeted field. */
+const BOOLEAN_DIRECTIVES = new Set(['no-store', 'must-revalidate', 'proxy-revalidate', 'public', 'no-transform', 'immutable', 'must-understand']);
+
+/**
+ * RFC 9213 §2.1: the types of known directives are inferred from RFC 9111 and values that
+ * violate them are not consumed (a `max-age` of `"60"`, `-5` or `1.5`). This cache then ignores
+ * the whole field, falling back to the next one, rather than guess at a part of it.
+ */
+function memberTypeFits(name: string, member: SfMember): boolean {
+  if (INTEGER_DIRECTIVES.has(name)) return member.type === 'integer' && !String(member.value).startsWith('-');
+  if (BOOLEAN_DIRECTIVES.has(name)) return member.type === 'boolean';
+  if (name === 'no-cache' || name === 'private') return member.type === 'boolean' || member.type === 'string' || member.type === 'inner-list';
+  return true;
+}
+
+type SfType = 'integer' | 'decimal' | 'string' | 'token' | 'boolean' | 'bytes' | 'inner-list';
+
+/** A Dictionary member as a directive value, with the Structured Fields type it had. */
+interface SfMember {
+  type: SfType;
+  value: DirectiveValue | false;
+}
+
+/** A minimal RFC 8941 Dictionary parser: the members, or undefined on any syntax error. */
+function parseSfDictionary(input: string): Map<string, SfMember> | undefined {
   const s = input.replace(/^ +| +$/g, '');
-  const out = new Map<string, DirectiveValue | false>();
+  const out = new Map<string, SfMember>();
+  let lastType: SfType = 'boolean';
   let i = 0;
   const n = s.length;
   const isLcalpha = (c: string | undefined) => c !== undefined && c >= 'a' && c <= 'z';
@@ -210,6 +250,7 @@ function parseSfDictionary(input: string): Map<string, DirectiveValue | false> |
       if (m[1] !== undefined && m[0].replace(/^-/, '').indexOf('.') > 12) return undefined;
       i += m[0].length;
       if (isDigit(s[i]) || s[i] === '.') return undefined;
+      lastType = m[1] === undefined ? 'integer' : 'decimal';
       return m[0];
     }
     if (c === '"') {
@@ -226,6 +267,7 @@ function parseSfDictionary(input: string): Map<string, DirectiveValue | false> |
         }
         if (ch === '"') {
           i++;
+          lastType = 'string';
           return text;
         }
         const code = ch.charCodeAt(0);
@@ -239,11 +281,13 @@ function parseSfDictionary(input: string): Map<string, DirectiveValue | false> |
       const start = i;
       i++;
       while (i < n && TCHAR.test(s[i]!)) i++;
+      lastType = 'token';
       return s.slice(start, i);
     }
     if (c === '?') {
       if (s[i + 1] === '1' || s[i + 1] === '0') {
         i += 2;
+        lastType = 'boolean';
         return s[i - 1] === '1';
       }
       return undefined;
@@ -252,6 +296,7 @@ function parseSfDictionary(input: string): Map<string, DirectiveValue | false> |
       const m = /^:[A-Za-z0-9+/=]*:/.exec(s.slice(i));
       if (!m) return undefined;
       i += m[0].length;
+      lastType = 'bytes';
       return m[0];
     }
     return undefined;
@@ -290,24 +335,24 @@ function parseSfDictionary(input: string): Map<string, DirectiveValue | false> |
   while (i < n) {
     const key = parseKey();
     if (key === undefined) return undefined;
-    let value: DirectiveValue | false = true;
+    let member: SfMember = { type: 'boolean', value: true };
     if (s[i] === '=') {
       i++;
       if (s[i] === '(') {
         const list = parseInnerList();
         if (list === undefined) return undefined;
-        value = list;
+        member = { type: 'inner-list', value: list };
       } else {
         const item = parseBareItem();
         if (item === undefined) return undefined;
-        value = item;
+        member = { type: lastType, value: item };
         if (!parseParameters()) return undefined;
       }
     } else if (!parseParameters()) {
       return undefined;
     }
     out.delete(key); // the last occurrence wins and takes the last position
-    out.set(key, value);
+    out.set(key, member);
     while (s[i] === ' ' || s[i] === '\t') i++;
     if (i >= n) return out;
     if (s[i] !== ',') return undefined;
