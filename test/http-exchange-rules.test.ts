@@ -101,6 +101,31 @@ describe('revalidation with the handler (RFC 9111 §4.3.1, §4.3.4)', () => {
       'x-new': '2',
     });
   });
+  it('§3.2: the representation metadata and security headers of a 304 replace the stored ones', () => {
+    const stored = {
+      'content-type': 'text/plain',
+      'content-location': '/foo',
+      'content-md5': 'rL0Y20zC+Fzt72VPzMSk2A==',
+      'content-security-policy': "default-src 'self'",
+      'x-frame-options': 'deny',
+      expires: date(1),
+      'cache-control': 'max-age=1',
+      'last-modified': date(-86_400),
+    };
+    const of304 = {
+      'content-type': 'text/plain;charset=utf-8',
+      'content-location': '/bar',
+      'content-md5': 'N7UdGUp1E+RbVvZSTy1R8g==',
+      'content-security-policy': "default-src 'self' cdn.example.com",
+      'x-frame-options': 'sameorigin',
+      expires: date(3600),
+      'cache-control': 'max-age=3600',
+      'last-modified': date(-86_400),
+    };
+    expect(mergeNotModified(stored, of304)).toEqual(of304);
+    // A 304 that omits a header keeps the stored one.
+    expect(mergeNotModified({ ...stored, 'test-header': 'A' }, { 'last-modified': date(-86_400) })).toMatchObject({ 'test-header': 'A' });
+  });
   it('§4.3.4: a 304 whose validator names another representation does not update the stored one', () => {
     expect(mergeNotModified({ etag: '"v1"' }, { etag: '"v2"' })).toBeUndefined();
     expect(mergeNotModified({ etag: 'W/"v1"' }, { etag: 'W/"v2"' })).toBeUndefined();
@@ -218,7 +243,7 @@ describe('Cache-Status (RFC 9211)', () => {
 
 describe('invalidation on writes (RFC 9111 §4.4)', () => {
   it('§4.4: a 2xx or 3xx to an unsafe method invalidates the request URL', () => {
-    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'PURGE', 'post']) {
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'M-SEARCH', 'PURGE', 'post']) {
       expect(invalidationTargets(method, 200, '/items/1?x=1', 'api.example', {}), method).toEqual(['/items/1?x=1']);
     }
     expect(invalidationTargets('POST', 204, '/a', 'h', {})).toEqual(['/a']);

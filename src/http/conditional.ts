@@ -148,7 +148,9 @@ const NOT_UPDATED = new Set([
  * weak one that does not match, or it has a `Last-Modified` different from the stored one
  * while neither has an `ETag`. Otherwise every field of the 304 replaces the stored one of the
  * same name, except those in NOT_UPDATED and those the `Connection` header names; the others
- * are kept. Names lower-case; the stored order is kept, new fields come last.
+ * are kept. Names lower-case; the stored order is kept, new fields come last. The response
+ * sent to the request that triggered the revalidation is this plus the 304's own `Set-Cookie`
+ * (passed on to that client only, never stored).
  */
 export function mergeNotModified(storedHeaders: HeaderBag, headersOf304: HeaderBag): Record<string, string | string[]> | undefined {
   if (!selects(storedHeaders, headersOf304)) return undefined;
