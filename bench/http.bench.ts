@@ -14,7 +14,7 @@
  */
 import http from 'node:http';
 import os from 'node:os';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 import { AppProcess, measureHits, request as requestOnce, type HitRun, type Reply } from './lib/app-process.js';

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 import type { Lib } from './lock-worker.js';

@@ -9,7 +9,7 @@
  * - hits: requests per second on a warm key, with autocannon (50 connections).
  */
 import os from 'node:os';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 import { AppProcess, measureHits, request, type HitRun } from './lib/app-process.js';

@@ -3,7 +3,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
 import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
 
 interface CallResult {
@@ -16,18 +16,16 @@ interface CallResult {
   causeName?: string;
 }
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 let keyN = 0;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
 });
 afterEach(killAllWorkers);
 afterAll(async () => {
   await killAllWorkers();
-  await server.stop();
 });
 
 async function startWorkers(count: number, config: Record<string, unknown>): Promise<Worker[]> {

@@ -3,19 +3,15 @@
  * on the embedded default and on a throwaway Redis, with real HTTP requests; then it is
  * stopped with a signal and must exit by itself with code 0. (Type-checking is `tsc -p .`.)
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { afterAll, describe, expect, test } from 'vitest';
+import { useRedis } from './support/use-redis.js';
 import { countXCache, get, killAllScripts, runScript, runToEnd, type Reply, type Running } from './fixtures/examples-process.js';
 
 const LISTENING = /listening on http:\/\/127\.0\.0\.1:(\d+)/;
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
+const redis = useRedis();
 afterAll(async () => {
   await killAllScripts();
-  await redis?.stop();
 });
 
 let runCounter = 0;

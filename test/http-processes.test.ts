@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
 import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
 import { fetchReply, freshId, request, sleep, type Reply } from './fixtures/http-client.js';
 import type { Framework } from './fixtures/http-apps.js';
@@ -18,7 +18,7 @@ interface Server {
   port: number;
 }
 
-let redis: RedisServer;
+const redis = useRedis();
 let agent: http.Agent;
 let nonce = 0;
 const servers: Record<'express' | 'fastify', Server[]> = { express: [], fastify: [] };
@@ -70,7 +70,6 @@ function tally(replies: Reply[]): Record<string, number> {
 }
 
 beforeAll(async () => {
-  redis = await startRedis();
   agent = new http.Agent({ keepAlive: true, maxSockets: 600 });
   const started = await Promise.all([spawnServer('express'), spawnServer('express'), spawnServer('fastify'), spawnServer('fastify')]);
   servers.express = started.filter((s) => s.framework === 'express');
@@ -81,7 +80,6 @@ afterAll(async () => {
   agent?.destroy();
   await Promise.all([...servers.express, ...servers.fastify].map((s) => stop(s).catch(() => {})));
   await killAllWorkers();
-  await redis?.stop();
 });
 
 describe('HTTP adapters across processes sharing one Redis', () => {

@@ -3,19 +3,14 @@
  * cache's freshness hints or the HTTP Vary index grow with their length. Measured in a child
  * process with --expose-gc (heap after a full GC), on a real Redis and a real Express app.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { useRedis } from './support/use-redis.js';
 import { killAllWorkers, spawnWorker } from './support/processes.js';
 
-let server: RedisServer;
-
-beforeAll(async () => {
-  server = await startRedis();
-});
+const server = useRedis();
 afterEach(killAllWorkers);
 afterAll(async () => {
   await killAllWorkers();
-  await server.stop();
 });
 
 async function retainedBytes(mode: 'cache' | 'http', count: number, keyLength: number): Promise<number> {

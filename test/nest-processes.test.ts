@@ -6,22 +6,20 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
 import { freshRun, get, json, type Reply } from './fixtures/nest-client.js';
 
 const H = { host: 'api.example.test' };
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
 });
 
 afterAll(async () => {
   await killAllWorkers();
-  await server.stop();
 });
 
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);

@@ -9,7 +9,7 @@ import { cacheKeys } from '../src/core/key.js';
 import { defaultCacheKey } from '../src/http/cache-key.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { Cached } from '../src/nest/index.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
 import { startNestApp, type Platform, type RunningApp } from './fixtures/nest-app-module.js';
 import { freshRun, get, json, type Reply } from './fixtures/nest-client.js';
 import { rawRequest } from './fixtures/http-client.js';
@@ -17,17 +17,13 @@ import { rawRequest } from './fixtures/http-client.js';
 const HOST = 'shop.example.test';
 const H = { host: HOST };
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
 });
 
-afterAll(async () => {
-  await server.stop();
-});
 
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
 

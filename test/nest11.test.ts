@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
 import { freshRun, get, json } from './fixtures/nest-client.js';
 
 const execFileAsync = promisify(execFile);
@@ -35,7 +35,7 @@ interface App {
 }
 
 const children: ChildProcess[] = [];
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 let apps: App[] = [];
 
@@ -82,7 +82,6 @@ function startApp(prefix: string): Promise<App> {
 
 beforeAll(async () => {
   await prepareFixture();
-  server = await startRedis();
   redis = server.client();
   apps = await Promise.all([startApp('nest11'), startApp('nest11')]);
 }, 300_000);
@@ -90,7 +89,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   await Promise.all(apps.map((a) => a.exited));
-  await server?.stop();
 });
 
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
