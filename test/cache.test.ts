@@ -19,12 +19,12 @@ import {
 import { AbandonedLoad } from '../src/core/cache.js';
 import { useRedis } from './support/use-redis.js';
 import { startRedis } from '../tools/redis-server.js';
+import { sleep } from '../tools/basics.js';
 
 const server = useRedis();
 let redis: Redis;
 let n = 0;
 const uniq = (s: string) => `${s}-${++n}`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(() => {
   redis = server.client();

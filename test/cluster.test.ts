@@ -6,9 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { createCache, RedisLock } from '../src/index.js';
 import { startRedisCluster } from '../tools/redis-server.js';
 import { useRedisCluster } from './support/use-redis.js';
+import { sleep } from '../tools/basics.js';
 
 const cluster = useRedisCluster(3);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
 describe('on a Redis Cluster', () => {

@@ -6,13 +6,14 @@
 import { afterAll, describe, expect, test } from 'vitest';
 import { freePort } from '../tools/redis-server.js';
 import { useRedis } from './support/use-redis.js';
-import { killAllScripts, runToEnd } from './fixtures/examples-process.js';
+import { runToEnd } from './fixtures/examples-process.js';
+import { killAllChildren } from '../tools/child-process.js';
 
 const DEMO = 'demo/demo.ts';
 
 const redis = useRedis();
 afterAll(async () => {
-  await killAllScripts();
+  await killAllChildren();
 });
 
 /** The cells of every table row labelled `label`, in the order printed. */

@@ -5,16 +5,16 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { useRedis } from './support/use-redis.js';
-import { killAllWorkers, spawnWorker } from './support/processes.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
 
 const server = useRedis();
-afterEach(killAllWorkers);
+afterEach(killAllChildren);
 afterAll(async () => {
-  await killAllWorkers();
+  await killAllChildren();
 });
 
 async function retainedBytes(mode: 'cache' | 'http', count: number, keyLength: number): Promise<number> {
-  const worker = spawnWorker('test/fixtures/key-memory.ts', [JSON.stringify({ url: server.url, mode, count, keyLength })], ['--expose-gc']);
+  const worker = NodeChild.tsx('test/fixtures/key-memory.ts', [JSON.stringify({ url: server.url, mode, count, keyLength })], { nodeArgs: ['--expose-gc'] });
   const line = await worker.waitFor((l) => l.startsWith('{'), 170_000);
   await worker.exited;
   const { retained } = JSON.parse(line) as { retained: number };

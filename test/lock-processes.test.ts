@@ -15,7 +15,8 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLock, Subscriber, lockKeys } from '../src/index.js';
 import { useRedis } from './support/use-redis.js';
-import { JsonChild, type Message } from './support/json-child.js';
+import { JsonChild, type Message } from '../tools/child-process.js';
+import { sleep } from '../tools/basics.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const root = path.join(fixtures, '..', '..');
@@ -74,7 +75,6 @@ function findOverlaps(byProcess: [number, number][][]): { a: number; b: number; 
 }
 
 const now = () => performance.timeOrigin + performance.now();
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const server = useRedis();
 let redis: Redis;

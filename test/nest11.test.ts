@@ -20,7 +20,8 @@ import { promisify } from 'node:util';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRedis } from './support/use-redis.js';
-import { freshRun, get, json } from './fixtures/nest-client.js';
+import { freshId } from '../tools/basics.js';
+import { get, json } from '../tools/http-client.js';
 
 const execFileAsync = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -113,7 +114,7 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('two instances on one Redis: 300 concurrent requests to a cold 200 ms route run the handler once', async () => {
-    const run = freshRun();
+    const run = freshId();
     const replies = await Promise.all(Array.from({ length: 300 }, (_, i) => get(apps[i % 2]!.port, `/stampede?run=${run}`, H)));
     expect(await count('stampede', run)).toBe(1);
     expect(replies.every((r) => r.status === 200)).toBe(true);
@@ -123,7 +124,7 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('caches, passes Authorization through, sends errors as Nest does, skips StreamableFile', async () => {
-    const run = freshRun();
+    const run = freshId();
     const [a, b] = apps;
     const first = await get(a!.port, `/items?run=${run}`, H);
     const second = await get(b!.port, `/items?run=${run}`, H);
@@ -146,13 +147,13 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('injects the DogpileCache by its type and caches @Cached provider methods', async () => {
-    const run = freshRun();
+    const run = freshId();
     const d1 = json(await get(apps[0]!.port, `/direct?run=${run}`, H));
     const d2 = json(await get(apps[1]!.port, `/direct?run=${run}`, H));
     expect(d1).toEqual({ run, n: 1 });
     expect(d2).toEqual(d1);
 
-    const sku = freshRun('sku');
+    const sku = freshId('sku');
     const quotes = await Promise.all(Array.from({ length: 10 }, (_, i) => get(apps[i % 2]!.port, `/quote?sku=${sku}`, H)));
     expect(quotes.map((r) => json(r))).toEqual(Array.from({ length: 10 }, () => ({ sku, n: 1 })));
   });
