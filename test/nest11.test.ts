@@ -11,10 +11,9 @@
  *
  * Needs the build (`npm run build`; `npm test` builds first).
  */
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Redis } from 'ioredis';
@@ -22,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRedis } from './support/use-redis.js';
 import { freshId } from '../tools/basics.js';
 import { get, json } from '../tools/http-client.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
 
 const execFileAsync = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -29,13 +29,12 @@ const fixture = path.join(root, 'test', 'fixtures', 'nest11');
 const H = { host: 'api.example.test' };
 
 interface App {
-  child: ChildProcess;
+  child: NodeChild;
   lines: string[];
   port: number;
   exited: Promise<number | null>;
 }
 
-const children: ChildProcess[] = [];
 const server = useRedis();
 let redis: Redis;
 let apps: App[] = [];
@@ -56,29 +55,10 @@ async function prepareFixture(): Promise<void> {
   cpSync(path.join(root, 'dist'), path.join(target, 'dist'), { recursive: true });
 }
 
-function startApp(prefix: string): Promise<App> {
-  const child = spawn(process.execPath, [path.join(fixture, 'app.js'), server.url, prefix], { cwd: fixture, stdio: ['pipe', 'pipe', 'pipe'] });
-  children.push(child);
-  const lines: string[] = [];
-  let stderr = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  child.stderr!.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the Nest 11 app did not start in 45 s:\n${lines.join('\n')}\n${stderr}`)), 45_000);
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(line);
-      if (line.startsWith('listening ')) {
-        clearTimeout(timer);
-        resolve({ child, lines, port: Number(line.split(' ')[1]), exited });
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`the Nest 11 app exited (${code}) before listening:\n${lines.join('\n')}\n${stderr}`));
-    });
-  });
+async function startApp(prefix: string): Promise<App> {
+  const child = new NodeChild('the Nest 11 app', [path.join(fixture, 'app.js'), server.url, prefix], { cwd: fixture });
+  const line = await child.waitFor((l) => l.startsWith('listening '), 45_000);
+  return { child, lines: child.lines, port: Number(line.split(' ')[1]), exited: child.exited.then((exit) => exit.code) };
 }
 
 beforeAll(async () => {
@@ -88,7 +68,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await killAllChildren();
   await Promise.all(apps.map((a) => a.exited));
 });
 
@@ -159,7 +139,7 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('a closed app exits by itself', async () => {
-    for (const app of apps) app.child.stdin!.write('close\n');
+    for (const app of apps) app.child.write('close\n');
     const codes = await Promise.all(
       apps.map(async (app) => {
         let timer: NodeJS.Timeout | undefined;
