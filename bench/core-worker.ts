@@ -20,7 +20,7 @@ import { createRequire } from 'node:module';
 import v8 from 'node:v8';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../tools/basics.js';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { createCache as createAcd } from 'async-cache-dedupe';

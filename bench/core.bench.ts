@@ -13,19 +13,14 @@
  * `CORE_BENCH_ONLY=dogpile,acd npm run bench -- core` restricts the stampedes to some
  * contenders (for investigation; the section then lacks the others).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../tools/basics.js';
 import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.join(here, '..');
+import { NodeChild, root } from '../tools/child-process.js';
 
 // --- contenders ---------------------------------------------------------------------------
 
@@ -83,59 +78,39 @@ interface WorkerMsg {
   [k: string]: unknown;
 }
 
-class Worker {
-  private readonly child: ChildProcess;
+/** A `bench/core-worker.ts` process: commands on stdin, `@@ {json}` messages on stdout. */
+class Worker extends NodeChild {
   private readonly inbox: WorkerMsg[] = [];
-  private waiter: (() => void) | undefined;
-  private stderr = '';
-  readonly exited: Promise<number | null>;
 
   constructor(url: string) {
-    this.child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join('bench', 'core-worker.ts'), url], {
-      cwd: root,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
-    createInterface({ input: this.child.stdout! }).on('line', (line) => {
-      if (!line.startsWith('@@ ')) return;
-      this.inbox.push(JSON.parse(line.slice(3)) as WorkerMsg);
-      this.waiter?.();
-    });
-    this.child.stderr!.on('data', (chunk: Buffer) => {
-      this.stderr = (this.stderr + chunk.toString()).slice(-4000);
-    });
+    super('core worker', ['--expose-gc', '--import', 'tsx', path.join(root, 'bench', 'core-worker.ts'), url]);
+  }
+
+  protected override onLine(line: string): void {
+    if (line.startsWith('@@ ')) this.inbox.push(JSON.parse(line.slice(3)) as WorkerMsg);
   }
 
   get pid(): number | undefined {
-    return this.child.pid;
+    return this.proc.pid;
   }
 
   send(msg: Record<string, unknown>): void {
-    this.child.stdin!.write(`${JSON.stringify(msg)}\n`);
+    this.write(`${JSON.stringify(msg)}\n`);
   }
 
   /** The next message; rejects on an `error` message, on exit, or after `timeoutMs`. */
-  async next(ev: string, timeoutMs: number): Promise<WorkerMsg> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const msg = this.inbox.shift();
-      if (msg) {
+  next(ev: string, timeoutMs: number): Promise<WorkerMsg> {
+    return this.until(
+      `"${ev}" from worker ${this.pid}`,
+      () => {
+        const msg = this.inbox.shift();
+        if (msg === undefined) return undefined;
         if (msg.ev === 'error') throw new Error(`worker ${this.pid}: ${String(msg.message)}`);
         if (msg.ev !== ev) throw new Error(`worker ${this.pid}: expected ${ev}, got ${msg.ev}`);
         return msg;
-      }
-      if (this.child.exitCode !== null) throw new Error(`worker ${this.pid} exited (${this.child.exitCode}): ${this.stderr}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`worker ${this.pid}: no ${ev} within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, Math.min(left, 200));
-        this.waiter = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-      this.waiter = undefined;
-    }
+      },
+      timeoutMs,
+    );
   }
 
   async request(msg: Record<string, unknown>, ev: string, timeoutMs: number): Promise<WorkerMsg> {
@@ -144,18 +119,10 @@ class Worker {
   }
 
   /** Asks the worker to exit; kills it (this child only) if it has not exited in 10 s. */
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    this.child.stdin!.end(`${JSON.stringify({ op: 'exit' })}\n`);
-    const code = await Promise.race([this.exited, sleep(10_000).then(() => 'timeout' as const)]);
-    if (code === 'timeout') {
-      this.child.kill('SIGKILL');
-      await this.exited;
-    }
-  }
-
-  kill(): void {
-    if (this.child.exitCode === null) this.child.kill('SIGKILL');
+  async finish(): Promise<void> {
+    if (!this.running) return;
+    this.send({ op: 'exit' });
+    await this.endInput(10_000);
   }
 }
 
@@ -448,7 +415,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
     }
     counter.close();
     counter = undefined;
-    await Promise.all(workers.map((w) => w.stop()));
+    await Promise.all(workers.map((w) => w.finish()));
     workers.length = 0;
     const stampedeSeconds = (Date.now() - started) / 1000;
 
@@ -488,7 +455,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
       ctx.log(`hit path repeat ${r + 1}/${repeats} done`);
     }
     const serverStats = commandStats(String(await control.info('commandstats')));
-    await hitWorker.stop();
+    await hitWorker.finish();
     workers.length = 0;
     const hitSeconds = (Date.now() - hitStarted) / 1000;
 

@@ -14,10 +14,11 @@
  */
 import http from 'node:http';
 import os from 'node:os';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
-import { AppProcess, measureHits, request as requestOnce, type HitRun, type Reply } from './lib/app-process.js';
+import { fetchReply, type Reply } from '../tools/http-client.js';
+import { AppProcess, measureHits, type HitRun } from './lib/app-process.js';
 
 
 
@@ -81,7 +82,7 @@ function newApp(contender: ContenderId, redisUrl: string): AppProcess {
 const HOST_HEADER = 'shop.example';
 
 function request(port: number, urlPath: string, agent: http.Agent | false = false): Promise<Reply> {
-  return requestOnce(port, urlPath, { agent, host: HOST_HEADER });
+  return fetchReply(port, urlPath, { agent, headers: { host: HOST_HEADER }, timeoutMs: 30_000 });
 }
 
 // --- measurements ---------------------------------------------------------------------------
@@ -106,7 +107,7 @@ async function stampede(redis: RedisServer, ports: number[], id: string): Promis
       runs: Number((await redis.command('GET', `runs:${id}`)) ?? 0),
       latencies: ok.map((r) => r.ms),
       failed: STAMPEDE_REQUESTS - ok.length,
-      distinctBodies: new Set(ok.map((r) => r.body)).size,
+      distinctBodies: new Set(ok.map((r) => r.text)).size,
     };
   } finally {
     agent.destroy();
@@ -165,7 +166,7 @@ async function fastifyHits(ctx: BenchContext): Promise<string> {
       ...rows,
     ].join('\n');
   } finally {
-    await Promise.all([...apps.values()].map((a) => a.stop()));
+    await Promise.all([...apps.values()].map((a) => a.endInput()));
     await redis.stop();
   }
 }
@@ -324,7 +325,7 @@ export default async function httpBench(ctx: BenchContext): Promise<string> {
         'With the cache on Redis (no `l1`), every dogpile-guard hit costs one round trip to Redis (a plain `GET` once the process has seen the entry), on the same two cores as the app and the load generator.',
     ].join('\n');
   } finally {
-    await Promise.all(apps.map((a) => a.stop()));
+    await Promise.all(apps.map((a) => a.endInput()));
     await redis.stop();
   }
 }

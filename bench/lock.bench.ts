@@ -8,11 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 import type { Lib } from './lock-worker.js';
-import { JsonChild } from '../test/support/json-child.js';
+import { JsonChild } from '../tools/child-process.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const LIBS: Lib[] = ['dogpile-guard', 'redlock', 'redis-semaphore'];

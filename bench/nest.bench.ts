@@ -9,10 +9,11 @@
  * - hits: requests per second on a warm key, with autocannon (50 connections).
  */
 import os from 'node:os';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { median, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
-import { AppProcess, measureHits, request, type HitRun } from './lib/app-process.js';
+import { fetchReply, type Reply } from '../tools/http-client.js';
+import { AppProcess, measureHits, type HitRun } from './lib/app-process.js';
 
 
 
@@ -29,6 +30,10 @@ const STAMPEDE_REQUESTS = 300;
 const HIT_CONNECTIONS = 50;
 
 // --- the app processes ----------------------------------------------------------------------
+
+function request(port: number, urlPath: string): Promise<Reply> {
+  return fetchReply(port, urlPath, { timeoutMs: 30_000 });
+}
 
 /** The app of contender `contender` in its own process. */
 function newApp(contender: ContenderId, redisUrl: string): AppProcess {
@@ -47,12 +52,12 @@ interface StampedeRun {
 async function stampede(port: number, id: string): Promise<StampedeRun> {
   const settled = await Promise.allSettled(Array.from({ length: STAMPEDE_REQUESTS }, () => request(port, `/product?id=${id}`)));
   const ok = settled.flatMap((s) => (s.status === 'fulfilled' && s.value.status === 200 ? [s.value] : []));
-  const runs = JSON.parse((await request(port, `/runs?id=${id}`)).body) as { runs: number };
+  const runs = JSON.parse((await request(port, `/runs?id=${id}`)).text) as { runs: number };
   return {
     runs: runs.runs,
     latencies: ok.map((r) => r.ms),
     failed: STAMPEDE_REQUESTS - ok.length,
-    distinctBodies: new Set(ok.map((r) => r.body)).size,
+    distinctBodies: new Set(ok.map((r) => r.text)).size,
   };
 }
 
@@ -109,7 +114,7 @@ export default async function nestBench(ctx: BenchContext): Promise<string> {
 
     return report(cold, warm, { stampedeRepeats, hitRepeats, hitSeconds, seconds: (Date.now() - started) / 1000, load: [load0, os.loadavg()[0]!] });
   } finally {
-    await Promise.all(apps.map((a) => a.stop()));
+    await Promise.all(apps.map((a) => a.endInput()));
     await redis.stop();
   }
 }

@@ -3,8 +3,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
+import { useRedis } from './support/use-redis.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
 
 interface CallResult {
   ok: boolean;
@@ -16,22 +16,20 @@ interface CallResult {
   causeName?: string;
 }
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 let keyN = 0;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
 });
-afterEach(killAllWorkers);
+afterEach(killAllChildren);
 afterAll(async () => {
-  await killAllWorkers();
-  await server.stop();
+  await killAllChildren();
 });
 
-async function startWorkers(count: number, config: Record<string, unknown>): Promise<Worker[]> {
-  const workers = Array.from({ length: count }, () => spawnWorker('test/fixtures/cache-worker.ts', [JSON.stringify({ url: server.url, ...config })]));
+async function startWorkers(count: number, config: Record<string, unknown>): Promise<NodeChild[]> {
+  const workers = Array.from({ length: count }, () => NodeChild.tsx('test/fixtures/cache-worker.ts', [JSON.stringify({ url: server.url, ...config })]));
   await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
   return workers;
 }
@@ -47,7 +45,7 @@ function diff(after: Record<string, number>, before: Record<string, number>): Re
   return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
 }
 
-async function results(w: Worker, timeoutMs = 40_000): Promise<CallResult[]> {
+async function results(w: NodeChild, timeoutMs = 40_000): Promise<CallResult[]> {
   const line = await w.waitFor((l) => l.startsWith('{'), timeoutMs);
   return (JSON.parse(line) as { results: CallResult[] }).results;
 }
@@ -57,7 +55,7 @@ describe('getOrCompute across processes', () => {
     const key = `cold-${++keyN}`;
     const workers = await startWorkers(8, { key, concurrency: 100, loaderMs: 200 });
     const before = await commandCalls();
-    for (const w of workers) w.send('go\n');
+    for (const w of workers) w.write('go\n');
     const all = (await Promise.all(workers.map((w) => results(w)))).flat();
     const used = diff(await commandCalls(), before);
     // Per process: one lookup (lead or wait); waiters subscribe and look once more; the leader
@@ -82,7 +80,7 @@ describe('getOrCompute across processes', () => {
   it('a 5 s loader with a 1 s lock TTL still runs exactly once, with no waiter errors', async () => {
     const key = `slow-${++keyN}`;
     const workers = await startWorkers(4, { key, concurrency: 25, loaderMs: 5000, lockTtl: 1000 });
-    for (const w of workers) w.send('go\n');
+    for (const w of workers) w.write('go\n');
     const all = (await Promise.all(workers.map((w) => results(w)))).flat();
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(all).toHaveLength(100);
@@ -94,7 +92,7 @@ describe('getOrCompute across processes', () => {
     const key = `crash-${++keyN}`;
     const lockTtl = 1000;
     const workers = await startWorkers(4, { key, concurrency: 20, loaderMs: 1500, lockTtl });
-    for (const w of workers) w.send('go\n');
+    for (const w of workers) w.write('go\n');
     const leader = await Promise.race(workers.map((w) => w.waitFor((l) => l === 'leading 1').then(() => w)));
     const killedAt = Date.now();
     leader.kill('SIGKILL');
@@ -112,7 +110,7 @@ describe('getOrCompute across processes', () => {
   it('a big value shared but not stored reaches the waiters of every process: the loader runs once', async () => {
     const key = `share-${++keyN}`;
     const workers = await startWorkers(4, { key, concurrency: 5, loaderMs: 500, share: true, inlineMax: 1024, padBytes: 200_000 });
-    for (const w of workers) w.send('go\n');
+    for (const w of workers) w.write('go\n');
     const all = (await Promise.all(workers.map((w) => results(w)))).flat();
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(all).toHaveLength(20);
@@ -129,7 +127,7 @@ describe('getOrCompute across processes', () => {
   it('a loader error reaches every waiter in every process, is not cached, and runs once', async () => {
     const key = `fail-${++keyN}`;
     const workers = await startWorkers(4, { key, concurrency: 25, loaderMs: 300, fail: true });
-    for (const w of workers) w.send('go\n');
+    for (const w of workers) w.write('go\n');
     const all = (await Promise.all(workers.map((w) => results(w)))).flat();
     expect(all).toHaveLength(100);
     expect(all.every((r) => !r.ok)).toBe(true);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import {
   createCache,
@@ -17,20 +17,17 @@ import {
   type CacheEvents,
 } from '../src/index.js';
 import { AbandonedLoad } from '../src/core/cache.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
+import { startRedis } from '../tools/redis-server.js';
+import { sleep } from '../tools/basics.js';
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 let n = 0;
 const uniq = (s: string) => `${s}-${++n}`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
-});
-afterAll(async () => {
-  await server.stop();
 });
 
 function record<E extends keyof CacheEvents>(cache: DogpileCache, event: E): CacheEvents[E][0][] {

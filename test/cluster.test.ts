@@ -2,19 +2,14 @@
  * The cache and the lock on a real 3-master Redis Cluster: every script touches keys of one
  * hash slot, announcements cross nodes, and resetAll scans every master.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCache, RedisLock } from '../src/index.js';
-import { startRedisCluster, type RedisTestCluster } from './support/redis-server.js';
+import { startRedisCluster } from '../tools/redis-server.js';
+import { useRedisCluster } from './support/use-redis.js';
+import { sleep } from '../tools/basics.js';
 
-let cluster: RedisTestCluster;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const cluster = useRedisCluster(3);
 
-beforeAll(async () => {
-  cluster = await startRedisCluster(3);
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
 
 describe('on a Redis Cluster', () => {
   it('coalesces a miss across two caches and serves keys from every slot', async () => {

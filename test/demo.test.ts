@@ -3,19 +3,17 @@
  * throwaway Redis for the multi-process part. Asserts on the numbers in its tables (origin
  * calls, answers, X-Cache outcomes), never on timings.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freePort, startRedis, type RedisServer } from './support/redis-server.js';
-import { killAllScripts, runToEnd } from './fixtures/examples-process.js';
+import { afterAll, describe, expect, test } from 'vitest';
+import { freePort } from '../tools/redis-server.js';
+import { useRedis } from './support/use-redis.js';
+import { runToEnd } from './fixtures/examples-process.js';
+import { killAllChildren } from '../tools/child-process.js';
 
 const DEMO = 'demo/demo.ts';
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
+const redis = useRedis();
 afterAll(async () => {
-  await killAllScripts();
-  await redis?.stop();
+  await killAllChildren();
 });
 
 /** The cells of every table row labelled `label`, in the order printed. */

@@ -3,26 +3,21 @@
  * on the embedded default and on a throwaway Redis, with real HTTP requests; then it is
  * stopped with a signal and must exit by itself with code 0. (Type-checking is `tsc -p .`.)
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { countXCache, get, killAllScripts, runScript, runToEnd, type Reply, type Running } from './fixtures/examples-process.js';
+import { afterAll, describe, expect, test } from 'vitest';
+import { useRedis } from './support/use-redis.js';
+import { countXCache, runScript, runToEnd } from './fixtures/examples-process.js';
+import { killAllChildren, type NodeChild } from '../tools/child-process.js';
+import { get, json, type Reply } from '../tools/http-client.js';
+import { freshId } from '../tools/basics.js';
 
 const LISTENING = /listening on http:\/\/127\.0\.0\.1:(\d+)/;
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
+const redis = useRedis();
 afterAll(async () => {
-  await killAllScripts();
-  await redis?.stop();
+  await killAllChildren();
 });
 
-let runCounter = 0;
-/** A resource id no other test (or earlier run on the same Redis) has asked for. */
-const fresh = (label: string) => `${label}-${process.pid}-${Date.now().toString(36)}-${++runCounter}`;
-
-async function startServer(file: string, env: Record<string, string>): Promise<{ app: Running; port: number }> {
+async function startServer(file: string, env: Record<string, string>): Promise<{ app: NodeChild; port: number }> {
   const app = runScript(file, [], { PORT: '0', ...env });
   const match = await app.waitFor(LISTENING);
   return { app, port: Number(match[1]) };
@@ -55,11 +50,11 @@ describe.each(SERVERS)('examples/$name', ({ file, signal }) => {
       const { app, port } = await startServer(file, mode === 'Redis' ? { REDIS_URL: redis.url } : {});
       expect(app.stdout).toContain(`(cache: ${mode})`);
 
-      const id = fresh('p');
+      const id = freshId('p');
       const first = await get(port, `/products/${id}`);
       expect(first.status).toBe(200);
       expect(first.xCache).toBe('MISS');
-      expect(first.json()).toMatchObject({ id, name: `Product ${id}` });
+      expect(json(first)).toMatchObject({ id, name: `Product ${id}` });
 
       // The leader stores the response after sending it: a request that arrives before the
       // store lands waits for it (COALESCED). Once one has been answered that way, the entry
@@ -72,13 +67,13 @@ describe.each(SERVERS)('examples/$name', ({ file, signal }) => {
       expect(hit.text).toBe(first.text);
       expect(second.text).toBe(first.text);
 
-      const replies = await herd([port], `/products/${fresh('h')}`, 12);
+      const replies = await herd([port], `/products/${freshId('h')}`, 12);
       expect(replies.every((r) => r.status === 200)).toBe(true);
       expectCoalesced(replies);
 
       const stats = await get(port, '/stats');
       expect(stats.xCache).toBeUndefined(); // not cached
-      expect(stats.json().dbQueries).toBe(2); // one per product, however many requests
+      expect(json(stats).dbQueries).toBe(2); // one per product, however many requests
 
       expect(await app.stop(signal)).toEqual({ code: 0, signal: null });
       expect(app.stdout).toContain(`${signal}: closing`);
@@ -94,9 +89,9 @@ test('examples/express: two instances on one Redis run the handler once for a he
   ]);
   // The host is part of the key: behind a load balancer both instances see the same one.
   const headers = { host: 'shop.example.test' };
-  const replies = await herd([a.port, b.port], `/products/${fresh('pair')}`, 16, headers);
+  const replies = await herd([a.port, b.port], `/products/${freshId('pair')}`, 16, headers);
   expectCoalesced(replies);
-  const queries = (await get(a.port, '/stats')).json().dbQueries + (await get(b.port, '/stats')).json().dbQueries;
+  const queries = json(await get(a.port, '/stats')).dbQueries + json(await get(b.port, '/stats')).dbQueries;
   expect(queries).toBe(1);
 
   const [exitA, exitB] = await Promise.all([a.app.stop('SIGTERM'), b.app.stop('SIGTERM')]);
@@ -168,15 +163,15 @@ describe('examples/cluster', () => {
     const { app, port } = await startServer('examples/cluster/server.ts', { REDIS_URL: redis.url, WORKERS: '2' });
     expect(app.stdout).toContain('(2 workers, cache shared through Redis)');
 
-    const path = `/products/${fresh('c')}`;
+    const path = `/products/${freshId('c')}`;
     const replies = await herd([port], path, 30);
     expectCoalesced(replies);
-    const stats = (await get(port, '/stats')).json<{ requests: Record<string, number>; dbQueriesTotal: number }>();
+    const stats = json(await get(port, '/stats')) as { requests: Record<string, number>; dbQueriesTotal: number };
     expect(stats.dbQueriesTotal).toBe(1);
     expect(Object.keys(stats.requests).length).toBeGreaterThan(1); // the herd was spread over workers
 
     // The herd client of the example, on a second cold URL.
-    const client = await runToEnd('examples/cluster/herd.ts', [`http://127.0.0.1:${port}/products/${fresh('c')}`, '20']);
+    const client = await runToEnd('examples/cluster/herd.ts', [`http://127.0.0.1:${port}/products/${freshId('c')}`, '20']);
     expect(client, client.stderr).toMatchObject({ code: 0, signal: null });
     expect(client.stdout).toMatch(/X-Cache: +MISS 1, COALESCED \d+, HIT \d+/);
     expect(client.stdout).toMatch(/database queries: +1 \(by worker \d\)/);

@@ -8,7 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { dogpileGuard } from '../src/express/index.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { adapterSuite } from './fixtures/http-suite.js';
-import { fetchReply, freshId, request, sleep, type Reply } from './fixtures/http-client.js';
+import { freshId, sleep } from '../tools/basics.js';
+import { fetchReply, request, type Reply } from '../tools/http-client.js';
 
 adapterSuite('express');
 

@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import defaultExport, { dogpileGuardPlugin } from '../src/fastify/index.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { adapterSuite } from './fixtures/http-suite.js';
-import { fetchReply, freshId, request, sleep } from './fixtures/http-client.js';
+import { freshId, sleep } from '../tools/basics.js';
+import { fetchReply, request } from '../tools/http-client.js';
 
 adapterSuite('fastify');
 

@@ -5,26 +5,27 @@
  */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
-import { fetchReply, freshId, request, sleep, type Reply } from './fixtures/http-client.js';
+import { useRedis } from './support/use-redis.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { freshId, sleep } from '../tools/basics.js';
+import { fetchReply, request, type Reply } from '../tools/http-client.js';
 import type { Framework } from './fixtures/http-apps.js';
 
 const HOST = 'app.test'; // every process sees the same Host, as behind a load balancer
 
 interface Server {
   framework: Framework;
-  worker: Worker;
+  worker: NodeChild;
   port: number;
 }
 
-let redis: RedisServer;
+const redis = useRedis();
 let agent: http.Agent;
 let nonce = 0;
 const servers: Record<'express' | 'fastify', Server[]> = { express: [], fastify: [] };
 
 async function spawnServer(framework: Framework, extra: string[] = []): Promise<Server> {
-  const worker = spawnWorker('test/fixtures/http-server.ts', [
+  const worker = NodeChild.tsx('test/fixtures/http-server.ts', [
     '--framework', framework, '--redis', redis.url, '--prefix', 'proc', '--hit-for-miss-ttl', '2000', ...extra,
   ]);
   const line = await worker.waitFor((l) => l.includes('"listening"'));
@@ -33,13 +34,13 @@ async function spawnServer(framework: Framework, extra: string[] = []): Promise<
 
 async function stats(server: Server): Promise<Record<string, number>> {
   const n = ++nonce;
-  server.worker.send(`${JSON.stringify({ cmd: 'stats', nonce: n })}\n`);
+  server.worker.write(`${JSON.stringify({ cmd: 'stats', nonce: n })}\n`);
   const line = await server.worker.waitFor((l) => l.includes('"stats"') && l.includes(`"nonce":${n},`));
   return JSON.parse(line) as Record<string, number>;
 }
 
 async function stop(server: Server): Promise<void> {
-  server.worker.send('{"cmd":"exit"}\n');
+  server.worker.write('{"cmd":"exit"}\n');
   await server.worker.exited;
 }
 
@@ -70,7 +71,6 @@ function tally(replies: Reply[]): Record<string, number> {
 }
 
 beforeAll(async () => {
-  redis = await startRedis();
   agent = new http.Agent({ keepAlive: true, maxSockets: 600 });
   const started = await Promise.all([spawnServer('express'), spawnServer('express'), spawnServer('fastify'), spawnServer('fastify')]);
   servers.express = started.filter((s) => s.framework === 'express');
@@ -80,8 +80,7 @@ beforeAll(async () => {
 afterAll(async () => {
   agent?.destroy();
   await Promise.all([...servers.express, ...servers.fastify].map((s) => stop(s).catch(() => {})));
-  await killAllWorkers();
-  await redis?.stop();
+  await killAllChildren();
 });
 
 describe('HTTP adapters across processes sharing one Redis', () => {

@@ -3,23 +3,18 @@
  * cache's freshness hints or the HTTP Vary index grow with their length. Measured in a child
  * process with --expose-gc (heap after a full GC), on a real Redis and a real Express app.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { killAllWorkers, spawnWorker } from './support/processes.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { useRedis } from './support/use-redis.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
 
-let server: RedisServer;
-
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterEach(killAllWorkers);
+const server = useRedis();
+afterEach(killAllChildren);
 afterAll(async () => {
-  await killAllWorkers();
-  await server.stop();
+  await killAllChildren();
 });
 
 async function retainedBytes(mode: 'cache' | 'http', count: number, keyLength: number): Promise<number> {
-  const worker = spawnWorker('test/fixtures/key-memory.ts', [JSON.stringify({ url: server.url, mode, count, keyLength })], ['--expose-gc']);
+  const worker = NodeChild.tsx('test/fixtures/key-memory.ts', [JSON.stringify({ url: server.url, mode, count, keyLength })], { nodeArgs: ['--expose-gc'] });
   const line = await worker.waitFor((l) => l.startsWith('{'), 170_000);
   await worker.exited;
   const { retained } = JSON.parse(line) as { retained: number };

@@ -14,8 +14,9 @@ import { fileURLToPath } from 'node:url';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLock, Subscriber, lockKeys } from '../src/index.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { JsonChild, type Message } from './support/json-child.js';
+import { useRedis } from './support/use-redis.js';
+import { JsonChild, type Message } from '../tools/child-process.js';
+import { sleep } from '../tools/basics.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const root = path.join(fixtures, '..', '..');
@@ -74,9 +75,8 @@ function findOverlaps(byProcess: [number, number][][]): { a: number; b: number; 
 }
 
 const now = () => performance.timeOrigin + performance.now();
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 
 /**
@@ -93,12 +93,10 @@ function connection(options: RedisOptions = {}): Redis {
 
 beforeAll(async () => {
   await bundleFixtures();
-  server = await startRedis();
   redis = server.client();
 });
 
 afterAll(async () => {
-  await server.stop();
   if (bundleDir) rmSync(bundleDir, { recursive: true, force: true });
 });
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import {
   RedisLock,
@@ -14,17 +14,14 @@ import {
   errors,
   type Lock,
 } from '../src/index.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
+import { startRedis } from '../tools/redis-server.js';
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
-});
-afterAll(async () => {
-  await server.stop();
 });
 
 const backends: [string, (name: string, opts?: any) => Lock][] = [

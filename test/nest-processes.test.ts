@@ -5,35 +5,34 @@
  */
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killAllWorkers, spawnWorker, type Worker } from './support/processes.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { freshRun, get, json, type Reply } from './fixtures/nest-client.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { useRedis } from './support/use-redis.js';
+import { freshId } from '../tools/basics.js';
+import { get, json, type Reply } from '../tools/http-client.js';
 
 const H = { host: 'api.example.test' };
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
 });
 
 afterAll(async () => {
-  await killAllWorkers();
-  await server.stop();
+  await killAllChildren();
 });
 
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
 
-async function startInstance(platform: string, prefix: string): Promise<{ worker: Worker; port: number }> {
-  const worker = spawnWorker('test/fixtures/nest-app.ts', [platform, server.url, prefix]);
+async function startInstance(platform: string, prefix: string): Promise<{ worker: NodeChild; port: number }> {
+  const worker = NodeChild.tsx('test/fixtures/nest-app.ts', [platform, server.url, prefix]);
   const line = await worker.waitFor((l) => l.startsWith('listening '), 45_000);
   return { worker, port: Number(line.split(' ')[1]) };
 }
 
 describe.each(['express', 'fastify'])('two %s app instances in separate processes', (platform) => {
-  let instances: { worker: Worker; port: number }[] = [];
+  let instances: { worker: NodeChild; port: number }[] = [];
 
   beforeAll(async () => {
     const prefix = `nest-procs-${platform}`;
@@ -49,7 +48,7 @@ describe.each(['express', 'fastify'])('two %s app instances in separate processe
   const burst = (n: number, path: string) => Promise.all(Array.from({ length: n }, (_, i) => get(instances[i % 2]!.port, path, H)));
 
   it('300 concurrent requests to a cold route with a 200 ms handler: one handler run, equal responses', async () => {
-    const run = freshRun();
+    const run = freshId();
     const replies = await burst(300, `/stampede?run=${run}`);
     expect(await count('stampede', run)).toBe(1);
     expect(replies.every((r) => r.status === 200)).toBe(true);
@@ -67,7 +66,7 @@ describe.each(['express', 'fastify'])('two %s app instances in separate processe
   });
 
   it("a handler error reaches every client as Nest's 404, at most one run per process, nothing cached", async () => {
-    const run = freshRun();
+    const run = freshId();
     // A long handler, so that every request is waiting before the first run fails.
     const replies = await burst(40, `/slow-missing?run=${run}&ms=1000`);
     const expected = JSON.stringify({ message: `no item ${run}`, error: 'Not Found', statusCode: 404 });
@@ -84,7 +83,7 @@ describe.each(['express', 'fastify'])('two %s app instances in separate processe
   });
 
   it('a closed instance exits by itself: the module closed the connections it opened', async () => {
-    for (const { worker } of instances) worker.send('close\n');
+    for (const { worker } of instances) worker.write('close\n');
     for (const { worker } of instances) await worker.waitFor((l) => l === 'closed', 20_000);
     const codes = await Promise.all(instances.map(({ worker }) => exitedWithin(worker, 15_000)));
     expect(codes).toEqual([0, 0]);
@@ -92,13 +91,13 @@ describe.each(['express', 'fastify'])('two %s app instances in separate processe
 });
 
 /** The exit code, or 'alive' if the process is still running after `ms`. */
-async function exitedWithin(worker: Worker, ms: number): Promise<number | null | 'alive'> {
+async function exitedWithin(worker: NodeChild, ms: number): Promise<number | null | 'alive'> {
   let timer: NodeJS.Timeout | undefined;
   const alive = new Promise<'alive'>((resolve) => {
     timer = setTimeout(() => resolve('alive'), ms);
   });
   try {
-    return await Promise.race([worker.exited, alive]);
+    return await Promise.race([worker.exited.then((exit) => exit.code), alive]);
   } finally {
     clearTimeout(timer);
   }

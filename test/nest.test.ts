@@ -9,25 +9,21 @@ import { cacheKeys } from '../src/core/key.js';
 import { defaultCacheKey } from '../src/http/cache-key.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { Cached } from '../src/nest/index.js';
-import { startRedis, type RedisServer } from './support/redis-server.js';
+import { useRedis } from './support/use-redis.js';
 import { startNestApp, type Platform, type RunningApp } from './fixtures/nest-app-module.js';
-import { freshRun, get, json, type Reply } from './fixtures/nest-client.js';
-import { rawRequest } from './fixtures/http-client.js';
+import { freshId } from '../tools/basics.js';
+import { get, json, rawRequest, type Reply } from '../tools/http-client.js';
 
 const HOST = 'shop.example.test';
 const H = { host: HOST };
 
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   redis = server.client();
 });
 
-afterAll(async () => {
-  await server.stop();
-});
 
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
 
@@ -61,7 +57,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   const call = (path: string, headers: Record<string, string> = {}, method = 'GET') => get(app.port, path, { ...H, ...headers }, method);
 
   it('answers a miss from the handler and then from the cache (X-Cache, Age)', async () => {
-    const run = freshRun();
+    const run = freshId();
     const first = await call(`/items?run=${run}`);
     const second = await call(`/items?run=${run}`);
     expect(first.status).toBe(200);
@@ -74,7 +70,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('keys by method, host, path and sorted query', async () => {
-    const run = freshRun();
+    const run = freshId();
     const a = await call(`/items?run=${run}&b=2&a=1`);
     const sameSorted = await call(`/items?a=1&run=${run}&b=2`);
     const otherQuery = await call(`/items?run=${run}&b=3&a=1`);
@@ -84,7 +80,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('answers HEAD from the GET entry, and a HEAD miss fills it for GET', async () => {
-    const run = freshRun();
+    const run = freshId();
     const getFirst = await call(`/items?run=${run}`);
     const head = await call(`/items?run=${run}`, {}, 'HEAD');
     expect(head.status).toBe(200);
@@ -92,7 +88,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(head.text).toBe('');
     expect(Number(head.headers['content-length'])).toBe(Buffer.byteLength(getFirst.text));
 
-    const run2 = freshRun();
+    const run2 = freshId();
     const headMiss = await call(`/items?run=${run2}`, {}, 'HEAD');
     const getAfter = await call(`/items?run=${run2}`);
     expect([headMiss.xCache, getAfter.xCache]).toEqual(['MISS', 'HIT']);
@@ -100,7 +96,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('runs the handler once for 40 concurrent HEAD misses, mixed with GETs', async () => {
-    const run = freshRun();
+    const run = freshId();
     const heads = await Promise.all(Array.from({ length: 40 }, () => call(`/stampede?run=${run}`, {}, 'HEAD')));
     expect(await count('stampede', run)).toBe(1);
     const full = await call(`/stampede?run=${run}`);
@@ -111,14 +107,14 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
       expect(r.text).toBe('');
       expect(Number(r.headers['content-length'])).toBe(Buffer.byteLength(full.text));
     }
-    const run2 = freshRun();
+    const run2 = freshId();
     const mixed = await Promise.all(Array.from({ length: 20 }, (_, i) => call(`/stampede?run=${run2}`, {}, i % 2 === 0 ? 'HEAD' : 'GET')));
     expect(await count('stampede', run2)).toBe(1);
     mixed.forEach((r, i) => (i % 2 === 0 ? expect(r.text).toBe('') : expect(json(r)).toMatchObject({ run: run2, n: 1 })));
   });
 
   it('runs the handler once for concurrent misses in one process', async () => {
-    const run = freshRun();
+    const run = freshId();
     const replies = await Promise.all(Array.from({ length: 50 }, () => call(`/stampede?run=${run}`)));
     expect(await count('stampede', run)).toBe(1);
     expect(new Set(replies.map((r) => r.text)).size).toBe(1);
@@ -128,7 +124,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('caches the first value of an Observable', async () => {
-    const run = freshRun();
+    const run = freshId();
     const first = await call(`/observable?run=${run}`);
     const second = await call(`/observable?run=${run}`);
     expect(json(first)).toMatchObject({ run, via: 'observable' });
@@ -137,7 +133,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it("a route's own TTL beats its controller's; a TTL can be a function of the context", async () => {
-    const run = freshRun();
+    const run = freshId();
     await call(`/ttl/class?run=${run}`);
     await call(`/ttl/route?run=${run}`);
     await call(`/ttl/dynamic?run=${run}&ttl=7000`);
@@ -156,7 +152,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('@Cached() without a TTL uses the module default', async () => {
-    const run = freshRun();
+    const run = freshId();
     await call(`/defaults?run=${run}`);
     const ttl = await pttl(prefix, `/defaults?run=${run}`);
     expect(ttl).toBeGreaterThan(7000);
@@ -164,7 +160,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('passes requests with Authorization or Cookie through, unless the key includes the identity', async () => {
-    const run = freshRun();
+    const run = freshId();
     const a1 = await call(`/me?run=${run}`, { authorization: 'Bearer alice' });
     const b1 = await call(`/me?run=${run}`, { authorization: 'Bearer bob' });
     const c1 = await call(`/me?run=${run}`, { cookie: 'sid=carol' });
@@ -177,7 +173,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(anon.xCache).toBe('MISS');
     expect(json(anon).user).toBeNull();
 
-    const k = freshRun();
+    const k = freshId();
     const alice1 = await call(`/me-keyed?run=${k}`, { authorization: 'Bearer alice' });
     const bob1 = await call(`/me-keyed?run=${k}`, { authorization: 'Bearer bob' });
     const alice2 = await call(`/me-keyed?run=${k}`, { authorization: 'Bearer alice' });
@@ -192,7 +188,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   it('passes a request whose Host is not host[:port] through: Host "shop.example.test/admin" + GET /settings neither reads nor writes /admin/settings', async () => {
     const forged = (run: string) => rawRequest(app.port, `GET /settings?run=${run} HTTP/1.1\r\nHost: ${HOST}/admin`);
     // Reads: the real entry exists, and the forged request is not served it.
-    const run = freshRun();
+    const run = freshId();
     const real = await call(`/admin/settings?run=${run}`);
     expect([real.xCache, json(real).page]).toEqual(['MISS', 'admin settings']);
     expect((await call(`/admin/settings?run=${run}`)).xCache).toBe('HIT');
@@ -201,7 +197,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(JSON.parse(read.text).page).toBe('settings');
     expect(read.xCache).toBeUndefined();
     // Writes: the forged request stores nothing the real one could be served.
-    const run2 = freshRun();
+    const run2 = freshId();
     for (const r of [await forged(run2), await forged(run2)]) {
       expect(JSON.parse(r.text).page).toBe('settings');
       expect(r.xCache).toBeUndefined();
@@ -213,7 +209,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it("never serves or stores a GET or HEAD that carries a body: one client's body cannot decide what others get", async () => {
-    const run = freshRun();
+    const run = freshId();
     const path = `/search?run=${run}`;
     const body = '{"q":"evil"}';
     const fat = (method = 'GET') =>
@@ -242,7 +238,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('passes requests carrying one of privateHeaders through: per route with @Cached({ privateHeaders })', async () => {
-    const run = freshRun();
+    const run = freshId();
     const alice = await call(`/api-key-private?run=${run}`, { 'x-api-key': 'alice' });
     expect([alice.xCache, json(alice).key]).toEqual([undefined, 'alice']);
     const anonymous = await call(`/api-key-private?run=${run}`);
@@ -254,14 +250,14 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect((await call(`/api-key-private?run=${run}`)).xCache).toBe('HIT');
     expect(await count('api-key-private', run)).toBe(4);
     // Without it, X-Api-Key is not private by default: the first caller's response is shared.
-    const run2 = freshRun();
+    const run2 = freshId();
     const first = await call(`/api-key?run=${run2}`, { 'x-api-key': 'alice' });
     const second = await call(`/api-key?run=${run2}`, { 'x-api-key': 'bob' });
     expect([first.xCache, second.xCache, json(second).key]).toEqual(['MISS', 'HIT', 'alice']);
   });
 
   it('a guard still refuses on a hit and while a run is in flight (guards run before the interceptor)', async () => {
-    const run = freshRun();
+    const run = freshId();
     const key = { 'x-api-key': 'k1' };
     const [leader, refusedDuringFlight] = await Promise.all([call(`/keyed?run=${run}`, key), call(`/keyed?run=${run}`)]);
     const hit = await call(`/keyed?run=${run}`, key);
@@ -277,7 +273,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('adds the request headers named by a @Header Vary to the key; no-store routes are not cached', async () => {
-    const run = freshRun();
+    const run = freshId();
     const en = await call(`/vary?run=${run}`, { 'accept-language': 'en' });
     const de = await call(`/vary?run=${run}`, { 'accept-language': 'de' });
     const en2 = await call(`/vary?run=${run}`, { 'accept-language': 'en' });
@@ -285,7 +281,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(json(de).lang).toBe('de');
     expect(json(en2).lang).toBe('en');
 
-    const ns = freshRun();
+    const ns = freshId();
     const n1 = await call(`/no-store?run=${ns}`);
     const n2 = await call(`/no-store?run=${ns}`);
     expect([n1.xCache, n2.xCache]).toEqual([undefined, undefined]);
@@ -294,7 +290,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('sends handler errors as Nest does without the cache, and does not cache them', async () => {
-    const run = freshRun();
+    const run = freshId();
     const plain = await call(`/missing-plain?run=${run}`);
     const first = await call(`/missing?run=${run}`);
     const second = await call(`/missing?run=${run}`);
@@ -313,7 +309,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('hands one failed run to the requests waiting for it in the process, and caches nothing', async () => {
-    const run = freshRun();
+    const run = freshId();
     const replies = await Promise.all(Array.from({ length: 20 }, () => call(`/slow-missing?run=${run}&ms=300`)));
     expect(replies.every((r) => r.status === 404)).toBe(true);
     expect(new Set(replies.map((r) => r.text)).size).toBe(1);
@@ -323,7 +319,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('does not share or store StreamableFile results: each request runs its own handler', async () => {
-    const run = freshRun();
+    const run = freshId();
     const replies = await Promise.all(Array.from({ length: 5 }, () => call(`/file?run=${run}`)));
     expect(await count('file', run)).toBe(5);
     expect(new Set(replies.map((r) => r.text))).toEqual(new Set([1, 2, 3, 4, 5].map((n) => `file ${run} #${n}`)));
@@ -338,7 +334,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('leaves handlers that use @Res() alone, and says so once', async () => {
-    const run = freshRun();
+    const run = freshId();
     const r1 = await call(`/res?run=${run}`);
     const r2 = await call(`/res?run=${run}`);
     expect([json(r1).n, json(r2).n]).toEqual([1, 2]);
@@ -353,7 +349,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('runs an interceptor written above @Cached inside it; warns once about class instances', async () => {
-    const run = freshRun();
+    const run = freshId();
     const miss = await call(`/account?run=${run}`);
     const hit = await call(`/account?run=${run}`);
     expect([miss.xCache, hit.xCache]).toEqual(['MISS', 'HIT']);
@@ -362,14 +358,14 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     // Here the handler's own value is a class instance: the cached copies will be plain objects.
     expect((await call(`/entity?run=${run}`)).xCache).toBe('MISS');
     expect((await call(`/entity?run=${run}`)).xCache).toBe('HIT');
-    await call(`/entity?run=${freshRun()}`);
+    await call(`/entity?run=${freshId()}`);
     const warnings = logger.warnings.filter((w) => w.includes('returned Account instance'));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('ItemsController.entity');
   });
 
   it('caches @Cached provider methods by arguments, once for concurrent calls', async () => {
-    const sku = freshRun('sku');
+    const sku = freshId('sku');
     const replies = await Promise.all(Array.from({ length: 10 }, () => call(`/quote?sku=${sku}&qty=2`)));
     expect(replies.map((r) => json(r))).toEqual(Array.from({ length: 10 }, () => ({ sku, qty: 2, n: 1 })));
     expect(json(await call(`/quote?sku=${sku}&qty=3`))).toEqual({ sku, qty: 3, n: 1 });
@@ -381,7 +377,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it("uses a provider method's key function as is, so cache.delete(key) invalidates it", async () => {
-    const sku = freshRun('sku');
+    const sku = freshId('sku');
     expect(json(await call(`/price?sku=${sku}`)).n).toBe(1);
     expect(json(await call(`/price?sku=${sku}`)).n).toBe(1);
     const direct = createCache({ redis, prefix });
@@ -394,7 +390,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('gives services the cache through @InjectCache()', async () => {
-    const run = freshRun();
+    const run = freshId();
     const a = json(await call(`/direct?run=${run}`));
     const b = json(await call(`/direct?run=${run}`));
     expect(a).toEqual({ run, n: 1 });
@@ -403,7 +399,7 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
   });
 
   it('leaves routes without @Cached alone', async () => {
-    const run = freshRun();
+    const run = freshId();
     const r = await call(`/plain?run=${run}`);
     await call(`/plain?run=${run}`);
     expect(r.xCache).toBeUndefined();
@@ -416,7 +412,7 @@ describe('DogpileModule configuration', () => {
     const prefix = 'nest-async';
     const app = await startNestApp({ platform: 'express', redisUrl: server.url, prefix, config: 'async', ttl: '45s' });
     try {
-      const run = freshRun();
+      const run = freshId();
       const first = await get(app.port, `/defaults?run=${run}`, H);
       const second = await get(app.port, `/defaults?run=${run}`, H);
       expect([first.xCache, second.xCache]).toEqual(['MISS', 'HIT']);
@@ -431,7 +427,7 @@ describe('DogpileModule configuration', () => {
   it('takes privateHeaders for every route from the module options', async () => {
     const app = await startNestApp({ platform: 'express', redisUrl: server.url, prefix: 'nest-private', privateHeaders: ['X-Api-Key'] });
     try {
-      const run = freshRun();
+      const run = freshId();
       const alice = await get(app.port, `/api-key?run=${run}`, { ...H, 'x-api-key': 'alice' });
       const anonymous = await get(app.port, `/api-key?run=${run}`, H);
       const bob = await get(app.port, `/api-key?run=${run}`, { ...H, 'x-api-key': 'bob' });
@@ -451,7 +447,7 @@ describe('DogpileModule configuration', () => {
   it('does not close a Redis client it was given', async () => {
     const client = server.client();
     const app = await startNestApp({ platform: 'fastify', redisUrl: server.url, prefix: 'nest-client', config: 'client', client });
-    const run = freshRun();
+    const run = freshId();
     const replies: Reply[] = [];
     for (let i = 0; i < 2; i++) replies.push(await get(app.port, `/items?run=${run}`, H));
     expect(replies.map((r) => r.xCache)).toEqual(['MISS', 'HIT']);

@@ -11,16 +11,17 @@
  *
  * Needs the build (`npm run build`; `npm test` builds first).
  */
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from './support/redis-server.js';
-import { freshRun, get, json } from './fixtures/nest-client.js';
+import { useRedis } from './support/use-redis.js';
+import { freshId } from '../tools/basics.js';
+import { get, json } from '../tools/http-client.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
 
 const execFileAsync = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -28,14 +29,13 @@ const fixture = path.join(root, 'test', 'fixtures', 'nest11');
 const H = { host: 'api.example.test' };
 
 interface App {
-  child: ChildProcess;
+  child: NodeChild;
   lines: string[];
   port: number;
   exited: Promise<number | null>;
 }
 
-const children: ChildProcess[] = [];
-let server: RedisServer;
+const server = useRedis();
 let redis: Redis;
 let apps: App[] = [];
 
@@ -55,42 +55,21 @@ async function prepareFixture(): Promise<void> {
   cpSync(path.join(root, 'dist'), path.join(target, 'dist'), { recursive: true });
 }
 
-function startApp(prefix: string): Promise<App> {
-  const child = spawn(process.execPath, [path.join(fixture, 'app.js'), server.url, prefix], { cwd: fixture, stdio: ['pipe', 'pipe', 'pipe'] });
-  children.push(child);
-  const lines: string[] = [];
-  let stderr = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  child.stderr!.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the Nest 11 app did not start in 45 s:\n${lines.join('\n')}\n${stderr}`)), 45_000);
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(line);
-      if (line.startsWith('listening ')) {
-        clearTimeout(timer);
-        resolve({ child, lines, port: Number(line.split(' ')[1]), exited });
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`the Nest 11 app exited (${code}) before listening:\n${lines.join('\n')}\n${stderr}`));
-    });
-  });
+async function startApp(prefix: string): Promise<App> {
+  const child = new NodeChild('the Nest 11 app', [path.join(fixture, 'app.js'), server.url, prefix], { cwd: fixture });
+  const line = await child.waitFor((l) => l.startsWith('listening '), 45_000);
+  return { child, lines: child.lines, port: Number(line.split(' ')[1]), exited: child.exited.then((exit) => exit.code) };
 }
 
 beforeAll(async () => {
   await prepareFixture();
-  server = await startRedis();
   redis = server.client();
   apps = await Promise.all([startApp('nest11'), startApp('nest11')]);
 }, 300_000);
 
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await killAllChildren();
   await Promise.all(apps.map((a) => a.exited));
-  await server?.stop();
 });
 
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
@@ -115,7 +94,7 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('two instances on one Redis: 300 concurrent requests to a cold 200 ms route run the handler once', async () => {
-    const run = freshRun();
+    const run = freshId();
     const replies = await Promise.all(Array.from({ length: 300 }, (_, i) => get(apps[i % 2]!.port, `/stampede?run=${run}`, H)));
     expect(await count('stampede', run)).toBe(1);
     expect(replies.every((r) => r.status === 200)).toBe(true);
@@ -125,7 +104,7 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('caches, passes Authorization through, sends errors as Nest does, skips StreamableFile', async () => {
-    const run = freshRun();
+    const run = freshId();
     const [a, b] = apps;
     const first = await get(a!.port, `/items?run=${run}`, H);
     const second = await get(b!.port, `/items?run=${run}`, H);
@@ -148,19 +127,19 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
   });
 
   it('injects the DogpileCache by its type and caches @Cached provider methods', async () => {
-    const run = freshRun();
+    const run = freshId();
     const d1 = json(await get(apps[0]!.port, `/direct?run=${run}`, H));
     const d2 = json(await get(apps[1]!.port, `/direct?run=${run}`, H));
     expect(d1).toEqual({ run, n: 1 });
     expect(d2).toEqual(d1);
 
-    const sku = freshRun('sku');
+    const sku = freshId('sku');
     const quotes = await Promise.all(Array.from({ length: 10 }, (_, i) => get(apps[i % 2]!.port, `/quote?sku=${sku}`, H)));
     expect(quotes.map((r) => json(r))).toEqual(Array.from({ length: 10 }, () => ({ sku, n: 1 })));
   });
 
   it('a closed app exits by itself', async () => {
-    for (const app of apps) app.child.stdin!.write('close\n');
+    for (const app of apps) app.child.write('close\n');
     const codes = await Promise.all(
       apps.map(async (app) => {
         let timer: NodeJS.Timeout | undefined;

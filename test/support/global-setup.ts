@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { killRecordedServers, REDIS_MISSING_MESSAGE } from './redis-server.js';
+import { killRecordedServers, REDIS_MISSING_MESSAGE } from '../../tools/redis-server.js';
 
 export default function setup(): () => void {
   for (const bin of ['redis-server', 'redis-cli']) {

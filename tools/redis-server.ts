@@ -1,6 +1,6 @@
 /**
- * Throwaway Redis servers for tests: started on free loopback ports with nothing kept on
- * disk, stopped when the test file ends. Never touches a server on the default port 6379.
+ * Throwaway Redis servers for tests and benchmarks: started on free loopback ports with
+ * nothing kept on disk, stopped when the test file (or the benchmark) ends. Never touches a server on the default port 6379.
  *
  * Every server's pid is written to the run directory created by `global-setup.ts`, whose
  * teardown kills whatever is left, so servers die with the run even when a test file crashes.
@@ -45,7 +45,7 @@ export async function freePort(): Promise<number> {
 }
 
 function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   return new Promise((resolve, reject) => {
     const attempt = () => {
       const socket = net.connect(port, HOST);
@@ -55,7 +55,7 @@ function waitForPort(port: number, timeoutMs: number): Promise<void> {
       });
       socket.once('error', () => {
         socket.destroy();
-        if (Date.now() > deadline) reject(new Error(`redis-server on port ${port} did not start in ${timeoutMs} ms`));
+        if (performance.now() > deadline) reject(new Error(`redis-server on port ${port} did not start in ${timeoutMs} ms`));
         else setTimeout(attempt, 20);
       });
     };
@@ -70,19 +70,28 @@ export interface StartRedisOptions {
   port?: number;
 }
 
-/** One `redis-server` process owned by the test. */
+/**
+ * One `redis-server` process owned by a test or a benchmark. It can be made before it is
+ * started (`useRedis()` does so at a test file's top level): `port` and `url` are known once
+ * `start()` has resolved, i.e. inside tests and later hooks.
+ */
 export class RedisServer {
   readonly host = HOST;
   private child: ChildProcess | undefined;
   private readonly clients = new Set<Redis>();
-  private readonly dir: string;
+  private dir: string | undefined;
+  private assignedPort: number | undefined;
+  private readonly extraArgs: string[];
 
-  constructor(
-    readonly port: number,
-    private readonly extraArgs: string[] = [],
-  ) {
-    if (port === FORBIDDEN_PORT) throw new Error('test servers never use port 6379');
-    this.dir = mkdtempSync(path.join(runDir(), `redis-${port}-`));
+  constructor(options: StartRedisOptions = {}) {
+    if (options.port === FORBIDDEN_PORT) throw new Error('test servers never use port 6379');
+    this.assignedPort = options.port;
+    this.extraArgs = options.args ?? [];
+  }
+
+  get port(): number {
+    if (this.assignedPort === undefined) throw new Error('this Redis server is not started yet: use it inside a test or a hook');
+    return this.assignedPort;
   }
 
   get url(): string {
@@ -97,10 +106,29 @@ export class RedisServer {
     return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** Starts the process (on a free port unless one was given; kept across `restart()`). */
   async start(): Promise<this> {
     if (this.running) return this;
+    if (this.assignedPort !== undefined) {
+      await this.launch(this.assignedPort);
+      return this;
+    }
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      try {
+        await this.launch(port);
+        return this;
+      } catch (err) {
+        await this.kill().catch(() => {});
+        if (attempt >= 3 || (err as Error).message === REDIS_MISSING_MESSAGE) throw err;
+      }
+    }
+  }
+
+  private async launch(port: number): Promise<void> {
+    this.dir ??= mkdtempSync(path.join(runDir(), `redis-${port}-`));
     const args = [
-      '--port', String(this.port),
+      '--port', String(port),
       '--bind', HOST,
       '--save', '',
       '--appendonly', 'no',
@@ -120,9 +148,9 @@ export class RedisServer {
     child.stderr?.resume();
     this.child = child;
     await spawned;
-    writeFileSync(path.join(runDir(), 'pids', String(child.pid)), String(this.port));
-    await waitForPort(this.port, 10_000);
-    return this;
+    writeFileSync(path.join(runDir(), 'pids', String(child.pid)), String(port));
+    await waitForPort(port, 10_000);
+    this.assignedPort = port;
   }
 
   /** A new ioredis client for this server, closed by `stop()`. */
@@ -197,7 +225,7 @@ export class RedisServer {
     for (const c of this.clients) c.disconnect();
     this.clients.clear();
     await this.kill();
-    rmSync(this.dir, { recursive: true, force: true });
+    if (this.dir !== undefined) rmSync(this.dir, { recursive: true, force: true });
   }
 
   /** Runs a command on a short-lived connection (for inspection from tests). */
@@ -212,28 +240,21 @@ export class RedisServer {
 }
 
 /** Starts one throwaway server on a free port. */
-export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
-  for (let attempt = 0; ; attempt++) {
-    const port = options.port ?? (await freePort());
-    const server = new RedisServer(port, options.args);
-    try {
-      return await server.start();
-    } catch (err) {
-      await server.stop().catch(() => {});
-      if (options.port !== undefined || attempt >= 3 || (err as Error).message === REDIS_MISSING_MESSAGE) throw err;
-    }
-  }
+export function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
+  return new RedisServer(options).start();
 }
 
-/** Starts several independent servers. */
-export async function startRedisServers(count: number): Promise<RedisServer[]> {
-  return Promise.all(Array.from({ length: count }, () => startRedis()));
-}
-
-/** A Redis Cluster of `masters` masters (no replicas) on free ports. */
+/**
+ * A Redis Cluster of `masters` masters (no replicas) on free ports. Like `RedisServer`, it can
+ * be made before it is started (`useRedisCluster()`); `nodes` and `client()` work once started.
+ */
 export class RedisTestCluster {
+  readonly nodes: RedisServer[] = [];
   private readonly clients = new Set<Cluster>();
-  constructor(readonly nodes: RedisServer[]) {}
+
+  constructor(readonly masters = 3) {
+    if (masters < 3) throw new Error('a Redis Cluster needs at least 3 masters');
+  }
 
   get startupNodes(): { host: string; port: number }[] {
     return this.nodes.map((n) => ({ host: n.host, port: n.port }));
@@ -246,6 +267,37 @@ export class RedisTestCluster {
     return c;
   }
 
+  async start(): Promise<this> {
+    try {
+      for (let i = 0; i < this.masters; i++) {
+        this.nodes.push(
+          await startRedis({
+            args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000'],
+          }),
+        );
+      }
+      await execFileAsync('redis-cli', [
+        '--cluster', 'create',
+        ...this.nodes.map((n) => `${n.host}:${n.port}`),
+        '--cluster-replicas', '0',
+        '--cluster-yes',
+      ]);
+      const deadline = performance.now() + 15_000;
+      for (const node of this.nodes) {
+        for (;;) {
+          const info = String(await node.command('CLUSTER', 'INFO'));
+          if (info.includes('cluster_state:ok')) break;
+          if (performance.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      return this;
+    } catch (err) {
+      await this.stop().catch(() => {});
+      throw err;
+    }
+  }
+
   async stop(): Promise<void> {
     for (const c of this.clients) c.disconnect();
     this.clients.clear();
@@ -253,37 +305,8 @@ export class RedisTestCluster {
   }
 }
 
-export async function startRedisCluster(masters = 3): Promise<RedisTestCluster> {
-  if (masters < 3) throw new Error('a Redis Cluster needs at least 3 masters');
-  const nodes: RedisServer[] = [];
-  try {
-    for (let i = 0; i < masters; i++) {
-      nodes.push(
-        await startRedis({
-          args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000'],
-        }),
-      );
-    }
-    await execFileAsync('redis-cli', [
-      '--cluster', 'create',
-      ...nodes.map((n) => `${n.host}:${n.port}`),
-      '--cluster-replicas', '0',
-      '--cluster-yes',
-    ]);
-    const deadline = Date.now() + 15_000;
-    for (const node of nodes) {
-      for (;;) {
-        const info = String(await node.command('CLUSTER', 'INFO'));
-        if (info.includes('cluster_state:ok')) break;
-        if (Date.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
-    return new RedisTestCluster(nodes);
-  } catch (err) {
-    await Promise.all(nodes.map((n) => n.stop().catch(() => {})));
-    throw err;
-  }
+export function startRedisCluster(masters = 3): Promise<RedisTestCluster> {
+  return new RedisTestCluster(masters).start();
 }
 
 /** Kills every server recorded in the run directory (used by the global teardown). */

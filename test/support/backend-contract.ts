@@ -1,0 +1,362 @@
+/**
+ * The contract every `Backend` keeps, as one suite that each backend runs
+ * (`test/backend-contract.test.ts`). Promises that only a distributed backend makes (waiting
+ * on another process's lead, announcements, lock expiry) run where `backend.distributed` is
+ * true; a local backend promises instead that every miss leads and nothing is announced.
+ * Faults that need access to the store itself (foreign bytes, a wrong Redis type, a lock
+ * without expiry) run where the harness provides `raw`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EntryKind } from '../../src/core/entry.js';
+import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../../src/store/types.js';
+import { freshId, sleep, waitUntil } from '../../tools/basics.js';
+
+export interface BackendHarness {
+  backend: Backend;
+  /** The bytes the cache would hand the backend for this entry (its encoder and serializer). */
+  encode(entry: StoredEntry): Buffer;
+  /** Values whose encoding is larger than this are announced without the bytes. */
+  inlineMax?: number;
+  /** Direct access to the store, for faults no cache call produces. */
+  raw?: {
+    /** Writes `bytes` where the backend keeps `key`'s value. */
+    writeValue(key: string, bytes: Buffer): Promise<void>;
+    /** Puts a value of another type (not a string) where the backend keeps `key`'s value. */
+    writeWrongType(key: string): Promise<void>;
+    /** Writes `key`'s lead lock held by `token` with no expiry. */
+    writeLockWithoutExpiry(key: string, token: string): Promise<void>;
+    /** Remaining ms of `key`'s lead lock (-2: none, -1: no expiry). */
+    lockTtl(key: string): Promise<number>;
+  };
+  close(): Promise<void>;
+}
+
+const LOCK_TTL = 5_000;
+
+function entry(value: unknown, ttl = 60_000, kind: EntryKind = EntryKind.Value): StoredEntry {
+  return { kind, value, createdAt: Date.now(), ttl };
+}
+
+/** What a backend promises beyond the common part (decides which tests run). */
+export interface BackendTraits {
+  /** Coordinates callers across processes: waiting on another's lead, announcements, lock expiry. */
+  distributed: boolean;
+  /** Its harness provides `raw` store access for the fault tests. */
+  storeAccess: boolean;
+}
+
+export function backendContract(name: string, traits: BackendTraits, setup: () => Promise<BackendHarness>): void {
+  describe(`Backend contract: ${name}`, () => {
+    let h: BackendHarness;
+    let backend: Backend;
+    beforeAll(async () => {
+      h = await setup();
+      backend = h.backend;
+    });
+    afterAll(async () => {
+      await h?.close();
+    });
+
+    const store = (e: StoredEntry): Commit => ({ mode: 'store', bytes: h.encode(e), entry: e, ttl: e.ttl });
+    const lead = async (key: string, token = freshId('t')) => {
+      expect(await backend.lookup(key, token, LOCK_TTL, false)).toEqual({ kind: 'lead' });
+      return token;
+    };
+    const expectEntry = (found: unknown, expected: StoredEntry) => {
+      expect(found).toMatchObject({ kind: expected.kind, createdAt: expected.createdAt, ttl: expected.ttl });
+      expect((found as StoredEntry).value).toEqual(expected.value);
+    };
+
+    it('is available while open, and says whether it is distributed', () => {
+      expect(backend.available()).toBe(true);
+      expect(backend.distributed).toBe(traits.distributed);
+    });
+
+    describe('get / set / delete', () => {
+      it('an unknown key is undefined', async () => {
+        expect(await backend.get(freshId('k'))).toBeUndefined();
+      });
+
+      it('set then get returns the entry: kind, value, createdAt, ttl', async () => {
+        const key = freshId('k');
+        const e = entry({ a: [1, 'two'], n: null });
+        await backend.set(key, e, h.encode(e), e.ttl);
+        expectEntry(await backend.get(key), e);
+      });
+
+      it('a value expires after its ttl', async () => {
+        const key = freshId('k');
+        const e = entry('short', 30);
+        await backend.set(key, e, h.encode(e), 30);
+        await waitUntil('the value to expire', async () => (await backend.get(key)) === undefined, 5_000);
+      });
+
+      it('delete says whether something was deleted', async () => {
+        const key = freshId('k');
+        const e = entry(1);
+        await backend.set(key, e, h.encode(e), e.ttl);
+        expect(await backend.delete(key)).toBe(true);
+        expect(await backend.get(key)).toBeUndefined();
+        expect(await backend.delete(key)).toBe(false);
+      });
+
+      it('keys are independent', async () => {
+        const a = freshId('k');
+        const b = `${a}:other`;
+        const e = entry('a');
+        await backend.set(a, e, h.encode(e), e.ttl);
+        expect(await backend.get(b)).toBeUndefined();
+        expect((await backend.lookup(b, 't', LOCK_TTL, false)).kind).toBe('lead');
+      });
+    });
+
+    describe('lookup and commit', () => {
+      it('a miss leads; a stored value is a hit', async () => {
+        const key = freshId('k');
+        const token = await lead(key);
+        const e = entry({ v: 1 });
+        expect(await backend.commit(key, token, store(e))).toBe(true);
+        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        expect(found.kind).toBe('hit');
+        expectEntry((found as Extract<Lookup, { kind: 'hit' }>).entry, e);
+        expectEntry(await backend.get(key), e);
+      });
+
+      it('skipValue looks past a stored value', async () => {
+        const key = freshId('k');
+        const e = entry('old');
+        await backend.set(key, e, h.encode(e), e.ttl);
+        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, true)).kind).toBe('lead');
+      });
+
+      it('commit "store" replaces the value', async () => {
+        const key = freshId('k');
+        const old = entry('old');
+        await backend.set(key, old, h.encode(old), old.ttl);
+        const token = freshId('t');
+        expect(await backend.lookup(key, token, LOCK_TTL, true)).toEqual({ kind: 'lead' });
+        const e = entry('new');
+        expect(await backend.commit(key, token, store(e))).toBe(true);
+        expectEntry(await backend.get(key), e);
+      });
+
+      it('commit "uncacheable" stores a hit-for-miss marker when given one, nothing otherwise', async () => {
+        const withMarker = freshId('k');
+        const marker = entry(undefined, 60_000, EntryKind.HitForMiss);
+        const t1 = await lead(withMarker);
+        expect(await backend.commit(withMarker, t1, { mode: 'uncacheable', bytes: h.encode(marker), entry: marker, ttl: marker.ttl })).toBe(true);
+        expect(await backend.get(withMarker)).toMatchObject({ kind: EntryKind.HitForMiss, createdAt: marker.createdAt, ttl: marker.ttl });
+
+        const without = freshId('k');
+        const t2 = await lead(without);
+        expect(await backend.commit(without, t2, { mode: 'uncacheable' })).toBe(true);
+        expect(await backend.get(without)).toBeUndefined();
+      });
+
+      it.each(['share', 'error', 'release'] as const)('commit "%s" stores nothing', async (mode) => {
+        const key = freshId('k');
+        const token = await lead(key);
+        const e = entry('not stored');
+        const commit: Commit =
+          mode === 'share' ? { mode, bytes: h.encode(e), entry: e, ttl: e.ttl, sharedTtl: 1_000 }
+          : mode === 'error' ? { mode, bytes: Buffer.from(JSON.stringify({ name: 'Error', message: 'boom' })) }
+          : { mode };
+        expect(await backend.commit(key, token, commit)).toBe(true);
+        expect(await backend.get(key)).toBeUndefined();
+        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
+      });
+
+      it('renew while leading is true', async () => {
+        const key = freshId('k');
+        const token = await lead(key);
+        expect(await backend.renew(key, token, LOCK_TTL)).toBe(true);
+        expect(await backend.commit(key, token, { mode: 'release' })).toBe(true);
+      });
+    });
+
+    describe('a local backend', () => {
+      it.runIf(!traits.distributed)('every miss leads, also while another caller leads; listening hears nothing', async () => {
+        expect(backend.distributed).toBe(false);
+        const key = freshId('k');
+        const heard: (Outcome | null)[] = [];
+        const stop = await backend.listen(key, (o) => heard.push(o));
+        await lead(key, 'a');
+        await lead(key, 'b');
+        expect(await backend.commit(key, 'b', store(entry('b')))).toBe(true);
+        await sleep(20);
+        expect(heard).toEqual([]);
+        stop();
+        expect(await backend.getShared(key)).toBeUndefined();
+      });
+    });
+
+    describe('a distributed backend', () => {
+      const onlyDistributed = it.runIf(traits.distributed);
+
+      onlyDistributed('a second caller waits while another leads, for at most the lock ttl', async () => {
+        expect(backend.distributed).toBe(true);
+        const key = freshId('k');
+        await lead(key);
+        const waiting = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        expect(waiting.kind).toBe('wait');
+        const { remaining, repaired } = waiting as Extract<Lookup, { kind: 'wait' }>;
+        expect(remaining).toBeGreaterThan(0);
+        expect(remaining).toBeLessThanOrEqual(LOCK_TTL);
+        expect(repaired).toBeUndefined();
+      });
+
+      onlyDistributed('commit releases the lead', async () => {
+        const key = freshId('k');
+        const token = await lead(key);
+        expect(await backend.commit(key, token, { mode: 'release' })).toBe(true);
+        await lead(key);
+      });
+
+      onlyDistributed('a caller that lost the lead cannot commit or renew, and writes nothing', async () => {
+        const key = freshId('k');
+        await lead(key, 'holder');
+        expect(await backend.commit(key, 'someone-else', store(entry('stale')))).toBe(false);
+        expect(await backend.renew(key, 'someone-else', LOCK_TTL)).toBe(false);
+        expect(await backend.get(key)).toBeUndefined();
+        expect(await backend.commit(key, 'holder', { mode: 'release' })).toBe(true);
+        expect(await backend.renew(key, 'holder', LOCK_TTL)).toBe(false);
+        expect(await backend.commit(key, 'holder', store(entry('late')))).toBe(false);
+      });
+
+      onlyDistributed('a lead runs out after its lock ttl; renew keeps it', async () => {
+        const key = freshId('k');
+        expect(await backend.lookup(key, 'short', 200, false)).toEqual({ kind: 'lead' });
+        await waitUntil('the lead to run out', async () => (await backend.lookup(key, 'next', LOCK_TTL, false)).kind === 'lead', 5_000);
+
+        const kept = freshId('k');
+        expect(await backend.lookup(kept, 'renewer', 300, false)).toEqual({ kind: 'lead' });
+        for (let i = 0; i < 4; i++) {
+          await sleep(100);
+          expect(await backend.renew(kept, 'renewer', 300)).toBe(true);
+        }
+        expect((await backend.lookup(kept, 'other', LOCK_TTL, false)).kind).toBe('wait');
+      });
+
+      describe('listen and announce', () => {
+        const announced = async (key: string, commit: (token: string) => Commit): Promise<Outcome> => {
+          const heard: (Outcome | null)[] = [];
+          const stop = await backend.listen(key, (o) => heard.push(o));
+          try {
+            const token = await lead(key);
+            expect(await backend.commit(key, token, commit(token))).toBe(true);
+            return await waitUntil('an announcement', () => heard.find((o) => o !== null) ?? undefined, 5_000);
+          } finally {
+            stop();
+          }
+        };
+        const small = () => entry({ small: true });
+        const big = () => entry('x'.repeat((h.inlineMax ?? 1024) + 100));
+
+        onlyDistributed('store: a small value travels with the announcement', async () => {
+          const e = small();
+          const o = await announced(freshId('k'), () => store(e));
+          expect(o).toMatchObject({ kind: 'value', stored: true });
+          expectEntry((o as Extract<Outcome, { kind: 'value' }>).entry, e);
+        });
+
+        onlyDistributed('store: a big value is announced as stored, to be read', async () => {
+          const key = freshId('k');
+          const e = big();
+          expect(await announced(key, () => store(e))).toEqual({ kind: 'stored' });
+          expectEntry(await backend.get(key), e);
+        });
+
+        onlyDistributed('share: a small value travels with the announcement and is not stored', async () => {
+          const key = freshId('k');
+          const e = small();
+          const o = await announced(key, () => ({ mode: 'share', bytes: h.encode(e), entry: e, ttl: e.ttl, sharedTtl: 1_000 }));
+          expect(o).toMatchObject({ kind: 'value', stored: false });
+          expectEntry((o as Extract<Outcome, { kind: 'value' }>).entry, e);
+          expect(await backend.get(key)).toBeUndefined();
+        });
+
+        onlyDistributed('share: a big value is left aside for the waiters (getShared) for its shared ttl', async () => {
+          const key = freshId('k');
+          const e = big();
+          const o = await announced(key, () => ({ mode: 'share', bytes: h.encode(e), entry: e, ttl: e.ttl, sharedTtl: 300 }));
+          expect(o).toEqual({ kind: 'shared' });
+          expect(await backend.get(key)).toBeUndefined();
+          expectEntry(await backend.getShared(key), e);
+          await waitUntil('the shared value to expire', async () => (await backend.getShared(key)) === undefined, 5_000);
+        });
+
+        onlyDistributed('uncacheable, error and release are announced', async () => {
+          expect(await announced(freshId('k'), () => ({ mode: 'uncacheable' }))).toEqual({ kind: 'uncacheable' });
+          expect(await announced(freshId('k'), () => ({ mode: 'error', bytes: Buffer.from(JSON.stringify({ name: 'TypeError', message: 'boom' })) }))).toEqual({
+            kind: 'error',
+            name: 'TypeError',
+            message: 'boom',
+          });
+          expect(await announced(freshId('k'), () => ({ mode: 'release' }))).toEqual({ kind: 'released' });
+        });
+
+        onlyDistributed('a listener stops hearing once unsubscribed; other keys are not heard', async () => {
+          const key = freshId('k');
+          const heard: (Outcome | null)[] = [];
+          const stop = await backend.listen(key, (o) => heard.push(o));
+          const other = freshId('k');
+          const t0 = await lead(other);
+          await backend.commit(other, t0, { mode: 'release' });
+          stop();
+          const t1 = await lead(key);
+          await backend.commit(key, t1, { mode: 'release' });
+          await sleep(50);
+          expect(heard.filter((o) => o !== null)).toEqual([]);
+        });
+      });
+    });
+
+    describe('faults in the store', () => {
+      const withRaw = it.runIf(traits.storeAccess);
+
+      withRaw('foreign bytes under a key are reported corrupt, not returned', async () => {
+        const key = freshId('k');
+        await h.raw!.writeValue(key, Buffer.from('written by someone else'));
+        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        expect(found.kind).toBe('corrupt');
+        expect((found as Extract<Lookup, { kind: 'corrupt' }>).error.name).toBe('CorruptEntryError');
+        expect(await backend.get(key)).toMatchObject({ corrupt: expect.objectContaining({ name: 'CorruptEntryError' }) });
+        // Looking past it, a caller can lead and replace it.
+        expect((await backend.lookup(key, 'fixer', LOCK_TTL, true)).kind).toBe('lead');
+        const e = entry('fixed');
+        expect(await backend.commit(key, 'fixer', store(e))).toBe(true);
+        expectEntry(await backend.get(key), e);
+      });
+
+      withRaw('a right header with a payload the serializer cannot read is corrupt', async () => {
+        const key = freshId('k');
+        const good = h.encode(entry('x'));
+        await h.raw!.writeValue(key, Buffer.concat([good.subarray(0, 20), Buffer.from([0xff, 0x00, 0xff])]));
+        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('corrupt');
+      });
+
+      withRaw('a value of another type is corrupt, and skipValue leads past it', async () => {
+        const key = freshId('k');
+        await h.raw!.writeWrongType(key);
+        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        expect(found.kind).toBe('corrupt');
+        expect((found as Extract<Lookup, { kind: 'corrupt' }>).error.message).toMatch(/WRONGTYPE|foreign/);
+        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, true)).kind).toBe('lead');
+      });
+
+      withRaw('a lock without expiry is given one: the caller waits, told it was repaired', async () => {
+        const key = freshId('k');
+        await h.raw!.writeLockWithoutExpiry(key, 'forever');
+        expect(await h.raw!.lockTtl(key)).toBe(-1);
+        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        expect(found.kind).toBe('wait');
+        const { remaining, repaired } = found as Extract<Lookup, { kind: 'wait' }>;
+        expect(remaining).toBe(LOCK_TTL);
+        expect(repaired?.name).toBe('CorruptEntryError');
+        const left = await h.raw!.lockTtl(key);
+        expect(left).toBeGreaterThan(0);
+        expect(left).toBeLessThanOrEqual(LOCK_TTL);
+      });
+    });
+  });
+}
