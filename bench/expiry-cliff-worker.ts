@@ -8,7 +8,7 @@
  * with `@@ ` (anything else a library prints is ignored by the parent).
  *
  *   {op:'prepare', contender, prefix, keys, runsKey, counterKey, config} → {ev:'ready'} | {ev:'unavailable', option, message}
- *   {op:'go', at, rate, phaseMs, warmupMs, measureMs}                 → {ev:'done', lat, lag, age, status, errors, …}
+ *   {op:'go', at, rate, phaseMs, keyOffset, warmupMs, measureMs}      → {ev:'done', lat, lag, age, status, errors, …}
  *   {op:'exit'}                                                       → closes everything and exits
  *
  * The worker exits by itself when stdin closes (the parent is gone).
@@ -212,11 +212,11 @@ async function prepare(msg: { contender: string; prefix: string; keys: number; r
 const round2 = (v: number) => Math.round(v * 100) / 100;
 
 /**
- * Open loop: call `i` is due at `start + phaseMs + i / rate`; whatever is due is started when
+ * Open loop: call `i` is due at `start + phaseMs + i / rate`, on key `i + keyOffset`; whatever is due is started when
  * the timer wakes, however many calls are still pending, and each call's latency counts from
  * when it was due (a stalled process does not hide its stall by calling less).
  */
-async function go(msg: { at: number; rate: number; phaseMs: number; warmupMs: number; measureMs: number }): Promise<void> {
+async function go(msg: { at: number; rate: number; phaseMs: number; keyOffset: number; warmupMs: number; measureMs: number }): Promise<void> {
   const p = prepared;
   if (!p) throw new Error('go before prepare');
   const interval = 1000 / msg.rate;
@@ -249,7 +249,7 @@ async function go(msg: { at: number; rate: number; phaseMs: number; warmupMs: nu
   let pending = 0;
   let i = 0;
   const fire = (due: number) => {
-    const key = p.keys[i % p.keys.length]!;
+    const key = p.keys[(i + msg.keyOffset) % p.keys.length]!;
     i++;
     const measured = due >= measureFrom;
     const t0 = performance.now();
