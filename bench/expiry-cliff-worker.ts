@@ -222,8 +222,9 @@ async function go(msg: { at: number; rate: number; phaseMs: number; keyOffset: n
   const interval = 1000 / msg.rate;
   // The agreed start (epoch ms) on this process's monotonic clock.
   const start = performance.now() + (msg.at - (performance.timeOrigin + performance.now()));
-  const measureFrom = start + msg.warmupMs;
-  const end = measureFrom + msg.measureMs;
+  // Calls [0, warmupCalls) warm up; the rest, up to totalCalls, are measured.
+  const warmupCalls = Math.round(msg.warmupMs / interval);
+  const totalCalls = warmupCalls + Math.round(msg.measureMs / interval);
   const measureFromEpoch = msg.at + msg.warmupMs;
   const measureEndEpoch = measureFromEpoch + msg.measureMs;
   const writes: Promise<unknown>[] = [];
@@ -246,48 +247,45 @@ async function go(msg: { at: number; rate: number; phaseMs: number; keyOffset: n
   const status: string[] = [];
   const errors: string[] = [];
   let errorCount = 0;
+  /** Measured calls not settled yet. */
   let pending = 0;
   let i = 0;
-  const fire = (due: number) => {
+  const dueAt = (n: number) => start + msg.phaseMs + n * interval;
+  const fire = () => {
+    const due = dueAt(i);
     const key = p.keys[(i + msg.keyOffset) % p.keys.length]!;
+    const measured = i >= warmupCalls;
     i++;
-    const measured = due >= measureFrom;
     const t0 = performance.now();
     const startedAt = Date.now();
-    pending++;
+    if (measured) pending++;
     p.contender.call(key, loaders.get(key)!).then(
       (answer) => {
-        pending--;
         if (!measured) return;
+        pending--;
         lat.push(round2(performance.now() - due));
         lag.push(round2(t0 - due));
         age.push(startedAt - answer.value.at);
         status.push(answer.status ?? '');
       },
       (err: unknown) => {
-        pending--;
         if (!measured) return;
+        pending--;
         errorCount++;
         if (errors.length < 5) errors.push(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
       },
     );
   };
-  for (;;) {
+  while (i < totalCalls) {
     const now = performance.now();
-    let due = start + msg.phaseMs + i * interval;
-    if (due >= end) break;
-    while (due <= now && due < end) {
-      fire(due);
-      due = start + msg.phaseMs + i * interval;
-    }
-    if (due >= end) break;
-    await sleep(Math.max(0, due - performance.now()));
+    while (i < totalCalls && dueAt(i) <= now) fire();
+    if (i < totalCalls) await sleep(Math.max(0, dueAt(i) - performance.now()));
   }
   const drainUntil = performance.now() + DRAIN_MS;
   while (pending > 0 && performance.now() < drainUntil) await sleep(10);
   if (pending > 0) {
     errorCount += pending;
-    errors.push(`${pending} calls did not settle within ${DRAIN_MS} ms of the last scheduled start`);
+    errors.push(`${pending} measured calls did not settle within ${DRAIN_MS} ms of the last scheduled start`);
   }
   await Promise.all(writes);
   send({ ev: 'done', lat, lag, age, status, errors, errorCount, localRuns, issued: i });

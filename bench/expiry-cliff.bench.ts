@@ -406,7 +406,7 @@ function report(input: {
     const r = results.get(c.id);
     if (!r) continue;
     if (r.run.unavailable) {
-      out.push(`| ${c.name} | not available in this build (\`${r.run.unavailable}\` rejected by \`createCache\`) |${' — |'.repeat(16)}`);
+      out.push(`| ${c.name} | not available in this build (\`${r.run.unavailable}\` rejected by \`createCache\`) |${' — |'.repeat(15)}`);
       continue;
     }
     const s = r.stats;
