@@ -4,18 +4,20 @@
  *
  *   node --import tsx bench/expiry-cliff-worker.ts <redis url>
  *
- * Parent → worker: JSON lines on stdin. Worker → parent: JSON lines on stdout, each prefixed
- * with `@@ ` (anything else a library prints is ignored by the parent).
+ * Parent → worker: JSON commands on stdin, one a line. Worker → parent: JSON messages on stdout,
+ * one a line (`JsonChild` of tools/child-process.ts; lines that are not JSON are ignored).
  *
- *   {op:'prepare', contender, prefix, keys, runsKey, counterKey, config} → {ev:'ready'} | {ev:'unavailable', option, message}
- *   {op:'go', at, rate, phaseMs, keyOffset, warmupMs, measureMs}      → {ev:'done', lat, lag, age, status, errors, …}
- *   {op:'exit'}                                                       → closes everything and exits
+ *   {cmd:'prepare', contender, prefix, keys, runsKey, counterKey, config} → {event:'prepared', unavailable?: option, message?}
+ *   {cmd:'go', at, rate, phaseMs, keyOffset, warmupMs, measureMs}      → {event:'done', lat, lag, age, status, errors, …}
+ *   {cmd:'exit'}                                                       → closes everything and exits
+ *
+ * A failing command answers {event:'fatal', message} and the worker exits with code 1.
  *
  * The worker exits by itself when stdin closes (the parent is gone).
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../tools/basics.js';
 import { Redis } from 'ioredis';
 import { createCache as createAcd } from 'async-cache-dedupe';
 import { BentoCache, bentostore } from 'bentocache';
@@ -81,8 +83,8 @@ function dogpileOptions(name: string): Record<string, unknown> | undefined {
   }
 }
 
-function send(msg: unknown): void {
-  process.stdout.write(`@@ ${JSON.stringify(msg)}\n`);
+function send(msg: { event: string } & Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(msg)}\n`);
 }
 
 async function connect(): Promise<Redis> {
@@ -199,14 +201,14 @@ async function prepare(msg: { contender: string; prefix: string; keys: number; r
   try {
     contender = await makeContender(msg.contender);
   } catch (err) {
-    if (err instanceof Unavailable) return send({ ev: 'unavailable', option: err.option, message: err.message });
+    if (err instanceof Unavailable) return send({ event: 'prepared', unavailable: err.option, message: err.message });
     throw err;
   }
   // Connects lazy clients and loads scripts on a key outside the measured set.
   await contender.call(`${msg.prefix}:warmup:${process.pid}`, async () => ({ at: Date.now() }));
   const keys = Array.from({ length: msg.keys }, (_, i) => `${msg.prefix}:hot:${i}`);
   prepared = { contender, keys, runsKey: msg.runsKey, counterKey: msg.counterKey };
-  send({ ev: 'ready' });
+  send({ event: 'prepared' });
 }
 
 const round2 = (v: number) => Math.round(v * 100) / 100;
@@ -288,7 +290,7 @@ async function go(msg: { at: number; rate: number; phaseMs: number; keyOffset: n
     errors.push(`${pending} measured calls did not settle within ${DRAIN_MS} ms of the last scheduled start`);
   }
   await Promise.all(writes);
-  send({ ev: 'done', lat, lag, age, status, errors, errorCount, localRuns, issued: i });
+  send({ event: 'done', lat, lag, age, status, errors, errorCount, localRuns, issued: i });
 }
 
 async function shutdown(): Promise<never> {
@@ -300,10 +302,10 @@ async function shutdown(): Promise<never> {
 const rl = createInterface({ input: process.stdin });
 let queue = Promise.resolve();
 rl.on('line', (line) => {
-  const msg = JSON.parse(line) as { op: string } & Record<string, unknown>;
+  const msg = JSON.parse(line) as { cmd: string } & Record<string, unknown>;
   queue = queue
     .then(async () => {
-      switch (msg.op) {
+      switch (msg.cmd) {
         case 'prepare':
           return prepare(msg as never);
         case 'go':
@@ -311,10 +313,13 @@ rl.on('line', (line) => {
         case 'exit':
           return void (await shutdown());
         default:
-          throw new Error(`unknown op ${msg.op}`);
+          throw new Error(`unknown command ${msg.cmd}`);
       }
     })
-    .catch((err: unknown) => send({ ev: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) }));
+    .catch((err: unknown) => {
+      send({ event: 'fatal', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+      process.exit(1);
+    });
 });
 rl.on('close', () => void queue.then(shutdown));
-send({ ev: 'up', pid: process.pid });
+send({ event: 'up', pid: process.pid });

@@ -12,21 +12,15 @@
  * contenders (for investigation; the section then lacks the others). `CLIFF_BENCH_DUMP=<file>`
  * writes every contender's raw measurements there as JSON.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../test/support/redis-server.js';
+import { JsonChild, root } from '../tools/child-process.js';
+import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { percentile } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.join(here, '..');
 
 const PROCESSES = 4;
 /** Calls started per second by each process. */
@@ -65,81 +59,6 @@ const CONTENDERS: ContenderDef[] = [
   { id: 'acd', name: `async-cache-dedupe, \`stale: ${STALE_S}\` (redis storage)`, kind: 'peer', stale: true },
   { id: 'cm', name: `cache-manager \`wrap\`, \`refreshThreshold: ${REFRESH_THRESHOLD_MS}\` (Keyv + @keyv/redis)`, kind: 'peer', stale: true },
 ];
-
-// --- worker processes ---------------------------------------------------------------------
-
-interface WorkerMsg {
-  ev: string;
-  [k: string]: unknown;
-}
-
-class Worker {
-  private readonly child: ChildProcess;
-  private readonly inbox: WorkerMsg[] = [];
-  private waiter: (() => void) | undefined;
-  private stderr = '';
-  readonly exited: Promise<number | null>;
-
-  constructor(url: string) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', path.join('bench', 'expiry-cliff-worker.ts'), url], {
-      cwd: root,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
-    createInterface({ input: this.child.stdout! }).on('line', (line) => {
-      if (!line.startsWith('@@ ')) return;
-      this.inbox.push(JSON.parse(line.slice(3)) as WorkerMsg);
-      this.waiter?.();
-    });
-    this.child.stderr!.on('data', (chunk: Buffer) => {
-      this.stderr = (this.stderr + chunk.toString()).slice(-4000);
-    });
-  }
-
-  /** The next message, which must be one of `evs`; rejects on an `error` message, on exit, or after `timeoutMs`. */
-  async next(evs: string[], timeoutMs: number): Promise<WorkerMsg> {
-    const deadline = performance.now() + timeoutMs;
-    for (;;) {
-      const msg = this.inbox.shift();
-      if (msg) {
-        if (msg.ev === 'error') throw new Error(`worker ${this.child.pid}: ${String(msg.message)}`);
-        if (!evs.includes(msg.ev)) throw new Error(`worker ${this.child.pid}: expected ${evs.join('|')}, got ${msg.ev}`);
-        return msg;
-      }
-      if (this.child.exitCode !== null) throw new Error(`worker ${this.child.pid} exited (${this.child.exitCode}): ${this.stderr}`);
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`worker ${this.child.pid}: no ${evs.join('|')} within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, Math.min(left, 200));
-        this.waiter = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-      this.waiter = undefined;
-    }
-  }
-
-  async request(msg: Record<string, unknown>, evs: string[], timeoutMs: number): Promise<WorkerMsg> {
-    this.child.stdin!.write(`${JSON.stringify(msg)}\n`);
-    return this.next(evs, timeoutMs);
-  }
-
-  /** Asks the worker to exit; kills it (this child only) if it has not exited in 10 s. */
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    this.child.stdin!.end(`${JSON.stringify({ op: 'exit' })}\n`);
-    const code = await Promise.race([this.exited, sleep(10_000).then(() => 'timeout' as const)]);
-    if (code === 'timeout') {
-      this.child.kill('SIGKILL');
-      await this.exited;
-    }
-  }
-
-  kill(): void {
-    if (this.child.exitCode === null) this.child.kill('SIGKILL');
-  }
-}
 
 // --- one contender ------------------------------------------------------------------------
 
@@ -208,30 +127,27 @@ async function runContender(
   const tag = `${c.id}:${Date.now().toString(36)}`;
   const runsKey = `bench:cliff:runs:${tag}`;
   const counterKey = `bench:cliff:measured-runs:${tag}`;
-  const workers = Array.from({ length: PROCESSES }, () => new Worker(redis.url));
+  const workers = Array.from(
+    { length: PROCESSES },
+    (_, i) => new JsonChild(`expiry-cliff worker ${i}`, ['--import', 'tsx', path.join(root, 'bench', 'expiry-cliff-worker.ts'), redis.url]),
+  );
   try {
-    await Promise.all(workers.map((w) => w.next(['up'], 30_000)));
+    await Promise.all(workers.map((w) => w.take('up', 30_000)));
     const config = { ttlMs: TTL_MS, loaderMs: LOADER_MS, staleS: STALE_S, refreshThresholdMs: REFRESH_THRESHOLD_MS };
-    const ready = await Promise.all(
-      workers.map((w) => w.request({ op: 'prepare', contender: c.id, prefix: `cliff:${tag}`, keys: KEYS, runsKey, counterKey, config }, ['ready', 'unavailable'], 30_000)),
-    );
-    const refused = ready.find((m) => m.ev === 'unavailable');
+    for (const w of workers) w.send({ cmd: 'prepare', contender: c.id, prefix: `cliff:${tag}`, keys: KEYS, runsKey, counterKey, config });
+    const ready = await Promise.all(workers.map((w) => w.take('prepared', 30_000)));
+    const refused = ready.find((m) => m.unavailable !== undefined);
     if (refused) {
       log(`${c.id}: not available in this build (${String(refused.message)})`);
-      return { unavailable: String(refused.option), calls: 0, errors: 0, errorSamples: [], lat: [], lag: [], age: [], status: [], runs: 0, listedRuns: 0, refreshes: [] };
+      return { unavailable: String(refused.unavailable), calls: 0, errors: 0, errorSamples: [], lat: [], lag: [], age: [], status: [], runs: 0, listedRuns: 0, refreshes: [] };
     }
     // The processes' schedules interleave: together they start a call every 1000 / (RATE × PROCESSES) ms,
     // and each key is called at even intervals fleet-wide (process p is KEYS / PROCESSES keys ahead of process p - 1).
     const at = Date.now() + 500;
-    const done = await Promise.all(
-      workers.map((w, i) =>
-        w.request(
-          { op: 'go', at, rate: RATE, phaseMs: (i * 1000) / (RATE * PROCESSES), keyOffset: Math.round((i * KEYS) / PROCESSES), warmupMs: timing.warmupMs, measureMs: timing.measureMs },
-          ['done'],
-          timing.warmupMs + timing.measureMs + 60_000,
-        ),
-      ),
+    workers.forEach((w, i) =>
+      w.send({ cmd: 'go', at, rate: RATE, phaseMs: (i * 1000) / (RATE * PROCESSES), keyOffset: Math.round((i * KEYS) / PROCESSES), warmupMs: timing.warmupMs, measureMs: timing.measureMs }),
     );
+    const done = await Promise.all(workers.map((w) => w.take('done', timing.warmupMs + timing.measureMs + 60_000)));
     const from = at + timing.warmupMs;
     const entries = await control.lrange(runsKey, 0, -1);
     const refreshes = refreshesOf(entries, from, from + timing.measureMs);
@@ -252,7 +168,10 @@ async function runContender(
       refreshes,
     };
   } finally {
-    await Promise.all(workers.map((w) => w.stop().catch(() => w.kill())));
+    // Each worker is asked to exit; one that does not is killed (this child only).
+    const clean = await Promise.all(workers.map((w) => w.exit()));
+    await Promise.all(workers.map((w) => w.dispose()));
+    if (clean.includes(false)) log(`${c.id}: ${clean.filter((ok) => !ok).length} worker(s) did not exit cleanly`);
   }
 }
 
