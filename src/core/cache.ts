@@ -2,8 +2,8 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { LRUCache } from 'lru-cache';
-import { isDuration, toMs, type Duration } from './duration.js';
-import { encodeEntry, EntryKind } from './entry.js';
+import { isDuration, toMs, type Duration } from '../shared/duration.js';
+import { encodeEntry, EntryKind } from '../store/entry.js';
 import {
   BackendError,
   CacheClosedError,
@@ -12,16 +12,17 @@ import {
   LockLostError,
   SerializationError,
   WaitTimeoutError,
-} from './errors.js';
-import { KEY_HINTS_MAX_BYTES, keyHintSize, validateKey } from './key.js';
+} from '../shared/errors.js';
+import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
+import { validateKey } from '../store/key.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { Renewal } from '../lock/renewal.js';
-import { abortReason, Wakeup } from '../lock/wait.js';
+import { abortReason, Wakeup } from '../shared/wait.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
-import { isKeyError } from '../store/redis-errors.js';
+import { isKeyError } from '../redis/errors.js';
 import type { Backend, Commit, Outcome, StoredEntry } from '../store/types.js';
-import type { RedisClient } from '../lock/redis-client.js';
+import type { RedisClient } from '../redis/client.js';
 
 export interface LoaderContext {
   /** The cache key being computed. */
@@ -754,7 +755,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     });
   }
 
-  /** Reports a failure that concerns only `key` (see store/redis-errors.ts) as `corrupt`; false for any other failure. */
+  /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */
   private keyFault(key: string, error: unknown): boolean {
     if (!(error instanceof Error) || !keyErrors.has(error)) return false;
     this.fresh?.delete(key);

@@ -1,8 +1,8 @@
-import { toMs, type Duration } from './duration.js';
-import { InvalidOptionError } from './errors.js';
-import { isRedisClient, type RedisClient } from '../lock/redis-client.js';
+import { toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
+import { isRedisClient, type RedisClient } from '../redis/client.js';
 import { validatePrefix } from '../lock/common.js';
-import { v8Serializer, type Serializer } from './serializer.js';
+import { v8Serializer, type Serializer } from '../store/serializer.js';
 
 export interface L1Options {
   /** Most entries kept in process memory. @default 1000 */

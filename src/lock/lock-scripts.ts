@@ -1,4 +1,4 @@
-import { LuaScript } from './script.js';
+import { LuaScript } from '../redis/lua-script.js';
 
 /*
  * Keys of one lock named N (prefix P); they share the hash tag {N}, so one cluster slot:

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { BaseLock, ownerOf } from './base-lock.js';
 import { validateName, validatePrefix } from './common.js';
 import { ACQUIRE, EXTEND, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
-import { isCluster, isRedisClient, type RedisClient } from './redis-client.js';
-import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from './subscriber.js';
+import { isCluster, isRedisClient, type RedisClient } from '../redis/client.js';
+import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
-import { abortReason, Wakeup } from './wait.js';
+import { abortReason, Wakeup } from '../shared/wait.js';
 
 export interface RedisLockOptions extends LockOptions {
   /**

@@ -3,7 +3,7 @@ import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@
 import type { Redis } from 'ioredis';
 import { DogpileCache } from '../core/cache.js';
 import { createCache } from '../core/default-cache.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { resolveCacheOptions } from '../core/options.js';
 import { DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { cacheProviderMethods } from './method-caching.js';

@@ -1,7 +1,7 @@
-import { LuaScript } from '../lock/script.js';
+import { LuaScript } from '../redis/lua-script.js';
 
 /*
- * Keys of one cache key K (see core/key.ts): P:v:{K} value, P:l:{K} lead lock, P:s:{K} a value
+ * Keys of one cache key K (see store/key.ts): P:v:{K} value, P:l:{K} lead lock, P:s:{K} a value
  * shared but not stored; channel P:c:{K}.
  * Messages on the channel (first byte): 'v' + entry (value stored, inline), 's' + entry (value
  * shared with the waiters but not stored), 'V' (value stored, too big to inline: read it),
@@ -70,5 +70,19 @@ else
   redis.call('PUBLISH', ARGV[5], 'r')
 end
 return 1
+`,
+);
+
+/** KEYS: lock. ARGV: token, lock ttl ms. Extends the lead lock while it holds this token; returns 1, or 0 when it was lost. */
+export const RENEW = new LuaScript(
+  'renew',
+  `
+local lock_key = KEYS[1]
+local token = ARGV[1]
+local ttl = ARGV[2]
+if redis.call('GET', lock_key) == token then
+  return redis.call('PEXPIRE', lock_key, ttl)
+end
+return 0
 `,
 );

@@ -1,10 +1,9 @@
-import { CorruptEntryError, decodeEntry, EntryKind } from '../core/entry.js';
-import { cacheKeys, valueKey } from '../core/key.js';
-import type { Serializer } from '../core/serializer.js';
-import { EXTEND } from '../lock/lock-scripts.js';
-import type { RedisClient } from '../lock/redis-client.js';
-import { sharedSubscriber } from '../lock/subscriber.js';
-import { COMMIT, LOOKUP } from './cache-scripts.js';
+import { CorruptEntryError, decodeEntry, EntryKind } from './entry.js';
+import { cacheKeys, valueKey } from './key.js';
+import type { Serializer } from './serializer.js';
+import type { RedisClient } from '../redis/client.js';
+import { sharedSubscriber } from '../redis/subscriber.js';
+import { COMMIT, LOOKUP, RENEW } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
@@ -70,7 +69,7 @@ export class RedisBackend implements Backend {
   }
 
   async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return (await EXTEND.run(this.client, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
+    return (await RENEW.run(this.client, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {

@@ -1,4 +1,4 @@
-import type { EntryKind } from '../core/entry.js';
+import type { EntryKind } from './entry.js';
 
 /** A stored entry, decoded. */
 export interface StoredEntry {

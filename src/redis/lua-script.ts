@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { CommandClient } from './redis-client.js';
+import type { CommandClient } from './client.js';
 
 type Arg = string | number | Buffer;
 

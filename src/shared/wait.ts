@@ -1,4 +1,4 @@
-import { AbortedError } from '../core/errors.js';
+import { AbortedError } from './errors.js';
 
 /**
  * A wake-up flag a waiter can sleep on: `wake()` may come before `sleep()` is called and is
