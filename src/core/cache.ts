@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { LRUCache } from 'lru-cache';
 import { isDuration, toMs, type Duration } from '../shared/duration.js';
 import { encodeEntry, EntryKind } from '../store/entry.js';
@@ -22,7 +21,7 @@ import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
 import { isKeyError } from '../redis/errors.js';
 import type { Backend, Commit, Outcome, StoredEntry } from '../store/types.js';
-import type { RedisClient } from '../redis/client.js';
+import { createClientFromUrl } from '../redis/client.js';
 
 export interface LoaderContext {
   /** The cache key being computed. */
@@ -824,23 +823,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   }
 }
 
-function createClientFromUrl(url: string): RedisClient {
-  // ioredis is an optional peer dependency: loaded only when a URL is given.
-  let mod: typeof import('ioredis');
-  try {
-    mod = requireOptional('ioredis') as typeof import('ioredis');
-  } catch (cause) {
-    throw new InvalidOptionError('redis', 'a Redis URL needs the ioredis package: npm install ioredis', { cause });
-  }
-  // The offline queue stays on so the first calls wait for the connection instead of failing;
-  // every call is bounded by commandTimeout anyway.
-  const client = new mod.Redis(url, { maxRetriesPerRequest: 1 });
-  client.on('error', () => {
-    /* reported through backendError events when a call fails */
-  });
-  return client;
-}
-
 function valueOf<T>(result: CacheResult<T>): T {
   return result.value;
 }
@@ -870,8 +852,4 @@ function errorName(error: unknown): string {
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function requireOptional(name: string): unknown {
-  return createRequire(import.meta.url)(name);
 }

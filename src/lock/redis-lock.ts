@@ -56,7 +56,7 @@ export class RedisLock extends BaseLock {
   }
 
   protected async tryOnce(value: string): Promise<number | false> {
-    const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0])) as [number, number];
+    const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
     return ok === 1 ? n : false;
   }
 
@@ -76,7 +76,7 @@ export class RedisLock extends BaseLock {
         if (signal?.aborted) throw abortReason(signal, this.name);
         const left = Math.ceil(deadline - performance.now());
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left])) as [number, number];
+        const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left]);
         if (ok === 1) {
           queued = false;
           return n;
@@ -114,7 +114,7 @@ export class RedisLock extends BaseLock {
   }
 
   async getOwnerId(): Promise<string | null> {
-    return ownerOf(await (this.client as { get(key: string): Promise<string | null> }).get(this.keys.lock));
+    return ownerOf(await this.client.get(this.keys.lock));
   }
 
   /**

@@ -1,7 +1,7 @@
 import { CorruptEntryError, decodeEntry, EntryKind } from './entry.js';
 import { cacheKeys, valueKey } from './key.js';
 import type { Serializer } from './serializer.js';
-import type { RedisClient } from '../redis/client.js';
+import type { CommandClient, RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
 import { COMMIT, LOOKUP, RENEW } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
@@ -24,10 +24,15 @@ const EMPTY = Buffer.alloc(0);
 export class RedisBackend implements Backend {
   readonly distributed = true;
 
+  /** The commands this backend sends (the full client is kept for its status, its subscriber and closing). */
+  private readonly commands: CommandClient;
+
   constructor(
     private readonly client: RedisClient,
     private readonly options: RedisBackendOptions,
-  ) {}
+  ) {
+    this.commands = client;
+  }
 
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */
   available(): boolean {
@@ -37,10 +42,10 @@ export class RedisBackend implements Backend {
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number | string, number?];
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0']);
     switch (reply[0]) {
       case 1: {
-        const decoded = this.decode(reply[1] as Buffer);
+        const decoded = this.decode(reply[1]);
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
       }
       case 2:
@@ -56,7 +61,7 @@ export class RedisBackend implements Backend {
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
     const k = cacheKeys(this.options.prefix, key);
-    const result = await COMMIT.run(this.client, [k.value, k.lock, k.shared], [
+    const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
       commit.bytes ?? EMPTY,
@@ -69,7 +74,7 @@ export class RedisBackend implements Backend {
   }
 
   async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return (await RENEW.run(this.client, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
+    return (await RENEW.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
@@ -79,35 +84,30 @@ export class RedisBackend implements Backend {
   }
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(valueKey(this.options.prefix, key));
+    const bytes = await this.commands.getBuffer(valueKey(this.options.prefix, key));
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
   async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(cacheKeys(this.options.prefix, key).shared);
+    const bytes = await this.commands.getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
   async set(key: string, _entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void> {
-    await (this.client as { set(k: string, v: Buffer, px: 'PX', ms: number): Promise<unknown> }).set(
-      valueKey(this.options.prefix, key),
-      bytes,
-      'PX',
-      Math.max(1, Math.ceil(ttl)),
-    );
+    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(ttl)));
   }
 
   async delete(key: string): Promise<boolean> {
-    return (await (this.client as { del(k: string): Promise<number> }).del(valueKey(this.options.prefix, key))) > 0;
+    return (await this.commands.del(valueKey(this.options.prefix, key))) > 0;
   }
 
   async close(): Promise<void> {
     if (this.options.ownsClient) {
-      await (this.client as { quit(): Promise<unknown> }).quit().catch(() => this.client.disconnect());
+      await this.client.quit().catch(() => this.client.disconnect());
     }
   }
 
