@@ -2,7 +2,9 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { isDuration, toMs, type Duration } from '../shared/duration.js';
-import { encodeEntry, EntryKind } from '../store/entry.js';
+import { EntryCodec } from '../store/codec.js';
+import { EntryKind } from '../store/entry.js';
+import { L1 } from '../store/l1.js';
 import {
   BackendError,
   CacheClosedError,
@@ -155,8 +157,6 @@ const PROCESS_TOKEN = randomBytes(8).toString('hex');
 export class DogpileCache extends EventEmitter<CacheEvents> {
   readonly options: ResolvedCacheOptions;
   private readonly backend: Backend;
-  private readonly memory: MemoryBackend | undefined;
-  private readonly l1: LRUCache<string, StoredEntry> | undefined;
   /** Expiry times of values this process has seen in Redis: where a plain GET will likely hit. */
   private readonly fresh: LRUCache<string, number> | undefined;
   private readonly inflight = new Map<string, Promise<Settled<unknown>>>();
@@ -172,18 +172,19 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     super();
     this.options = resolveCacheOptions(options);
     const { redis } = this.options;
+    const codec = new EntryCodec(this.options.serializer);
     if (redis === undefined) {
-      this.memory = new MemoryBackend(this.options.maxEntries);
-      this.backend = this.memory;
+      this.backend = new MemoryBackend(this.options.maxEntries, codec);
     } else {
       const client = typeof redis === 'string' ? createClientFromUrl(redis) : redis;
+      const { l1 } = this.options;
       this.backend = new RedisBackend(client, {
         prefix: this.options.prefix,
-        serializer: this.options.serializer,
+        codec,
         inlineMax: this.options.inlineMax,
+        l1: l1 ? new L1(l1.max, l1.ttl) : undefined,
         ownsClient: typeof redis === 'string',
       });
-      if (this.options.l1) this.l1 = new LRUCache({ max: this.options.l1.max });
       this.fresh = new LRUCache<string, number>({ max: FRESHNESS_HINTS, maxSize: KEY_HINTS_MAX_BYTES, sizeCalculation: (_v, k) => keyHintSize(k) });
     }
   }
@@ -209,9 +210,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       ((typeof ttlOrOptions === 'number' && ttlOrOptions > 0 && ttlOrOptions < Number.POSITIVE_INFINITY) ||
         (typeof ttlOrOptions === 'string' && isDuration(ttlOrOptions)))
     ) {
-      const local = this.memory ? this.memory.peek(key) : this.l1?.get(key);
+      const local = this.backend.peek(key);
       if (local !== undefined && local.kind === EntryKind.Value) {
-        if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
+        if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
         return Promise.resolve(local.value as T);
       }
       // A value this process saw in Redis and that has not expired: one bounded GET. A miss,
@@ -229,7 +230,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
             if (this.reads.get(key) === shared) this.reads.delete(key);
             if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value) {
               if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
-              if (this.l1) this.remember(key, found);
+              if (this.options.l1) this.remember(key, found);
               return found.value as T;
             }
             return this.resolve(key, loader, ttlOrOptions).then(valueOf);
@@ -250,9 +251,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
-    const local = this.memory?.peek(key) ?? this.l1?.get(key);
+    const local = this.backend.peek(key);
     if (local?.kind === EntryKind.Value) {
-      if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.memory ? 'store' : 'l1' });
+      if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
 
@@ -291,7 +292,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async get<T = unknown>(key: string): Promise<T | undefined> {
     validateKey(key);
     this.assertOpen();
-    const local = this.memory?.peek(key) ?? this.l1?.get(key);
+    const local = this.backend.peek(key);
     if (local) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
     let found;
     try {
@@ -316,8 +317,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const ttlMs = toMs(ttl, 'ttl');
     this.assertOpen();
     const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl: ttlMs };
-    const bytes = this.encode(key, entry);
-    await this.timed(key, 'set', this.backend.set(key, entry, bytes, ttlMs));
+    await this.timed(key, 'set', this.backend.set(key, entry));
     this.remember(key, entry);
   }
 
@@ -328,7 +328,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async delete(key: string): Promise<boolean> {
     validateKey(key);
     this.assertOpen();
-    this.l1?.delete(key);
     this.fresh?.delete(key);
     return this.timed(key, 'delete', this.backend.delete(key));
   }
@@ -340,7 +339,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.l1?.clear();
     await this.backend.close();
   }
 
@@ -442,8 +440,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         throw error;
       }
       this.emit('loaderError', { key, error });
-      const payload = Buffer.from(JSON.stringify({ name: errorName(error), message: errorMessage(error) }));
-      await this.commit(key, token, { mode: 'error', bytes: payload });
+      await this.commit(key, token, { mode: 'error', name: errorName(error), message: errorMessage(error) });
       throw error;
     }
     await renewal?.stop();
@@ -452,24 +449,18 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const decision = this.decide(value, opts);
     if (decision === 'private') {
       const marker = opts.hitForMissTtl > 0 ? this.markerEntry(createdAt, opts.hitForMissTtl) : undefined;
-      await this.commit(key, token, {
-        mode: 'uncacheable',
-        bytes: marker ? encodeEntry(EntryKind.HitForMiss, createdAt, opts.hitForMissTtl, Buffer.alloc(0)) : undefined,
-        entry: marker,
-        ttl: opts.hitForMissTtl,
-      });
+      await this.commit(key, token, { mode: 'uncacheable', marker });
       return { value, status: 'miss', createdAt, degraded: false, private: true };
     }
     const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl };
-    let bytes: Buffer;
+    let committed;
     try {
-      bytes = this.encode(key, entry);
+      committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl });
     } catch (error) {
-      const payload = Buffer.from(JSON.stringify({ name: errorName(error), message: errorMessage(error) }));
-      await this.commit(key, token, { mode: 'error', bytes: payload });
+      // The value cannot be encoded (nothing was sent): announce the error and release.
+      await this.commit(key, token, { mode: 'error', name: errorName(error), message: errorMessage(error) });
       throw error;
     }
-    const committed = await this.commit(key, token, { mode: decision, bytes, entry, ttl: opts.ttl, sharedTtl: opts.lockTtl });
     if (committed && decision === 'store') this.remember(key, entry);
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
   }
@@ -628,11 +619,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     let degraded = false;
     if (decision === 'store') {
       const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl };
-      const bytes = this.encode(key, entry);
       try {
-        await this.timed(key, 'set', this.backend.set(key, entry, bytes, opts.ttl));
+        await this.timed(key, 'set', this.backend.set(key, entry));
         this.remember(key, entry);
-      } catch {
+      } catch (error) {
+        if (error instanceof SerializationError) throw error;
         degraded = true;
       }
     }
@@ -658,6 +649,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     try {
       return await this.timed(key, 'commit', this.backend.commit(key, token, commit));
     } catch (error) {
+      if (error instanceof SerializationError) throw error;
       this.keyFault(key, error);
       return undefined;
     }
@@ -680,19 +672,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl };
   }
 
-  private encode(key: string, entry: StoredEntry): Buffer {
-    let payload: Uint8Array;
-    try {
-      payload = this.options.serializer.serialize(entry.value);
-    } catch (error) {
-      throw new SerializationError(`the value for "${key}" cannot be serialised: ${errorMessage(error)}`, { key, cause: error });
-    }
-    if (!(payload instanceof Uint8Array)) {
-      throw new SerializationError(`the serializer returned ${typeof payload} for "${key}"; serialize() must return a Buffer or Uint8Array`, { key });
-    }
-    return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload);
-  }
-
   /**
    * Keeps what this process learnt of a stored value: its expiry (the GET hint) and, with l1,
    * the value. The entry's expiry is wall-clock (createdAt is stored); what it has left is
@@ -706,8 +685,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       return;
     }
     this.fresh?.set(key, performance.now() + left);
-    if (!this.l1 || !this.options.l1) return;
-    this.l1.set(key, entry, { ttl: Math.min(this.options.l1.ttl, left) });
+    this.backend.keep(key, entry, left);
   }
 
   private believedFresh(key: string): boolean {
@@ -734,6 +712,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       const call: PendingCall = { deadline: performance.now() + this.options.commandTimeout, key, operation, fail: undefined };
       const settle = (err: unknown) => {
         if (!this.pending.delete(call)) return;
+        if (err instanceof SerializationError) {
+          // The value cannot be encoded: the caller's error, found before anything was sent.
+          reject(err);
+          return;
+        }
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
         if (isKeyError(err)) {
           // The server answered, about this key only: no cooldown, no backendError.

@@ -1,6 +1,7 @@
-import { CorruptEntryError, decodeEntry, EntryKind } from './entry.js';
+import type { EntryCodec } from './codec.js';
+import { CorruptEntryError } from './entry.js';
 import { cacheKeys, valueKey } from './key.js';
-import type { Serializer } from './serializer.js';
+import type { L1 } from './l1.js';
 import type { CommandClient, RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
 import { COMMIT, LOOKUP, RENEW } from './cache-scripts.js';
@@ -8,8 +9,10 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
   prefix: string;
-  serializer: Serializer;
+  codec: EntryCodec;
   inlineMax: number;
+  /** A short-lived copy in process memory of the values this process saw (`peek` reads it). */
+  l1: L1 | undefined;
   /** Close the client in `close()` (only when the cache created it). */
   ownsClient: boolean;
 }
@@ -23,6 +26,7 @@ const EMPTY = Buffer.alloc(0);
  */
 export class RedisBackend implements Backend {
   readonly distributed = true;
+  readonly peekLayer = 'l1';
 
   /** The commands this backend sends (the full client is kept for its status, its subscriber and closing). */
   private readonly commands: CommandClient;
@@ -38,6 +42,14 @@ export class RedisBackend implements Backend {
   available(): boolean {
     const status = this.client.status;
     return status !== 'reconnecting' && status !== 'close' && status !== 'end';
+  }
+
+  peek(key: string): StoredEntry | undefined {
+    return this.options.l1?.get(key);
+  }
+
+  keep(key: string, entry: StoredEntry, left: number): void {
+    this.options.l1?.keep(key, entry, left);
   }
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
@@ -60,15 +72,37 @@ export class RedisBackend implements Backend {
   }
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
+    let bytes: Buffer = EMPTY;
+    let ttl = 0;
+    let sharedTtl = 1000;
+    switch (commit.mode) {
+      case 'store':
+      case 'share':
+        bytes = this.options.codec.encode(key, commit.entry);
+        ttl = commit.entry.ttl;
+        sharedTtl = commit.sharedTtl;
+        break;
+      case 'uncacheable':
+        if (commit.marker) {
+          bytes = this.options.codec.encode(key, commit.marker);
+          ttl = commit.marker.ttl;
+        }
+        break;
+      case 'error':
+        bytes = Buffer.from(JSON.stringify({ name: commit.name, message: commit.message }));
+        break;
+      default:
+        break;
+    }
     const k = cacheKeys(this.options.prefix, key);
     const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
-      commit.bytes ?? EMPTY,
-      Math.max(1, Math.ceil(commit.ttl ?? 0)),
+      bytes,
+      Math.max(1, Math.ceil(ttl)),
       k.channel,
       this.options.inlineMax,
-      Math.max(1, Math.ceil(commit.sharedTtl ?? 1000)),
+      Math.max(1, Math.ceil(sharedTtl)),
     ]);
     return result === 1;
   }
@@ -97,28 +131,25 @@ export class RedisBackend implements Backend {
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
-  async set(key: string, _entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void> {
-    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(ttl)));
+  async set(key: string, entry: StoredEntry): Promise<void> {
+    const bytes = this.options.codec.encode(key, entry);
+    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(entry.ttl)));
   }
 
   async delete(key: string): Promise<boolean> {
+    this.options.l1?.delete(key);
     return (await this.commands.del(valueKey(this.options.prefix, key))) > 0;
   }
 
   async close(): Promise<void> {
+    this.options.l1?.clear();
     if (this.options.ownsClient) {
       await this.client.quit().catch(() => this.client.disconnect());
     }
   }
 
   private decode(bytes: Buffer): StoredEntry | { error: Error } {
-    try {
-      const header = decodeEntry(bytes);
-      const value = header.kind === EntryKind.Value ? this.options.serializer.deserialize(header.payload) : undefined;
-      return { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl };
-    } catch (error) {
-      return { error: error as Error };
-    }
+    return this.options.codec.decode(bytes);
   }
 
   private parseMessage(message: Buffer): Outcome {
