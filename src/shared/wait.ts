@@ -52,7 +52,3 @@ export function abortReason(signal: AbortSignal, key?: string): unknown {
   if (reason instanceof Error && reason.name !== 'AbortError') return reason;
   return new AbortedError(key === undefined ? 'the wait was aborted' : `the wait for "${key}" was aborted`, { key, cause: reason });
 }
-
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
