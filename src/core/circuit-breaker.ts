@@ -1,3 +1,5 @@
+import { monotonicNow } from '../shared/clock.js';
+
 /**
  * Open for `cooldown` ms after a failure: while open, callers skip the protected resource
  * instead of waiting for it to fail again. Deadlines are on the monotonic clock.
@@ -9,11 +11,11 @@ export class CircuitBreaker {
 
   /** True while the breaker is open (a failure was recorded less than `cooldown` ago). */
   isOpen(): boolean {
-    return performance.now() < this.openUntil;
+    return monotonicNow() < this.openUntil;
   }
 
   /** Records a failure: opens the breaker for `cooldown` from now. */
   trip(): void {
-    this.openUntil = performance.now() + this.cooldown;
+    this.openUntil = monotonicNow() + this.cooldown;
   }
 }

@@ -1,3 +1,4 @@
+import { monotonicNow } from '../shared/clock.js';
 import { isKeyError } from '../redis/errors.js';
 import { BackendError, SerializationError } from '../shared/errors.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
@@ -100,7 +101,7 @@ export class GuardedBackend {
    */
   private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const call: PendingCall = { deadline: performance.now() + this.options.commandTimeout, key, operation, fail: undefined };
+      const call: PendingCall = { deadline: monotonicNow() + this.options.commandTimeout, key, operation, fail: undefined };
       const settle = (err: unknown) => {
         if (!this.pending.delete(call)) return;
         if (err instanceof SerializationError) {
@@ -136,7 +137,7 @@ export class GuardedBackend {
         this.sweepTimer = undefined;
         return;
       }
-      const now = performance.now();
+      const now = monotonicNow();
       for (const call of this.pending) {
         if (call.deadline <= now) call.fail?.(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
       }

@@ -1,3 +1,4 @@
+import { monotonicNow } from '../shared/clock.js';
 import { LRUCache } from 'lru-cache';
 import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
 import type { Backend, StoredEntry } from '../store/types.js';
@@ -31,14 +32,14 @@ export class FreshnessHints {
       this.fresh?.delete(key);
       return;
     }
-    this.fresh?.set(key, performance.now() + left);
+    this.fresh?.set(key, monotonicNow() + left);
     this.backend.keep(key, entry, left);
   }
 
   /** True when this process saw the value of `key` and it has not expired. */
   believedFresh(key: string): boolean {
     const freshUntil = this.fresh?.get(key);
-    return freshUntil !== undefined && freshUntil > performance.now();
+    return freshUntil !== undefined && freshUntil > monotonicNow();
   }
 
   forget(key: string): void {

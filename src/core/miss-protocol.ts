@@ -1,3 +1,4 @@
+import { monotonicNow } from '../shared/clock.js';
 import { randomBytes } from 'node:crypto';
 import { Renewal } from '../lock/renewal.js';
 import { InvalidOptionError, LoaderError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
@@ -38,7 +39,7 @@ export class MissProtocol {
   ) {}
 
   async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    const deadline = performance.now() + opts.waitTimeout;
+    const deadline = monotonicNow() + opts.waitTimeout;
     let skipValue = false;
     for (;;) {
       if (!this.backend.usable(key)) return this.runLocal(key, loader, opts, true);
@@ -237,7 +238,7 @@ export class MissProtocol {
           this.events.emit('miss', { key });
           return await this.lead(key, token, loader, opts);
         }
-        const left = deadline - performance.now();
+        const left = deadline - monotonicNow();
         if (left <= 0) return await this.waitTimedOut(key, loader, opts);
         // Woken by the announcement, or when the leader's lock runs out (leader gone).
         // No caller's signal here: the flight is shared; each caller's own signal is applied in resolve().
