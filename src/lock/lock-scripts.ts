@@ -127,20 +127,6 @@ return removed
 `,
 );
 
-/** KEYS: lock. ARGV: value, ttl ms. Resets the expiry to ttl if held by value; 1 or 0. */
-export const EXTEND = new LuaScript<[value: string, ttl: number], 0 | 1>(
-  'extend',
-  `
-local lock_key = KEYS[1]
-local value = ARGV[1]
-local ttl = ARGV[2]
-if redis.call('GET', lock_key) == value then
-  return redis.call('PEXPIRE', lock_key, ttl)
-end
-return 0
-`,
-);
-
 /**
  * KEYS: lock, queue. ARGV: channel, hand-off ms. Frees the lock whoever holds it and hands it
  * to the next live waiter. Returns 1 when there was a lock (held or reserved), else 0.

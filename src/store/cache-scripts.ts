@@ -91,17 +91,3 @@ end
 return 1
 `,
 );
-
-/** KEYS: lock. ARGV: token, lock ttl ms. Extends the lead lock while it holds this token; returns 1, or 0 when it was lost. */
-export const RENEW = new LuaScript<[token: string, lockTtl: number], 0 | 1>(
-  'renew',
-  `
-local lock_key = KEYS[1]
-local token = ARGV[1]
-local ttl = ARGV[2]
-if redis.call('GET', lock_key) == token then
-  return redis.call('PEXPIRE', lock_key, ttl)
-end
-return 0
-`,
-);

@@ -4,7 +4,8 @@ import { cacheKeys, valueKey } from './key.js';
 import type { L1 } from './l1.js';
 import type { CommandClient, RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
-import { COMMIT, LOOKUP, RENEW } from './cache-scripts.js';
+import { EXTEND } from '../redis/extend-script.js';
+import { COMMIT, LOOKUP } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
@@ -108,7 +109,7 @@ export class RedisBackend implements Backend {
   }
 
   async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return (await RENEW.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
+    return (await EXTEND.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
