@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cacheKeys } from '../src/core/key.js';
+import { cacheKeys } from '../src/store/key.js';
 import { defaultCacheKey } from '../src/http/cache-key.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { Cached } from '../src/nest/index.js';

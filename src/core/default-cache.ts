@@ -1,5 +1,5 @@
-import type { Duration } from './duration.js';
-import { InvalidOptionError } from './errors.js';
+import type { Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { DogpileCache, type GetOrComputeOptions, type Loader } from './cache.js';
 import type { CacheOptions } from './options.js';
 

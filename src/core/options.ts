@@ -1,8 +1,9 @@
-import { toMs, type Duration } from './duration.js';
-import { InvalidOptionError } from './errors.js';
-import { isRedisClient, type RedisClient } from '../lock/redis-client.js';
+import { toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
+import { isRedisClient, type RedisClient } from '../redis/client.js';
 import { validatePrefix } from '../lock/common.js';
-import { v8Serializer, type Serializer } from './serializer.js';
+import { v8Serializer, type Serializer } from '../store/serializer.js';
+import { checkThrowOrLoad } from './call-options.js';
 
 export interface L1Options {
   /** Most entries kept in process memory. @default 1000 */
@@ -47,6 +48,14 @@ export interface CacheOptions {
    */
   onWaitTimeout?: 'throw' | 'load';
   /**
+   * What a waiter does when the loader it waited for failed in another process (only its
+   * error's name and message cross over): `'throw'` a `LoaderError` (code `E_LOADER`), or
+   * `'load'` (run its own loader: once per key for the callers of this process that wait
+   * together, without storing the result).
+   * @default 'throw'
+   */
+  onRemoteError?: 'throw' | 'load';
+  /**
    * Longest wait for one Redis round trip; past it the call goes on without Redis (the loader
    * runs with in-process single-flight) and a `backendError` event is emitted.
    * @default 1000 (ms)
@@ -70,6 +79,7 @@ export interface ResolvedCacheOptions {
   lockTtl: number;
   waitTimeout: number;
   onWaitTimeout: 'throw' | 'load';
+  onRemoteError: 'throw' | 'load';
   commandTimeout: number;
   backendCooldown: number;
   inlineMax: number;
@@ -85,6 +95,7 @@ export const CACHE_DEFAULTS = {
   lockTtl: 5000,
   waitTimeout: 10_000,
   onWaitTimeout: 'throw',
+  onRemoteError: 'throw',
   commandTimeout: 1000,
   backendCooldown: 1000,
   inlineMax: 65_536,
@@ -92,7 +103,7 @@ export const CACHE_DEFAULTS = {
 } as const;
 
 const KNOWN = new Set([
-  'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'commandTimeout',
+  'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
   'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl',
 ]);
 
@@ -103,13 +114,11 @@ function positiveInt(value: unknown, option: string): number {
   return value;
 }
 
-export function resolveCacheOptions(options: CacheOptions | undefined, { allowExtra = false } = {}): ResolvedCacheOptions {
+export function resolveCacheOptions(options: CacheOptions | undefined): ResolvedCacheOptions {
   const o = options ?? {};
   if (typeof o !== 'object' || o === null) throw new InvalidOptionError('options', 'expected an object');
-  if (!allowExtra) {
-    for (const k of Object.keys(o)) {
-      if (!KNOWN.has(k)) throw new InvalidOptionError(k, `unknown option; known options are ${[...KNOWN].join(', ')}`);
-    }
+  for (const k of Object.keys(o)) {
+    if (!KNOWN.has(k)) throw new InvalidOptionError(k, `unknown option; known options are ${[...KNOWN].join(', ')}`);
   }
   if (o.redis !== undefined && typeof o.redis !== 'string' && !isRedisClient(o.redis)) {
     throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance, or a redis:// URL');
@@ -125,9 +134,8 @@ export function resolveCacheOptions(options: CacheOptions | undefined, { allowEx
       ttl: o.l1.ttl === undefined ? CACHE_DEFAULTS.l1Ttl : toMs(o.l1.ttl, 'l1.ttl'),
     };
   } else if (o.l1 !== undefined && o.l1 !== false) throw new InvalidOptionError('l1', 'expected true, false or { max, ttl }');
-  if (o.onWaitTimeout !== undefined && o.onWaitTimeout !== 'throw' && o.onWaitTimeout !== 'load') {
-    throw new InvalidOptionError('onWaitTimeout', `expected 'throw' or 'load', got ${String(o.onWaitTimeout)}`);
-  }
+  checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
+  checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
   const serializer = o.serializer ?? v8Serializer;
   if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
     throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
@@ -140,6 +148,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined, { allowEx
     lockTtl: o.lockTtl === undefined ? CACHE_DEFAULTS.lockTtl : toMs(o.lockTtl, 'lockTtl'),
     waitTimeout: o.waitTimeout === undefined ? CACHE_DEFAULTS.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
     onWaitTimeout: o.onWaitTimeout ?? CACHE_DEFAULTS.onWaitTimeout,
+    onRemoteError: o.onRemoteError ?? CACHE_DEFAULTS.onRemoteError,
     commandTimeout: o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout'),
     backendCooldown: o.backendCooldown === undefined ? CACHE_DEFAULTS.backendCooldown : toMs(o.backendCooldown, 'backendCooldown', { allowZero: true }),
     inlineMax: o.inlineMax === undefined ? CACHE_DEFAULTS.inlineMax : positiveInt(o.inlineMax, 'inlineMax'),

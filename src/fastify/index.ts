@@ -7,8 +7,8 @@ import type {
 } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
-import { toMs, type Duration } from '../core/duration.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { capturePayload, watchClientGone, type ResponseCapture } from '../http/capture.js';
 import { HttpGuard } from '../http/guard.js';
 import type { HttpCacheOptions } from '../http/options.js';

@@ -2,14 +2,15 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { CacheDecision, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { CacheClosedError, InvalidOptionError } from '../core/errors.js';
-import { describe } from '../core/duration.js';
-import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../core/key.js';
-import { defaultCacheKey, userCacheKey, varyKeySuffix } from './cache-key.js';
-import { requestBypassReason, responseNotStorableReason } from './cacheability.js';
+import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
+import { describe } from '../shared/duration.js';
+import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
+import { varyKeySuffix } from './cache-key.js';
+import { responseNotStorableReason } from './cacheability.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
 import { headerValue, parseVary, storableHeaders } from './headers.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
+import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from './request-plan.js';
 import { encodeResponse } from './response-format.js';
 import { prepareResponse, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
 
@@ -54,7 +55,7 @@ export interface Exchange {
 }
 
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
-const handled = new WeakSet<object>();
+const handled = new RequestClaims();
 
 const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'store');
 
@@ -94,22 +95,21 @@ export class HttpGuard<Req> {
     if (handled.has(marker)) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
-    if (requestBypassReason(method, headers, keyFn === undefined ? this.options.privateHeaders : []) !== undefined) return undefined;
-    let base: string;
+    if (!cacheableRequest(method, headers, keyFn === undefined ? this.options.privateHeaders : [])) return undefined;
+    let userKey: string | undefined;
     if (keyFn !== undefined) {
       const k = keyFn(req);
       if (!k) return undefined;
       if (typeof k !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(k)}`);
-      base = userCacheKey(k);
-    } else {
-      base = defaultCacheKey(method, info.url, headers);
+      userKey = k;
     }
-    handled.add(marker);
+    const base = requestBaseKey(method, info.url, headers, userKey);
+    handled.claim(marker);
     const varyNames = this.varyIndex.get(base) ?? [];
     return {
       head: method === 'HEAD',
       base,
-      key: varyNames.length === 0 ? base : base + varyKeySuffix(varyNames, headers),
+      key: withVary(base, varyNames, headers),
       ttl,
       headers,
       varyNames,

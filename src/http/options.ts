@@ -1,6 +1,6 @@
 import type { DogpileCache } from '../core/cache.js';
-import { toMs, describe, type Duration } from '../core/duration.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { toMs, describe, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
 
 /**
  * Options of the HTTP adapters (`dogpileGuard()` for Express, `dogpileGuardPlugin` for

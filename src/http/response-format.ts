@@ -1,3 +1,4 @@
+import { DogpileError } from '../shared/errors.js';
 import type { HeaderEntry } from './headers.js';
 
 /**
@@ -34,8 +35,9 @@ export interface StoredResponse {
   body: Buffer;
 }
 
-export class ResponseFormatError extends Error {
-  override readonly name = 'ResponseFormatError';
+/** Stored bytes that are not a response this library wrote. */
+export class ResponseFormatError extends DogpileError {
+  override readonly code = 'E_RESPONSE_FORMAT' as const;
 }
 
 export function encodeResponse(response: {

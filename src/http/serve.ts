@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { CacheStatus } from '../core/cache.js';
 import { etagMatches, headerValue, type HeaderEntry } from './headers.js';
+import { ageSeconds } from './request-plan.js';
 import { decodeResponse, type StoredResponse } from './response-format.js';
 
 /** The `X-Cache` header: `HIT` from the cache, `COALESCED` from another request's handler run, `MISS` from this request's own. */
@@ -76,7 +77,7 @@ export function varyMatches(stored: StoredResponse, headers: IncomingHttpHeaders
 
 /** The response to write for a request served from `stored`; a 304 when its `If-None-Match` matches. */
 export function prepareResponse(stored: ServableResponse, requestHeaders: IncomingHttpHeaders, xCache: XCache, now = Date.now()): PreparedResponse {
-  const age = Math.max(0, Math.floor((now - stored.createdAt) / 1000));
+  const age = ageSeconds(stored.createdAt, now);
   const inm = requestHeaders['if-none-match'];
   if (inm !== undefined && stored.etag !== undefined && stored.status === 200 && etagMatches(inm, stored.etag)) {
     const headers = stored.headers.filter(([name]) => NOT_MODIFIED_HEADERS.has(name));

@@ -1,10 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { toMs } from '../core/duration.js';
-import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../core/errors.js';
+import { toMs } from '../shared/duration.js';
+import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
 import { resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
 import { Renewal } from './renewal.js';
-import { abortReason } from './wait.js';
+import { abortReason } from '../shared/wait.js';
 import type { AcquireOptions, Lock, LockOptions } from './types.js';
 
 type State = 'idle' | 'acquiring' | 'held';

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
-import { toMs } from '../core/duration.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { toMs } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 
 export interface ResolvedLockOptions {

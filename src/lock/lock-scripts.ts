@@ -1,4 +1,4 @@
-import { LuaScript } from './script.js';
+import { LuaScript } from '../redis/lua-script.js';
 
 /*
  * Keys of one lock named N (prefix P); they share the hash tag {N}, so one cluster slot:
@@ -56,23 +56,29 @@ end
  * Takes the lock when it is free or reserved for this waiter.
  * Returns {1, fencing token} when acquired; {0, remaining ms of the current holder} when not.
  */
-export const ACQUIRE = new LuaScript(
+export const ACQUIRE = new LuaScript<[value: string, ttl: number, waiterId: string, waitMs: number], [0 | 1, number]>(
   'acquire',
   `${NEXT_FENCE}
-local cur = redis.call('GET', KEYS[1])
-if cur == false or (ARGV[3] ~= '' and cur == '~' .. ARGV[3]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  if ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
-  return {1, next_fence(KEYS[2])}
+local lock_key = KEYS[1]
+local fence_key = KEYS[2]
+local queue_key = KEYS[3]
+local value = ARGV[1]
+local ttl = ARGV[2]
+local waiter = ARGV[3]
+local bound = tonumber(ARGV[4])
+local cur = redis.call('GET', lock_key)
+if cur == false or (waiter ~= '' and cur == '~' .. waiter) then
+  redis.call('SET', lock_key, value, 'PX', ttl)
+  if waiter ~= '' then redis.call('ZREM', queue_key, waiter) end
+  return {1, next_fence(fence_key)}
 end
-if ARGV[3] ~= '' then
+if waiter ~= '' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local bound = tonumber(ARGV[4])
-  redis.call('ZADD', KEYS[3], 'NX', now + bound, ARGV[3])
-  if redis.call('PTTL', KEYS[3]) < bound + 1000 then redis.call('PEXPIRE', KEYS[3], bound + 1000) end
+  redis.call('ZADD', queue_key, 'NX', now + bound, waiter)
+  if redis.call('PTTL', queue_key) < bound + 1000 then redis.call('PEXPIRE', queue_key, bound + 1000) end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', lock_key)}
 `,
 );
 
@@ -82,11 +88,16 @@ return {0, redis.call('PTTL', KEYS[1])}
  * reserved for the first one for hand-off ms and that waiter is woken; else it is deleted.
  * Returns 1 when released, 0 when the lock was not held by this value.
  */
-export const RELEASE = new LuaScript(
+export const RELEASE = new LuaScript<[value: string, channel: string, handoffMs: number], 0 | 1>(
   'release',
   `${HAND_OFF}
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if not hand_off(KEYS[1], KEYS[2], ARGV[2], ARGV[3]) then redis.call('DEL', KEYS[1]) end
+local lock_key = KEYS[1]
+local queue_key = KEYS[2]
+local value = ARGV[1]
+local channel = ARGV[2]
+local handoff_ms = ARGV[3]
+if redis.call('GET', lock_key) ~= value then return 0 end
+if not hand_off(lock_key, queue_key, channel, handoff_ms) then redis.call('DEL', lock_key) end
 return 1
 `,
 );
@@ -97,28 +108,22 @@ return 1
  * and the lock is reserved for it, or free), the lock and the wake-up are passed on to the
  * next waiter.
  */
-export const LEAVE = new LuaScript(
+export const LEAVE = new LuaScript<[waiterId: string, channel: string, handoffMs: number], 0 | 1>(
   'leave',
   `${HAND_OFF}
-local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+local queue_key = KEYS[1]
+local lock_key = KEYS[2]
+local waiter = ARGV[1]
+local channel = ARGV[2]
+local handoff_ms = ARGV[3]
+local removed = redis.call('ZREM', queue_key, waiter)
 if removed == 0 then
-  local cur = redis.call('GET', KEYS[2])
-  if (cur == false or cur == '~' .. ARGV[1]) and not hand_off(KEYS[2], KEYS[1], ARGV[2], ARGV[3]) and cur then
-    redis.call('DEL', KEYS[2])
+  local cur = redis.call('GET', lock_key)
+  if (cur == false or cur == '~' .. waiter) and not hand_off(lock_key, queue_key, channel, handoff_ms) and cur then
+    redis.call('DEL', lock_key)
   end
 end
 return removed
-`,
-);
-
-/** KEYS: lock. ARGV: value, ttl ms. Resets the expiry to ttl if held by value; 1 or 0. */
-export const EXTEND = new LuaScript(
-  'extend',
-  `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
 `,
 );
 
@@ -126,11 +131,15 @@ return 0
  * KEYS: lock, queue. ARGV: channel, hand-off ms. Frees the lock whoever holds it and hands it
  * to the next live waiter. Returns 1 when there was a lock (held or reserved), else 0.
  */
-export const FORCE_RELEASE = new LuaScript(
+export const FORCE_RELEASE = new LuaScript<[channel: string, handoffMs: number], 0 | 1>(
   'force-release',
   `${HAND_OFF}
-local existed = redis.call('EXISTS', KEYS[1])
-if not hand_off(KEYS[1], KEYS[2], ARGV[1], ARGV[2]) then redis.call('DEL', KEYS[1]) end
+local lock_key = KEYS[1]
+local queue_key = KEYS[2]
+local channel = ARGV[1]
+local handoff_ms = ARGV[2]
+local existed = redis.call('EXISTS', lock_key)
+if not hand_off(lock_key, queue_key, channel, handoff_ms) then redis.call('DEL', lock_key) end
 return existed
 `,
 );

@@ -1,6 +1,6 @@
 import { BaseLock, ownerOf } from './base-lock.js';
 import type { LockOptions } from './types.js';
-import { abortReason, Wakeup } from './wait.js';
+import { abortReason, Wakeup } from '../shared/wait.js';
 
 interface Slot {
   value: string | null;

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { BaseLock, ownerOf } from './base-lock.js';
 import { validateName, validatePrefix } from './common.js';
-import { ACQUIRE, EXTEND, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
-import { isCluster, isRedisClient, type RedisClient } from './redis-client.js';
-import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from './subscriber.js';
+import { EXTEND } from '../redis/extend-script.js';
+import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
+import { isCluster, isRedisClient, type RedisClient } from '../redis/client.js';
+import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
-import { abortReason, Wakeup } from './wait.js';
+import { abortReason, Wakeup } from '../shared/wait.js';
 
 export interface RedisLockOptions extends LockOptions {
   /**
@@ -56,7 +57,7 @@ export class RedisLock extends BaseLock {
   }
 
   protected async tryOnce(value: string): Promise<number | false> {
-    const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0])) as [number, number];
+    const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
     return ok === 1 ? n : false;
   }
 
@@ -76,7 +77,7 @@ export class RedisLock extends BaseLock {
         if (signal?.aborted) throw abortReason(signal, this.name);
         const left = Math.ceil(deadline - performance.now());
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        const [ok, n] = (await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left])) as [number, number];
+        const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left]);
         if (ok === 1) {
           queued = false;
           return n;
@@ -114,7 +115,7 @@ export class RedisLock extends BaseLock {
   }
 
   async getOwnerId(): Promise<string | null> {
-    return ownerOf(await (this.client as { get(key: string): Promise<string | null> }).get(this.keys.lock));
+    return ownerOf(await this.client.get(this.keys.lock));
   }
 
   /**

@@ -1,4 +1,4 @@
-import { LockLostError } from '../core/errors.js';
+import { LockLostError } from '../shared/errors.js';
 
 export interface RenewalOptions {
   /** The lock's TTL in ms; renewal runs every ttl / 3. */

@@ -1,5 +1,5 @@
 import type { EventEmitter } from 'node:events';
-import type { Duration } from '../core/duration.js';
+import type { Duration } from '../shared/duration.js';
 
 export interface LockOptions {
   /**

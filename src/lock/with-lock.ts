@@ -1,6 +1,6 @@
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { MemoryLock, type MemoryLockOptions } from './memory-lock.js';
-import { isRedisClient, type RedisClient } from './redis-client.js';
+import { isRedisClient, type RedisClient } from '../redis/client.js';
 import { RedisLock, type RedisLockOptions } from './redis-lock.js';
 import type { AcquireOptions, Lock } from './types.js';
 

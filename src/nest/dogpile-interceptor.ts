@@ -5,8 +5,8 @@ import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, firstValueFrom, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { defaultCacheKey, escapeKey, HTTP_KEY_PREFIX, userCacheKey, varyKeySuffix } from '../http/cache-key.js';
-import { requestBypassReason } from '../http/cacheability.js';
+import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
+import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
@@ -36,7 +36,7 @@ class HandlerError extends Error {
 }
 
 /** Requests (or, outside HTTP, argument lists) one DogpileInterceptor already handles. */
-const handled = new WeakSet<object>();
+const handled = new RequestClaims();
 
 const decide = (value: unknown): CacheDecision => {
   // Streams are consumed by the one response they are sent to: never shared, never stored.
@@ -100,8 +100,6 @@ export class DogpileInterceptor implements NestInterceptor {
   private readonly optionsMemo = new WeakMap<object, WeakMap<Fn, ResolvedCachedOptions>>();
   private readonly warned = new WeakSet<Fn>();
   private readonly classWarned = new WeakSet<Fn>();
-  /** Handler runs after a handler failed in another process, shared per key within this process. */
-  private readonly reruns = new Map<string, Promise<unknown>>();
 
   constructor(
     @Inject(Reflector) protected readonly reflector: Reflector,
@@ -131,7 +129,7 @@ export class DogpileInterceptor implements NestInterceptor {
       }
       const req = context.switchToHttp().getRequest<AnyRequest>();
       // GET and HEAD only, with a well-formed Host and no body, whatever trackBy() says.
-      if (requestBypassReason(req.method, req.headers, []) !== undefined) return next.handle();
+      if (!cacheableRequest(req.method, req.headers, [])) return next.handle();
       marker = (req as { raw?: object }).raw ?? req;
       if (handled.has(marker)) return next.handle();
       const rules = headerRules(facts);
@@ -148,12 +146,12 @@ export class DogpileInterceptor implements NestInterceptor {
     if (typeof tracked !== 'string') return next.handle();
     // A key from trackBy() that starts like the default ones (an override extending super's)
     // is kept as is, but escaped like a user key: no newline may reach the Vary part.
-    let key = tracked.startsWith(HTTP_KEY_PREFIX) ? escapeKey(tracked) : userCacheKey(tracked);
-    if (headers !== undefined && vary.length > 0) key += varyKeySuffix(vary, headers);
+    const base = tracked.startsWith(HTTP_KEY_PREFIX) ? escapeKey(tracked) : userCacheKey(tracked);
+    const key = headers === undefined ? base : withVary(base, vary, headers);
     const ttl = await ttlFor(this.optionsFor(context), this.defaults, context);
     // A second DogpileInterceptor on the same request (@Cached on the class and the handler,
     // or also bound globally) lets it through: the first one handles it.
-    handled.add(marker);
+    handled.claim(marker);
     return defer(() => this.answer(context, next, key, ttl));
   }
 
@@ -173,8 +171,8 @@ export class DogpileInterceptor implements NestInterceptor {
     }
     const req = context.switchToHttp().getRequest<AnyRequest>();
     const { privateHeaders = this.defaults.privateHeaders ?? NEST_DEFAULTS.privateHeaders } = this.optionsFor(context);
-    if (requestBypassReason(req.method, req.headers, key === undefined ? privateHeaders : []) !== undefined) return undefined;
-    if (key === undefined) return defaultCacheKey(req.method, req.originalUrl ?? req.raw?.url ?? req.url, req.headers);
+    if (!cacheableRequest(req.method, req.headers, key === undefined ? privateHeaders : [])) return undefined;
+    if (key === undefined) return requestBaseKey(req.method, req.originalUrl ?? req.raw?.url ?? req.url, req.headers, undefined);
     const k = checkKey(await key(context));
     return k === undefined ? undefined : userCacheKey(k);
   }
@@ -215,7 +213,9 @@ export class DogpileInterceptor implements NestInterceptor {
     };
     let result: CacheResult<unknown>;
     try {
-      result = await this.cache.resolve(key, loader, { ttl, cacheable: decide, onWaitTimeout: 'load' });
+      // A handler that failed in another process runs again here, once per key for the
+      // requests of this process (onRemoteError), so each gets a real exception for Nest.
+      result = await this.cache.resolve(key, loader, { ttl, cacheable: decide, onWaitTimeout: 'load', onRemoteError: 'load' });
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).
       if (error instanceof HandlerError) throw error.error;
@@ -225,8 +225,6 @@ export class DogpileInterceptor implements NestInterceptor {
         return produced.value;
       }
       if (ran) throw error;
-      // The handler failed in another process: only its name and message crossed over.
-      if ((error as { code?: unknown }).code === 'E_LOADER') return this.rerun(context, next, key);
       // The cache cannot be used (closed while shutting down, ...): the app still answers.
       this.setXCache(context, 'MISS');
       return firstValue(next.handle());
@@ -236,33 +234,12 @@ export class DogpileInterceptor implements NestInterceptor {
     return result.value;
   }
 
-  /** Runs the handler once per key for the requests of this process that waited for a failed remote run. */
-  private rerun(context: ExecutionContext, next: CallHandler, key: string): Promise<unknown> {
-    const running = this.reruns.get(key);
-    if (running) {
-      return running.then((value) => {
-        this.setXCache(context, 'COALESCED');
-        return value;
-      });
-    }
-    const run = firstValue(next.handle());
-    this.reruns.set(key, run);
-    const done = () => {
-      if (this.reruns.get(key) === run) this.reruns.delete(key);
-    };
-    run.then(done, done);
-    return run.then((value) => {
-      this.setXCache(context, 'MISS');
-      return value;
-    });
-  }
-
   private setXCache(context: ExecutionContext, xCache: XCache, createdAt?: number): void {
     if (context.getType() !== 'http') return;
     const res = context.switchToHttp().getResponse<Record<string, unknown>>();
     if (res.headersSent === true || res.sent === true) return;
     this.setHeader(res, 'X-Cache', xCache);
-    if (createdAt !== undefined) this.setHeader(res, 'Age', String(Math.max(0, Math.floor((Date.now() - createdAt) / 1000))));
+    if (createdAt !== undefined) this.setHeader(res, 'Age', String(ageSeconds(createdAt)));
   }
 
   private setHeader(res: Record<string, unknown>, name: string, value: string): void {

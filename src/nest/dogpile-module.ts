@@ -1,9 +1,9 @@
 import { Inject, Logger, Module, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import type { Redis } from 'ioredis';
+import { createClientFromUrl } from '../redis/client.js';
 import { DogpileCache } from '../core/cache.js';
 import { createCache } from '../core/default-cache.js';
-import { InvalidOptionError } from '../core/errors.js';
 import { resolveCacheOptions } from '../core/options.js';
 import { DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { cacheProviderMethods } from './method-caching.js';
@@ -31,19 +31,11 @@ const logger = new Logger('DogpileModule');
  * coalescing) until it is.
  */
 async function connect(url: string): Promise<Redis> {
-  let RedisClass: typeof Redis;
-  try {
-    // ioredis is an optional peer dependency: loaded only when a URL is given.
-    const mod = (await import('ioredis')) as unknown as { Redis?: typeof Redis; default?: typeof Redis };
-    RedisClass = (mod.Redis ?? mod.default)!;
-  } catch (cause) {
-    throw new InvalidOptionError('redis', 'a Redis URL needs the ioredis package: npm install ioredis', { cause });
-  }
-  // The offline queue stays on: the cache's subscriber connection is a duplicate of this
-  // client, and a waiter's SUBSCRIBE sent while that duplicate is still connecting must not
-  // fail (the waiter would run the handler itself). While Redis is down the cache skips it
-  // (the client is 'reconnecting') and bounds every call by its commandTimeout.
-  const client = new RedisClass(url, { maxRetriesPerRequest: 1 });
+  // The offline queue stays on (see createClientFromUrl): the cache's subscriber connection is
+  // a duplicate of this client, and a waiter's SUBSCRIBE sent while that duplicate is still
+  // connecting must not fail. While Redis is down the cache skips it (the client is
+  // 'reconnecting') and bounds every call by its commandTimeout.
+  const client = createClientFromUrl(url);
   let lastError: Error | undefined;
   client.on('error', (error: Error) => {
     lastError = error;

@@ -1,7 +1,7 @@
 import type { Type } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import type { DogpileCache } from '../core/cache.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import { CACHED_METADATA } from './constants.js';
 import { MethodCallContext } from './method-context.js';
 import { checkKey, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';

@@ -1,7 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { DogpileCache } from '../core/cache.js';
-import { describe, toMs, type Duration } from '../core/duration.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { describe, toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
 import type { CacheOptions } from '../core/options.js';
 import { HTTP_CACHE_DEFAULTS, resolvePrivateHeaders } from '../http/options.js';
 

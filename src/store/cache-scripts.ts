@@ -1,7 +1,7 @@
-import { LuaScript } from '../lock/script.js';
+import { LuaScript } from '../redis/lua-script.js';
 
 /*
- * Keys of one cache key K (see core/key.ts): P:v:{K} value, P:l:{K} lead lock, P:s:{K} a value
+ * Keys of one cache key K (see store/key.ts): P:v:{K} value, P:l:{K} lead lock, P:s:{K} a value
  * shared but not stored; channel P:c:{K}.
  * Messages on the channel (first byte): 'v' + entry (value stored, inline), 's' + entry (value
  * shared with the waiters but not stored), 'V' (value stored, too big to inline: read it),
@@ -15,21 +15,29 @@ import { LuaScript } from '../lock/script.js';
  * [, 1 when the lock had no expiry and was given lockTtl]}
  * | {4, error} (the value key holds another Redis type: a foreign value, looked past with skip).
  */
-export const LOOKUP = new LuaScript(
+/** What LOOKUP answers (bulk strings as Buffers: it is run with `runBuffer`). */
+export type LookupReply = [1, Buffer] | [2] | [3, number, 1?] | [4, Buffer];
+
+export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: '0' | '1'], LookupReply>(
   'lookup',
   `
-if ARGV[3] ~= '1' then
-  local v = redis.pcall('GET', KEYS[1])
+local value_key = KEYS[1]
+local lock_key = KEYS[2]
+local token = ARGV[1]
+local lock_ttl = ARGV[2]
+local skip_value = ARGV[3]
+if skip_value ~= '1' then
+  local v = redis.pcall('GET', value_key)
   if type(v) == 'table' and v.err then return {4, v.err} end
   if v then return {1, v} end
 end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end
-local left = redis.call('PTTL', KEYS[2])
+if redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {2} end
+local left = redis.call('PTTL', lock_key)
 if left == -1 then
   -- A lock never lives without an expiry: another program wrote it, or it was PERSISTed.
   -- Give it one, so a live leader's renewals keep it and a dead one's lock runs out.
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {3, tonumber(ARGV[2]), 1}
+  redis.call('PEXPIRE', lock_key, lock_ttl)
+  return {3, tonumber(lock_ttl), 1}
 end
 return {3, left}
 `,
@@ -44,30 +52,41 @@ return {3, left}
  * Writes only while the lock still holds this token, so a leader that lost its lock never
  * overwrites a newer leader's value. Returns 1, or 0 when the lock was lost.
  */
-export const COMMIT = new LuaScript(
+export const COMMIT = new LuaScript<
+  [token: string, mode: string, bytes: Buffer, ttl: number, channel: string, inlineMax: number, sharedTtl: number],
+  0 | 1
+>(
   'commit',
   `
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[2])
+local value_key = KEYS[1]
+local lock_key = KEYS[2]
+local shared_key = KEYS[3]
+local token = ARGV[1]
 local mode = ARGV[2]
 local bytes = ARGV[3]
+local ttl = ARGV[4]
+local channel = ARGV[5]
+local inline_max = tonumber(ARGV[6])
+local shared_ttl = ARGV[7]
+if redis.call('GET', lock_key) ~= token then return 0 end
+redis.call('DEL', lock_key)
 if mode == 'store' or mode == 'share' then
-  if mode == 'store' then redis.call('SET', KEYS[1], bytes, 'PX', ARGV[4]) end
-  if #bytes <= tonumber(ARGV[6]) then
-    redis.call('PUBLISH', ARGV[5], (mode == 'store' and 'v' or 's') .. bytes)
+  if mode == 'store' then redis.call('SET', value_key, bytes, 'PX', ttl) end
+  if #bytes <= inline_max then
+    redis.call('PUBLISH', channel, (mode == 'store' and 'v' or 's') .. bytes)
   elseif mode == 'store' then
-    redis.call('PUBLISH', ARGV[5], 'V')
+    redis.call('PUBLISH', channel, 'V')
   else
-    redis.call('SET', KEYS[3], bytes, 'PX', ARGV[7])
-    redis.call('PUBLISH', ARGV[5], 'S')
+    redis.call('SET', shared_key, bytes, 'PX', shared_ttl)
+    redis.call('PUBLISH', channel, 'S')
   end
 elseif mode == 'uncacheable' then
-  if #bytes > 0 and tonumber(ARGV[4]) > 0 then redis.call('SET', KEYS[1], bytes, 'PX', ARGV[4]) end
-  redis.call('PUBLISH', ARGV[5], 'u')
+  if #bytes > 0 and tonumber(ttl) > 0 then redis.call('SET', value_key, bytes, 'PX', ttl) end
+  redis.call('PUBLISH', channel, 'u')
 elseif mode == 'error' then
-  redis.call('PUBLISH', ARGV[5], 'e' .. bytes)
+  redis.call('PUBLISH', channel, 'e' .. bytes)
 else
-  redis.call('PUBLISH', ARGV[5], 'r')
+  redis.call('PUBLISH', channel, 'r')
 end
 return 1
 `,

@@ -1,16 +1,23 @@
 import { LRUCache } from 'lru-cache';
+import type { EntryCodec } from './codec.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 /**
  * The embedded default: entries in an lru-cache in this process, values kept as they are
  * (not copied: do not mutate what the cache hands you). Misses are coalesced by the cache's
- * in-process single-flight, so every lookup that finds nothing leads.
+ * in-process single-flight, so every lookup that finds nothing leads. Values are still run
+ * through the codec when stored, so a value that a shared store could not hold fails the
+ * same way here (`SerializationError`).
  */
 export class MemoryBackend implements Backend {
   readonly distributed = false;
+  readonly peekLayer = 'store';
   private readonly lru: LRUCache<string, StoredEntry>;
 
-  constructor(maxEntries: number) {
+  constructor(
+    maxEntries: number,
+    private readonly codec: EntryCodec,
+  ) {
     this.lru = new LRUCache<string, StoredEntry>({ max: maxEntries, ttlAutopurge: false });
   }
 
@@ -18,19 +25,33 @@ export class MemoryBackend implements Backend {
     return true;
   }
 
+  peek(key: string): StoredEntry | undefined {
+    return this.lru.get(key);
+  }
+
+  keep(): void {
+    /* the store is in process memory already */
+  }
+
   async lookup(key: string, _token: string, _lockTtl: number, skipValue: boolean): Promise<Lookup> {
     const entry = skipValue ? undefined : this.lru.get(key);
     return entry ? { kind: 'hit', entry } : { kind: 'lead' };
   }
 
-  /** Synchronous hit path for the cache (no promise per hit). */
-  peek(key: string): StoredEntry | undefined {
-    return this.lru.get(key);
-  }
-
   async commit(key: string, _token: string, commit: Commit): Promise<boolean> {
-    if (commit.entry && commit.ttl && (commit.mode === 'store' || (commit.mode === 'uncacheable' && commit.bytes?.length))) {
-      this.lru.set(key, commit.entry, { ttl: commit.ttl });
+    switch (commit.mode) {
+      case 'store':
+        this.codec.encode(key, commit.entry);
+        if (commit.entry.ttl) this.lru.set(key, commit.entry, { ttl: commit.entry.ttl });
+        break;
+      case 'share':
+        this.codec.encode(key, commit.entry);
+        break;
+      case 'uncacheable':
+        if (commit.marker && commit.marker.ttl) this.lru.set(key, commit.marker, { ttl: commit.marker.ttl });
+        break;
+      default:
+        break;
     }
     return true;
   }
@@ -51,8 +72,9 @@ export class MemoryBackend implements Backend {
     return undefined;
   }
 
-  async set(key: string, entry: StoredEntry, _bytes: Buffer, ttl: number): Promise<void> {
-    this.lru.set(key, entry, { ttl });
+  async set(key: string, entry: StoredEntry): Promise<void> {
+    this.codec.encode(key, entry);
+    this.lru.set(key, entry, { ttl: entry.ttl });
   }
 
   async delete(key: string): Promise<boolean> {

@@ -1,16 +1,19 @@
-import { CorruptEntryError, decodeEntry, EntryKind } from '../core/entry.js';
-import { cacheKeys, valueKey } from '../core/key.js';
-import type { Serializer } from '../core/serializer.js';
-import { EXTEND } from '../lock/lock-scripts.js';
-import type { RedisClient } from '../lock/redis-client.js';
-import { sharedSubscriber } from '../lock/subscriber.js';
+import type { EntryCodec } from './codec.js';
+import { CorruptEntryError } from './entry.js';
+import { cacheKeys, valueKey } from './key.js';
+import type { L1 } from './l1.js';
+import type { CommandClient, RedisClient } from '../redis/client.js';
+import { sharedSubscriber } from '../redis/subscriber.js';
+import { EXTEND } from '../redis/extend-script.js';
 import { COMMIT, LOOKUP } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
   prefix: string;
-  serializer: Serializer;
+  codec: EntryCodec;
   inlineMax: number;
+  /** A short-lived copy in process memory of the values this process saw (`peek` reads it). */
+  l1: L1 | undefined;
   /** Close the client in `close()` (only when the cache created it). */
   ownsClient: boolean;
 }
@@ -24,11 +27,17 @@ const EMPTY = Buffer.alloc(0);
  */
 export class RedisBackend implements Backend {
   readonly distributed = true;
+  readonly peekLayer = 'l1';
+
+  /** The commands this backend sends (the full client is kept for its status, its subscriber and closing). */
+  private readonly commands: CommandClient;
 
   constructor(
     private readonly client: RedisClient,
     private readonly options: RedisBackendOptions,
-  ) {}
+  ) {
+    this.commands = client;
+  }
 
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */
   available(): boolean {
@@ -36,12 +45,20 @@ export class RedisBackend implements Backend {
     return status !== 'reconnecting' && status !== 'close' && status !== 'end';
   }
 
+  peek(key: string): StoredEntry | undefined {
+    return this.options.l1?.get(key);
+  }
+
+  keep(key: string, entry: StoredEntry, left: number): void {
+    this.options.l1?.keep(key, entry, left);
+  }
+
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = (await LOOKUP.runBuffer(this.client, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0'])) as [number, Buffer | number | string, number?];
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0']);
     switch (reply[0]) {
       case 1: {
-        const decoded = this.decode(reply[1] as Buffer);
+        const decoded = this.decode(reply[1]);
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
       }
       case 2:
@@ -56,21 +73,43 @@ export class RedisBackend implements Backend {
   }
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
+    let bytes: Buffer = EMPTY;
+    let ttl = 0;
+    let sharedTtl = 1000;
+    switch (commit.mode) {
+      case 'store':
+      case 'share':
+        bytes = this.options.codec.encode(key, commit.entry);
+        ttl = commit.entry.ttl;
+        sharedTtl = commit.sharedTtl;
+        break;
+      case 'uncacheable':
+        if (commit.marker) {
+          bytes = this.options.codec.encode(key, commit.marker);
+          ttl = commit.marker.ttl;
+        }
+        break;
+      case 'error':
+        bytes = Buffer.from(JSON.stringify({ name: commit.name, message: commit.message }));
+        break;
+      default:
+        break;
+    }
     const k = cacheKeys(this.options.prefix, key);
-    const result = await COMMIT.run(this.client, [k.value, k.lock, k.shared], [
+    const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
-      commit.bytes ?? EMPTY,
-      Math.max(1, Math.ceil(commit.ttl ?? 0)),
+      bytes,
+      Math.max(1, Math.ceil(ttl)),
       k.channel,
       this.options.inlineMax,
-      Math.max(1, Math.ceil(commit.sharedTtl ?? 1000)),
+      Math.max(1, Math.ceil(sharedTtl)),
     ]);
     return result === 1;
   }
 
   async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return (await EXTEND.run(this.client, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
+    return (await EXTEND.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
@@ -80,46 +119,38 @@ export class RedisBackend implements Backend {
   }
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(valueKey(this.options.prefix, key));
+    const bytes = await this.commands.getBuffer(valueKey(this.options.prefix, key));
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
   async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    const bytes = await (this.client as { getBuffer(k: string): Promise<Buffer | null> }).getBuffer(cacheKeys(this.options.prefix, key).shared);
+    const bytes = await this.commands.getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
-  async set(key: string, _entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void> {
-    await (this.client as { set(k: string, v: Buffer, px: 'PX', ms: number): Promise<unknown> }).set(
-      valueKey(this.options.prefix, key),
-      bytes,
-      'PX',
-      Math.max(1, Math.ceil(ttl)),
-    );
+  async set(key: string, entry: StoredEntry): Promise<void> {
+    const bytes = this.options.codec.encode(key, entry);
+    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(entry.ttl)));
   }
 
   async delete(key: string): Promise<boolean> {
-    return (await (this.client as { del(k: string): Promise<number> }).del(valueKey(this.options.prefix, key))) > 0;
+    this.options.l1?.delete(key);
+    return (await this.commands.del(valueKey(this.options.prefix, key))) > 0;
   }
 
   async close(): Promise<void> {
+    this.options.l1?.clear();
     if (this.options.ownsClient) {
-      await (this.client as { quit(): Promise<unknown> }).quit().catch(() => this.client.disconnect());
+      await this.client.quit().catch(() => this.client.disconnect());
     }
   }
 
   private decode(bytes: Buffer): StoredEntry | { error: Error } {
-    try {
-      const header = decodeEntry(bytes);
-      const value = header.kind === EntryKind.Value ? this.options.serializer.deserialize(header.payload) : undefined;
-      return { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl };
-    } catch (error) {
-      return { error: error as Error };
-    }
+    return this.options.codec.decode(bytes);
   }
 
   private parseMessage(message: Buffer): Outcome {

@@ -1,4 +1,4 @@
-import type { EntryKind } from '../core/entry.js';
+import type { EntryKind } from './entry.js';
 
 /** A stored entry, decoded. */
 export interface StoredEntry {
@@ -26,25 +26,33 @@ export type Outcome =
   | { kind: 'uncacheable' }
   | { kind: 'released' };
 
-export type CommitMode = 'store' | 'share' | 'uncacheable' | 'error' | 'release';
+export type CommitMode = Commit['mode'];
 
-export interface Commit {
-  mode: CommitMode;
-  /** For 'store' / 'share': the encoded entry; for 'uncacheable': an optional marker entry; for 'error': the JSON error. */
-  bytes?: Buffer;
-  /** For 'store' / 'share' / 'uncacheable': the live value and entry metadata (memory backends keep these). */
-  entry?: StoredEntry;
-  ttl?: number;
-  /** For 'share': how long a value too big to inline is kept for the waiters to read. */
-  sharedTtl?: number;
-}
+/** Step 4 of the miss protocol: what the leader hands the store when it lets go of the lead. */
+export type Commit =
+  /** Store the value for `entry.ttl` and announce it. */
+  | { mode: 'store'; entry: StoredEntry; sharedTtl: number }
+  /** Announce the value without storing it; a value too big to inline is kept `sharedTtl` ms for the waiters to read once. */
+  | { mode: 'share'; entry: StoredEntry; sharedTtl: number }
+  /** Announce "not cacheable"; with a marker, store it for `marker.ttl` (hit-for-miss). */
+  | { mode: 'uncacheable'; marker: StoredEntry | undefined }
+  /** Announce the loader's error. */
+  | { mode: 'error'; name: string; message: string }
+  /** Announce nothing but the release (the loader's work was abandoned). */
+  | { mode: 'release' };
 
-/** Where entries live and how a miss is coordinated. */
+/** Where entries live and how a miss is coordinated. Backends encode and decode entries themselves. */
 export interface Backend {
   /** True when other processes share this backend (waiting and locks go through it). */
   readonly distributed: boolean;
+  /** Which layer `peek` reads: the store itself (in process) or an L1 in front of a shared store. */
+  readonly peekLayer: 'store' | 'l1';
+  /** Synchronous hit path: an entry held in process memory, or undefined (no promise per hit). */
+  peek(key: string): StoredEntry | undefined;
+  /** Keeps a value this process learnt of, for at most `left` ms, where `peek` can find it (a no-op without an L1). */
+  keep(key: string, entry: StoredEntry, left: number): void;
   lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup>;
-  /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. */
+  /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
   commit(key: string, token: string, commit: Commit): Promise<boolean>;
   renew(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Subscribes to the key's outcomes; resolves once the subscription is live. */
@@ -52,7 +60,8 @@ export interface Backend {
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   /** The value a leader shared (not stored) and announced as too big to inline. */
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
-  set(key: string, entry: StoredEntry, bytes: Buffer, ttl: number): Promise<void>;
+  /** Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be encoded. */
+  set(key: string, entry: StoredEntry): Promise<void>;
   delete(key: string): Promise<boolean>;
   /** Whether calls can be attempted right now (e.g. the client is connected). */
   available(): boolean;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { InvalidOptionError } from './errors.js';
+import { InvalidOptionError } from '../shared/errors.js';
 
 /** Keys longer than this are stored under a SHA-256 digest of the key. */
 export const MAX_PLAIN_KEY_LENGTH = 512;
@@ -8,17 +8,6 @@ export function validateKey(key: unknown): string {
   if (typeof key !== 'string') throw new InvalidOptionError('key', `expected a non-empty string, got ${key === null ? 'null' : typeof key}`);
   if (key.length === 0) throw new InvalidOptionError('key', 'must not be empty');
   return key;
-}
-
-/**
- * Bytes a map of per-key hints (freshness hints, the HTTP Vary index) may spend on keys,
- * so that long keys (a 12 KB URL) cannot make it grow beyond this, whatever its entry count.
- */
-export const KEY_HINTS_MAX_BYTES = 4 * 1024 * 1024;
-
-/** An upper bound of what a key costs in such a map: two bytes per UTF-16 unit, plus the entry. */
-export function keyHintSize(key: string): number {
-  return 2 * key.length + 64;
 }
 
 /**

@@ -1,3 +1,5 @@
+import { DogpileError } from '../shared/errors.js';
+
 /**
  * The bytes stored under a key in the shared store:
  *
@@ -37,8 +39,9 @@ export function encodeEntry(kind: EntryKind, createdAt: number, ttl: number, pay
   return out;
 }
 
-export class CorruptEntryError extends Error {
-  override readonly name = 'CorruptEntryError';
+/** Bytes under a cache key that this library did not write (or cannot read): a miss, reported as `corrupt`. */
+export class CorruptEntryError extends DogpileError {
+  override readonly code = 'E_CORRUPT_ENTRY' as const;
 }
 
 /** Decodes the header; throws `CorruptEntryError` for anything this library did not write. */

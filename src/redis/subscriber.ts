@@ -1,5 +1,5 @@
 import { ClusterSubscriberConnection } from './cluster-connection.js';
-import { isCluster, type RedisClient } from './redis-client.js';
+import { isCluster, type RedisClient } from './client.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
 export type ChannelListener = (message: Buffer | null) => void;

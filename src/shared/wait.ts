@@ -1,4 +1,4 @@
-import { AbortedError } from '../core/errors.js';
+import { AbortedError } from './errors.js';
 
 /**
  * A wake-up flag a waiter can sleep on: `wake()` may come before `sleep()` is called and is
@@ -51,8 +51,4 @@ export function abortReason(signal: AbortSignal, key?: string): unknown {
   const reason: unknown = signal.reason;
   if (reason instanceof Error && reason.name !== 'AbortError') return reason;
   return new AbortedError(key === undefined ? 'the wait was aborted' : `the wait for "${key}" was aborted`, { key, cause: reason });
-}
-
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

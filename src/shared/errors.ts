@@ -80,7 +80,7 @@ export class CacheClosedError extends DogpileError {
   override readonly code = 'E_CACHE_CLOSED' as const;
 }
 
-/** The backend (Redis) failed or timed out; used internally and in `backend:error` events. */
+/** The backend (Redis) failed or timed out: what a call rejects with, and the `error` of a `backendError` event. */
 export class BackendError extends DogpileError {
   override readonly code = 'E_BACKEND' as const;
 }

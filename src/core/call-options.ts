@@ -1,0 +1,80 @@
+import { isDuration, toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
+import { validateKey } from '../store/key.js';
+import type { ResolvedCacheOptions } from './options.js';
+import type { CacheDecision, GetOrComputeOptions, Loader } from './types.js';
+
+/** One call's options, with the cache's defaults applied. */
+export interface CallOptions<T> {
+  ttl: number;
+  lockTtl: number;
+  waitTimeout: number;
+  onWaitTimeout: 'throw' | 'load';
+  onRemoteError: 'throw' | 'load';
+  signal: AbortSignal | undefined;
+  cacheable: ((value: T) => CacheDecision) | undefined;
+  hitForMissTtl: number;
+}
+
+/**
+ * True when a call has plain, valid arguments (a key, a loader, a TTL) and so may take the
+ * fast paths for hits without resolving its options. It accepts nothing that
+ * `resolveCallOptions` would refuse; anything else goes through `resolveCallOptions`.
+ */
+export function isPlainCall(key: unknown, loader: unknown, ttlOrOptions: unknown): boolean {
+  return (
+    typeof key === 'string' &&
+    key.length > 0 &&
+    typeof loader === 'function' &&
+    ((typeof ttlOrOptions === 'number' && ttlOrOptions > 0 && ttlOrOptions < Number.POSITIVE_INFINITY) ||
+      (typeof ttlOrOptions === 'string' && isDuration(ttlOrOptions)))
+  );
+}
+
+/** Validates one call's arguments (`InvalidOptionError` naming the option) and applies the cache's defaults. */
+export function resolveCallOptions<T>(
+  defaults: ResolvedCacheOptions,
+  key: string,
+  loader: Loader<T>,
+  ttlOrOptions: Duration | GetOrComputeOptions<T>,
+): CallOptions<T> {
+  validateKey(key);
+  if (typeof loader !== 'function') throw new InvalidOptionError('loader', `expected a function, got ${loader === null ? 'null' : typeof loader}`);
+  if (ttlOrOptions === undefined || ttlOrOptions === null) {
+    throw new InvalidOptionError('ttl', "is required: pass milliseconds, a string like '30s', or { ttl }");
+  }
+  if (typeof ttlOrOptions !== 'object') {
+    return {
+      ttl: toMs(ttlOrOptions, 'ttl'),
+      lockTtl: defaults.lockTtl,
+      waitTimeout: defaults.waitTimeout,
+      onWaitTimeout: defaults.onWaitTimeout,
+      onRemoteError: defaults.onRemoteError,
+      signal: undefined,
+      cacheable: undefined,
+      hitForMissTtl: defaults.hitForMissTtl,
+    };
+  }
+  const o = ttlOrOptions;
+  checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
+  checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
+  if (o.cacheable !== undefined && typeof o.cacheable !== 'function') throw new InvalidOptionError('cacheable', 'must be a function');
+  return {
+    ttl: toMs(o.ttl, 'ttl'),
+    lockTtl: o.lockTtl === undefined ? defaults.lockTtl : toMs(o.lockTtl, 'lockTtl'),
+    waitTimeout: o.waitTimeout === undefined ? defaults.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
+    onWaitTimeout: o.onWaitTimeout ?? defaults.onWaitTimeout,
+    onRemoteError: o.onRemoteError ?? defaults.onRemoteError,
+    signal: o.signal,
+    cacheable: o.cacheable,
+    hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+  };
+}
+
+/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */
+export function checkThrowOrLoad(value: unknown, option: string): void {
+  if (value !== undefined && value !== 'throw' && value !== 'load') {
+    throw new InvalidOptionError(option, `expected 'throw' or 'load', got ${String(value)}`);
+  }
+}

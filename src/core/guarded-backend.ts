@@ -1,0 +1,152 @@
+import { monotonicNow } from '../shared/clock.js';
+import { isKeyError } from '../redis/errors.js';
+import { BackendError, SerializationError } from '../shared/errors.js';
+import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
+import { CircuitBreaker } from './circuit-breaker.js';
+import type { CacheEmitter } from './events.js';
+
+interface PendingCall {
+  deadline: number;
+  key: string | undefined;
+  operation: string;
+  fail: ((err: unknown) => void) | undefined;
+}
+
+export interface GuardOptions {
+  commandTimeout: number;
+  backendCooldown: number;
+}
+
+/**
+ * A `Backend` behind its guard: every call is bounded by `commandTimeout`, failures are
+ * classified (the server's answer about one key, or the backend being unusable) and reported
+ * as `backendError`, and an unusable backend is skipped for `backendCooldown` (a circuit
+ * breaker). Calls reject with `BackendError`, except `SerializationError` (the caller's value
+ * cannot be encoded; nothing was sent), which passes through.
+ */
+export class GuardedBackend {
+  private readonly breaker: CircuitBreaker;
+  private readonly pending = new Set<PendingCall>();
+  /** Errors that concern one key (the server refused the command for what that key holds). */
+  private readonly keyErrors = new WeakSet<Error>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly backend: Backend,
+    private readonly options: GuardOptions,
+    private readonly events: CacheEmitter,
+    /** Called for a failure that concerns only `key` (before it is reported as `corrupt`). */
+    private readonly onKeyFault: (key: string) => void,
+  ) {
+    this.breaker = new CircuitBreaker(options.backendCooldown);
+  }
+
+  get distributed(): boolean {
+    return this.backend.distributed;
+  }
+
+  /** The backend may be tried now: the breaker is closed, and the client is not disconnected. */
+  usable(key: string): boolean {
+    if (this.breaker.isOpen()) return false;
+    if (this.backend.available()) return true;
+    this.breaker.trip();
+    this.events.emit('backendError', { key, operation: 'connect', error: new BackendError('the Redis client is not connected', { key }) });
+    return false;
+  }
+
+  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    return this.timed(key, 'get', this.backend.get(key));
+  }
+
+  getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    return this.timed(key, 'get', this.backend.getShared(key));
+  }
+
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
+    return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue));
+  }
+
+  commit(key: string, token: string, commit: Commit): Promise<boolean> {
+    return this.timed(key, 'commit', this.backend.commit(key, token, commit));
+  }
+
+  renew(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return this.timed(key, 'renew', this.backend.renew(key, token, lockTtl));
+  }
+
+  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
+    return this.timed(key, 'subscribe', this.backend.listen(key, listener));
+  }
+
+  set(key: string, entry: StoredEntry): Promise<void> {
+    return this.timed(key, 'set', this.backend.set(key, entry));
+  }
+
+  delete(key: string): Promise<boolean> {
+    return this.timed(key, 'delete', this.backend.delete(key));
+  }
+
+  /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */
+  keyFault(key: string, error: unknown): boolean {
+    if (!(error instanceof Error) || !this.keyErrors.has(error)) return false;
+    this.onKeyFault(key);
+    this.events.emit('corrupt', { key, error });
+    return true;
+  }
+
+  /**
+   * Bounds one backend call by `commandTimeout`; failures are reported and trip the breaker.
+   * One sweep timer serves every pending call (no timer per command on the hot path), so a
+   * call times out between commandTimeout and 1.25 × commandTimeout.
+   */
+  private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const call: PendingCall = { deadline: monotonicNow() + this.options.commandTimeout, key, operation, fail: undefined };
+      const settle = (err: unknown) => {
+        if (!this.pending.delete(call)) return;
+        if (err instanceof SerializationError) {
+          // The value cannot be encoded: the caller's error, found before anything was sent.
+          reject(err);
+          return;
+        }
+        const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
+        if (isKeyError(err)) {
+          // The server answered, about this key only: the breaker stays closed, no backendError.
+          this.keyErrors.add(error);
+          reject(error);
+          return;
+        }
+        this.breaker.trip();
+        this.events.emit('backendError', { key, operation, error });
+        reject(error);
+      };
+      call.fail = settle;
+      this.pending.add(call);
+      this.sweepTimer ??= this.startSweep();
+      promise.then((v) => {
+        if (this.pending.delete(call)) resolve(v);
+      }, settle);
+    });
+  }
+
+  private startSweep(): NodeJS.Timeout {
+    const ms = this.options.commandTimeout;
+    const timer = setInterval(() => {
+      if (this.pending.size === 0) {
+        clearInterval(timer);
+        this.sweepTimer = undefined;
+        return;
+      }
+      const now = monotonicNow();
+      for (const call of this.pending) {
+        if (call.deadline <= now) call.fail?.(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
+      }
+    }, Math.max(5, Math.floor(ms / 4)));
+    timer.unref();
+    return timer;
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,48 @@
+import { monotonicNow } from '../shared/clock.js';
+import { LRUCache } from 'lru-cache';
+import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
+import type { Backend, StoredEntry } from '../store/types.js';
+
+/** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET (also bounded in bytes). */
+const FRESHNESS_HINTS = 10_000;
+
+/**
+ * What this process learnt of stored values: their expiry (where a plain GET will likely
+ * hit) and, through the backend's `keep`, the value itself where the backend has an L1.
+ */
+export class FreshnessHints {
+  /** Expiry times (monotonic) of values this process has seen in a shared store. */
+  private readonly fresh: LRUCache<string, number> | undefined;
+
+  constructor(private readonly backend: Backend) {
+    if (backend.distributed) {
+      this.fresh = new LRUCache<string, number>({ max: FRESHNESS_HINTS, maxSize: KEY_HINTS_MAX_BYTES, sizeCalculation: (_v, k) => keyHintSize(k) });
+    }
+  }
+
+  /**
+   * Keeps what this process learnt of a stored value. The entry's expiry is wall-clock
+   * (createdAt is stored); what it has left is turned into a monotonic deadline here, once,
+   * so a later step of the wall clock cannot stretch a hint (a GET that finds nothing only
+   * costs one round trip anyway).
+   */
+  remember(key: string, entry: StoredEntry): void {
+    const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+    if (left <= 0) {
+      this.fresh?.delete(key);
+      return;
+    }
+    this.fresh?.set(key, monotonicNow() + left);
+    this.backend.keep(key, entry, left);
+  }
+
+  /** True when this process saw the value of `key` and it has not expired. */
+  believedFresh(key: string): boolean {
+    const freshUntil = this.fresh?.get(key);
+    return freshUntil !== undefined && freshUntil > monotonicNow();
+  }
+
+  forget(key: string): void {
+    this.fresh?.delete(key);
+  }
+}

@@ -1,0 +1,56 @@
+import type { Duration } from '../shared/duration.js';
+
+export interface LoaderContext {
+  /** The cache key being computed. */
+  key: string;
+  /** Aborts with `LockLostError` if this caller's lead is lost (another process took over). */
+  signal: AbortSignal;
+}
+
+export type Loader<T> = (ctx: LoaderContext) => T | Promise<T>;
+
+/**
+ * What happens to a loader's result:
+ * - `'store'`: cached for `ttl` and handed to every waiter;
+ * - `'share'`: handed to every current waiter but not cached (the default for `undefined`);
+ * - `'private'`: returned only to the caller whose loader produced it; waiters run their own
+ *   loader, and with `hitForMissTtl` the next callers skip waiting for a while.
+ */
+export type CacheDecision = 'store' | 'share' | 'private';
+
+export interface GetOrComputeOptions<T = unknown> {
+  /** How long the value stays cached: ms or a string like `'30s'`, `'5m'`. */
+  ttl: Duration;
+  /** Overrides the cache's `lockTtl` for this call. */
+  lockTtl?: Duration;
+  /** Overrides the cache's `waitTimeout` for this call. */
+  waitTimeout?: Duration;
+  /** Overrides the cache's `onWaitTimeout` for this call. */
+  onWaitTimeout?: 'throw' | 'load';
+  /** Overrides the cache's `onRemoteError` for this call. */
+  onRemoteError?: 'throw' | 'load';
+  /** Stops this caller's wait (not the shared loader, which others may be waiting for). */
+  signal?: AbortSignal;
+  /** Decides what happens to the result. @default undefined → 'share', anything else → 'store' */
+  cacheable?: (value: T) => CacheDecision;
+  /** Overrides the cache's `hitForMissTtl` for a `'private'` result of this call. */
+  hitForMissTtl?: Duration;
+}
+
+/** How a call was answered. */
+export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass';
+
+export interface CacheResult<T> {
+  value: T;
+  /**
+   * `hit`: from the cache; `miss`: this caller ran the loader as the leader; `coalesced`:
+   * another caller's loader run (in this process or another); `pass`: this caller ran its own
+   * loader without coordination (a private result, a hit-for-miss marker, a wait timeout with
+   * `onWaitTimeout: 'load'`).
+   */
+  status: CacheStatus;
+  /** When the value was computed (ms since the epoch). */
+  createdAt: number;
+  /** True when Redis could not be used for this call. */
+  degraded: boolean;
+}

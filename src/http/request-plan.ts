@@ -1,0 +1,49 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { defaultCacheKey, userCacheKey, varyKeySuffix } from './cache-key.js';
+import { requestBypassReason } from './cacheability.js';
+
+/**
+ * Request planning shared by every adapter (the Express and Fastify guard, the Nest
+ * interceptor): which requests the cache may handle, their key and its `Vary` part, the
+ * marker that keeps one request from being handled twice, and `Age`.
+ */
+
+/**
+ * True when the cache may handle the request: GET or HEAD (HEAD shares the GET entry), a
+ * well-formed `Host`, no body, and none of `privateHeaders` (pass `[]` when a key function
+ * includes the identity).
+ */
+export function cacheableRequest(method: string, headers: IncomingHttpHeaders, privateHeaders: readonly string[]): boolean {
+  return (method === 'GET' || method === 'HEAD') && requestBypassReason(method, headers, privateHeaders) === undefined;
+}
+
+/** The key of a request without its `Vary` part: the user's key (namespaced) or method + host + path + sorted query. */
+export function requestBaseKey(method: string, url: string, headers: IncomingHttpHeaders, userKey: string | undefined): string {
+  return userKey !== undefined ? userCacheKey(userKey) : defaultCacheKey(method, url, headers);
+}
+
+/** The key of a request whose response varies on the request headers `names`. */
+export function withVary(base: string, names: readonly string[], headers: IncomingHttpHeaders): string {
+  return names.length === 0 ? base : base + varyKeySuffix(names, headers);
+}
+
+/** The `Age` of a response computed at `createdAt` (ms since the epoch): whole seconds, never negative. */
+export function ageSeconds(createdAt: number, now = Date.now()): number {
+  return Math.max(0, Math.floor((now - createdAt) / 1000));
+}
+
+/**
+ * Requests (raw `IncomingMessage`s, or argument lists outside HTTP) already handled: the
+ * first guard or interceptor that claims a request handles it, the others let it through.
+ */
+export class RequestClaims {
+  private readonly claimed = new WeakSet<object>();
+
+  has(marker: object): boolean {
+    return this.claimed.has(marker);
+  }
+
+  claim(marker: object): void {
+    this.claimed.add(marker);
+  }
+}
