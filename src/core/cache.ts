@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
 import { CacheClosedError } from '../shared/errors.js';
+import { debug, getOrComputeChannel, traceCall } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
@@ -74,7 +75,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // Fast paths for hits, taken only with plain arguments (a key, a loader, a TTL): a hit in
     // process memory (embedded store or L1) without async machinery, then a plain GET of a
     // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
-    if (!this.closed && isPlainCall(key, loader, ttlOrOptions)) {
+    if (!this.closed && !getOrComputeChannel.hasSubscribers && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
       if (local !== undefined && local.kind === EntryKind.Value) {
         if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
@@ -101,7 +102,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
-  async resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
+  resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
+    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions);
+    // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
+    // synchronously, so a hit it answers was read from the layer this peek finds.
+    const hitLayer = typeof key === 'string' && key !== '' && this.backend.peek(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
+    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions));
+  }
+
+  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
     const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions);
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
@@ -115,6 +124,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const existing = this.flights.get<T>(key);
     if (existing) {
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
+      if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
       let settled;
       try {
         settled = await this.flights.join(existing, key, opts);
@@ -123,7 +133,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       }
       if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
-      if (settled.abandoned) return this.resolve(key, loader, ttlOrOptions);
+      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions);
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
 
