@@ -124,6 +124,29 @@ describe('tracing channels', () => {
     }
   });
 
+  it('a hit from process memory stays synchronous when traced: its events are published before getOrCompute returns', async () => {
+    const events: string[] = [];
+    const subscribers = {
+      start: () => events.push('start'),
+      end: () => events.push('end'),
+      asyncStart: () => events.push('asyncStart'),
+      asyncEnd: () => events.push('asyncEnd'),
+      error: () => events.push('error'),
+    };
+    const cache = createCache();
+    const key = uniq('sync');
+    await cache.getOrCompute(key, () => 'v', 10_000);
+    getOrComputeChannel.subscribe(subscribers);
+    try {
+      const pending = cache.getOrCompute(key, () => 'other', 10_000);
+      expect(events).toEqual(['start', 'end', 'asyncStart', 'asyncEnd']);
+      expect(await pending).toBe('v');
+    } finally {
+      getOrComputeChannel.unsubscribe(subscribers);
+      await cache.close();
+    }
+  });
+
   it('the HTTP guard publishes on dogpile-guard:http with the outcome of each request', async () => {
     const seen: Record<string, unknown>[] = [];
     const channel = tracingChannel('dogpile-guard:http');

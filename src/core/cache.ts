@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
 import { CacheClosedError } from '../shared/errors.js';
-import { debug, getOrComputeChannel, traceCall } from '../shared/diagnostics.js';
+import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
@@ -75,12 +75,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // Fast paths for hits, taken only with plain arguments (a key, a loader, a TTL): a hit in
     // process memory (embedded store or L1) without async machinery, then a plain GET of a
     // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
-    if (!this.closed && !getOrComputeChannel.hasSubscribers && isPlainCall(key, loader, ttlOrOptions)) {
+    if (!this.closed && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
       if (local !== undefined && local.kind === EntryKind.Value) {
         if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
+        if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
       }
+      // Traced calls that are not answered from process memory go through resolve().
+      if (getOrComputeChannel.hasSubscribers) return this.resolve(key, loader, ttlOrOptions).then(valueOf);
       // A value this process saw in Redis and that has not expired: one bounded GET, shared by
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.

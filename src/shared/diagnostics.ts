@@ -119,6 +119,19 @@ export function traceCall<R extends { status: TraceOutcome; degraded: boolean }>
   }, ctx);
 }
 
+/**
+ * Publishes a hit answered synchronously from process memory: the same events as a traced
+ * call (`start`, `end`, `asyncStart`, `asyncEnd`), without making the call asynchronous.
+ * Call only when `getOrComputeChannel.hasSubscribers`.
+ */
+export function traceHit(key: string, layer: TraceLayer, result: unknown): void {
+  const ctx: GetOrComputeTrace = { key, outcome: 'hit', layer, degraded: false, failSafe: false, duration: 0, result };
+  getOrComputeChannel.start.runStores(ctx, () => undefined);
+  getOrComputeChannel.end.publish(ctx);
+  getOrComputeChannel.asyncStart.publish(ctx);
+  getOrComputeChannel.asyncEnd.publish(ctx);
+}
+
 /** Runs a loader; traced on `dogpile-guard:loader` when someone listens. */
 export function traceLoader<T>(key: string, background: boolean, degraded: boolean, run: () => T | Promise<T>): T | Promise<T> {
   if (!loaderChannel.hasSubscribers) return run();
