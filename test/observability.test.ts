@@ -94,9 +94,13 @@ describe('tracing channels', () => {
   it('in one process: a hit from process memory is layer l1 (or the embedded store), a failed loader publishes error', async () => {
     const seen: Record<string, unknown>[] = [];
     const errors: unknown[] = [];
+    const noop = () => {};
     const subscribers = {
-      asyncEnd: (ctx: unknown) => seen.push({ ...(ctx as object) }),
-      error: (ctx: unknown) => errors.push((ctx as { error: unknown }).error),
+      start: noop,
+      end: noop,
+      asyncStart: noop,
+      asyncEnd: (ctx: object) => void seen.push({ ...ctx }),
+      error: (ctx: { error?: unknown }) => void errors.push(ctx.error),
     };
     getOrComputeChannel.subscribe(subscribers);
     const memory = createCache();
@@ -288,7 +292,7 @@ describe('dogpile-guard/otel', () => {
       expect(named('cache.loader').map((s) => s.attributes['dogpile_guard.degraded'])).toEqual([true]);
       const metrics = await collected();
       const errors = metrics.get('dogpile_guard.redis.errors')!.dataPoints;
-      expect(errors.reduce((n, p) => n + p.value, 0)).toBeGreaterThanOrEqual(1);
+      expect(errors.reduce((n, p) => n + (p.value as number), 0)).toBeGreaterThanOrEqual(1);
       expect(errors[0]!.attributes.operation).toBeTypeOf('string');
     } finally {
       await cache.close();
