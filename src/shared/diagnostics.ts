@@ -110,7 +110,8 @@ export function traceCall<R extends { status: TraceOutcome; degraded: boolean }>
       const answer = await run();
       ctx.outcome = answer.status;
       ctx.degraded = answer.degraded;
-      if (answer.status === 'hit') ctx.layer = hitLayer ?? 'store';
+      if (answer.status === 'hit' || answer.status === 'stale') ctx.layer = hitLayer ?? 'store';
+      // A result that says it was served by fail-safe (the freshness lifecycle's `failSafe: true`).
       ctx.failSafe = (answer as { failSafe?: boolean }).failSafe === true;
       return answer;
     } finally {
