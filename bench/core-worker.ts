@@ -48,7 +48,8 @@ interface BaselineCache {
   close(): Promise<void>;
 }
 interface BaselineModule {
-  createCache(options?: { redis?: Redis; l1?: boolean; prefix?: string }): BaselineCache;
+  createCache(options?: { redis?: Redis; l1?: boolean; prefix?: string; serializer?: unknown }): BaselineCache;
+  jsonSerializer: unknown;
 }
 /**
  * dogpile-guard as built from another checkout: its sources, run by tsx like ours. Its imports
@@ -57,8 +58,9 @@ interface BaselineModule {
 const baseline = process.argv[3]
   ? ((await import(pathToFileURL(path.join(process.argv[3], 'src', 'index.ts')).href)) as BaselineModule)
   : undefined;
-/** The baseline's Redis prefix on the hit path: as long as ours ('dogpile'), so that keys cost the same. */
+/** The baseline's Redis prefixes on the hit path: as long as ours, so that keys cost the same. */
 const BASELINE_PREFIX = 'dogbase';
+const BASELINE_JSON_PREFIX = 'dogbase-json';
 
 function baselineModule(): BaselineModule {
   if (!baseline) throw new Error('no baseline checkout given to this worker');
@@ -373,9 +375,11 @@ async function hitSetup(keyCount: number): Promise<void> {
   const dogpileL1 = createCache({ redis: client, l1: true });
   const embedded = createCache();
   const closers: (() => Promise<unknown>)[] = [dogpile, dogpileJson, dogpileL1, embedded].map((c) => () => c.close());
-  // The baseline's caches, configured like ours; its Redis cache writes its own values.
+  // The baseline's caches, configured like ours (the JSON one too, so that both builds' code
+  // sees the same mix of configurations); its Redis caches write their own values.
   const base = baseline && {
     redis: baseline.createCache({ redis: client, prefix: BASELINE_PREFIX }),
+    json: baseline.createCache({ redis: client, prefix: BASELINE_JSON_PREFIX, serializer: baseline.jsonSerializer }),
     l1: baseline.createCache({ redis: client, prefix: BASELINE_PREFIX, l1: true }),
     embedded: baseline.createCache(),
   };
@@ -393,6 +397,7 @@ async function hitSetup(keyCount: number): Promise<void> {
     await embedded.getOrCompute(key, load, HIT_TTL_MS);
     if (base) {
       await base.redis.getOrCompute(key, load, HIT_TTL_MS);
+      await base.json.getOrCompute(key, load, HIT_TTL_MS);
       await base.embedded.getOrCompute(key, load, HIT_TTL_MS);
     }
     for (const c of Object.values(peers)) await c.call(key, load);
@@ -430,6 +435,7 @@ async function hitSetup(keyCount: number): Promise<void> {
       cm: (slot) => peers.cm!.call(keys[slot]!, load),
       ...(base && {
         'dogpile@baseline': dp(base.redis),
+        'dogpile-json@baseline': dp(base.json),
         'dogpile-l1@baseline': dp(base.l1),
         'dogpile-embedded@baseline': dp(base.embedded),
       }),
@@ -466,7 +472,8 @@ async function runReads(fn: (slot: number) => unknown, mode: HitMode, ops: numbe
 /**
  * One interleaved measurement: after a warm-up of each contender, `slices` rounds in which
  * every contender runs one slice (a fixed number of reads, or batches of 1000 reads until
- * `sliceMs` passed), in an order rotated every round. Interleaving keeps slow drifts of the
+ * `sliceMs` passed), in an order rotated every round (a contender and its baseline also trade
+ * places every other round). Interleaving keeps slow drifts of the
  * machine from favouring whichever contender happened to run at a quiet moment.
  */
 async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: number; opsPerSlice?: number; sliceMs?: number; warmup: number }): Promise<void> {
@@ -477,9 +484,18 @@ async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: numb
   });
   for (const c of fns) await runReads(c.fn, msg.mode, msg.warmup, c.sync);
   settleHeap();
+  // A contender and its baseline (`x` and `x@baseline`) sit next to each other in the list, so
+  // one would always run right after the other (and inherit its garbage): in every other slice
+  // they trade places.
+  const partner = new Map<number, number>();
+  fns.forEach((c, i) => {
+    const j = fns.findIndex((o) => o.id === `${c.id}@baseline`);
+    if (j !== -1) partner.set(i, j).set(j, i);
+  });
   for (let s = 0; s < msg.slices; s++) {
     for (let i = 0; i < fns.length; i++) {
-      const c = fns[(i + s) % fns.length]!;
+      const at = (i + s) % fns.length;
+      const c = fns[s % 2 === 1 ? (partner.get(at) ?? at) : at]!;
       const t0 = performance.now();
       if (msg.opsPerSlice !== undefined) {
         await runReads(c.fn, msg.mode, msg.opsPerSlice, c.sync);

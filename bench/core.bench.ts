@@ -45,9 +45,13 @@ interface Baseline {
 
 /** Short commit of a checkout, with "+changes" when its src/ differs from that commit. */
 function commitOf(dir: string): string {
-  const git = (...args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim();
-  const dirty = git('status', '--porcelain', '--', 'src') !== '';
-  return `${git('rev-parse', '--short', 'HEAD')}${dirty ? '+changes' : ''}`;
+  const git = (...args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    const dirty = git('status', '--porcelain', '--', 'src') !== '';
+    return `${git('rev-parse', '--short', 'HEAD')}${dirty ? '+changes' : ''}`;
+  } catch {
+    return path.basename(dir);
+  }
 }
 
 function baselineFromEnv(value: string | undefined): Baseline | undefined {
@@ -69,7 +73,10 @@ function contenders(baseline: Baseline | undefined): Contenders {
   const after = <T extends { id: string }>(list: T[], id: string, added: T) => list.flatMap((c) => (c.id === id ? [c, added] : [c]));
   return {
     stampede: after(STAMPEDE, 'dogpile', { id: 'dogpile@baseline', name: `${baseline.label} (\`createCache({ redis })\`)`, scope: 'cross-process' }),
-    hitRedis: after(HIT_REDIS, 'dogpile', { id: 'dogpile@baseline', name: `${baseline.label}, Redis (no L1)` }),
+    hitRedis: after(after(HIT_REDIS, 'dogpile', { id: 'dogpile@baseline', name: `${baseline.label}, Redis (no L1)` }), 'dogpile-json', {
+      id: 'dogpile-json@baseline',
+      name: `${baseline.label}, Redis, \`serializer: jsonSerializer\``,
+    }),
     hitMemory: after(after(HIT_MEMORY, 'dogpile-l1', { id: 'dogpile-l1@baseline', name: `${baseline.label}, Redis + \`l1: true\` (L1 hit)` }), 'dogpile-embedded', {
       id: 'dogpile-embedded@baseline',
       name: `${baseline.label}, embedded (no Redis)`,
@@ -584,6 +591,7 @@ function baselineTable(baseline: Baseline, stampede: Map<string, StampedeRun[]>,
     ['Redis hit, sequential', 'dogpile', 'seq'],
     ['Redis hit, 100 in flight, 1 key', 'dogpile', 'inflight-same'],
     ['Redis hit, 100 in flight, 100 keys', 'dogpile', 'inflight-distinct'],
+    ['Redis hit, JSON, 100 in flight, 100 keys', 'dogpile-json', 'inflight-distinct'],
     ['L1 hit, sequential', 'dogpile-l1', 'seq'],
     ['L1 hit, 100 in flight', 'dogpile-l1', 'inflight-distinct'],
     ['embedded hit, sequential', 'dogpile-embedded', 'seq'],
