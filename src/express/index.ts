@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
-import { captureServerResponse } from '../http/capture.js';
+import { beforeHeaders, captureServerResponse, takeTargetedField } from '../http/capture.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
@@ -33,6 +33,12 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       return;
     }
     if (plan === undefined) {
+      const bypass = guard.bypassStatus({ method: req.method, url: req.originalUrl, headers: req.headers });
+      // Dogpile-Cache-Control never leaves the server, whatever the request.
+      beforeHeaders(res, () => {
+        takeTargetedField(res);
+        if (bypass !== undefined) res.setHeader('cache-status', bypass);
+      });
       next();
       return;
     }
@@ -41,10 +47,13 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       headAsGet: (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true,
       proceed(capture) {
         res.setHeader('x-cache', 'MISS');
-        if (capture) {
-          captureServerResponse(res, capture);
-          if (req.method === 'HEAD') runAsGet(req, res);
-        }
+        if (capture) captureServerResponse(res, capture);
+        // Installed after the capture, so it runs first: the capture sees the headers as sent.
+        beforeHeaders(res, (status) => {
+          const targeted = takeTargetedField(res);
+          res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted));
+        });
+        if (capture && req.method === 'HEAD') runAsGet(req, res);
         next();
       },
       serve(response) {

@@ -345,3 +345,32 @@ function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHt
   });
   return out;
 }
+
+/**
+ * Calls `decorate` once, just before the response's headers are written (`writeHead`, which
+ * Node also calls for an implicit header), with its status; `decorate` may still change the
+ * headers with `res.setHeader` / `res.removeHeader`.
+ */
+export function beforeHeaders(res: ServerResponse, decorate: (status: number) => void): void {
+  const writeHead = res.writeHead as unknown as WriteHeadFn;
+  let done = false;
+  (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
+    if (!done) {
+      done = true;
+      try {
+        decorate(typeof args[0] === 'number' ? args[0] : this.statusCode);
+      } catch {
+        // Decorating is best effort: the response goes out as the handler made it.
+      }
+    }
+    return writeHead.apply(this, args);
+  };
+}
+
+/** Takes `Dogpile-Cache-Control` (read by this cache only) off a response; returns its value. */
+export function takeTargetedField(res: { getHeader(name: string): unknown; removeHeader(name: string): unknown }): string | undefined {
+  const value = res.getHeader('dogpile-cache-control');
+  if (value === undefined || value === null) return undefined;
+  res.removeHeader('dogpile-cache-control');
+  return headerString(value);
+}

@@ -1,18 +1,21 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
-import type { CacheDecision, DogpileCache } from '../core/cache.js';
+import type { CacheDecision, DogpileCache, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
 import { varyKeySuffix } from './cache-key.js';
-import { responseNotStorableReason } from './cacheability.js';
+import { requestBypassReason } from './cacheability.js';
+import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
+import { responseFreshness, type Freshness } from './freshness.js';
 import { headerValue, parseVary, storableHeaders } from './headers.js';
+import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from './request-plan.js';
 import { encodeResponse } from './response-format.js';
-import { prepareResponse, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
+import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
 
 /** The parts of a request the cache looks at. */
 export interface HttpRequestInfo {
@@ -32,6 +35,8 @@ export interface CachePlan {
   headers: IncomingHttpHeaders;
   varyNames: readonly string[];
   retried: boolean;
+  /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
+  targeted?: string;
 }
 
 /** What an adapter does for the guard; each call happens at most once per request. */
@@ -57,7 +62,10 @@ export interface Exchange {
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
 const handled = new RequestClaims();
 
-const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'store');
+/** The lifetime each stored response was given by its own headers. */
+const storeDecisions = new WeakMap<Buffer, StoreDecision>();
+
+const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : (storeDecisions.get(value) ?? 'store'));
 
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
@@ -132,6 +140,40 @@ export class HttpGuard<Req> {
     for (const capture of [...this.pending]) capture.abandon();
   }
 
+  /**
+   * The `Cache-Status` value for a GET or HEAD that a request rule made pass the cache
+   * (`fwd=bypass; detail=authorization`), or undefined.
+   */
+  bypassStatus(info: HttpRequestInfo): string | undefined {
+    if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
+    const reason = requestBypassReason(info.method, info.headers, this.options.key === undefined ? this.options.privateHeaders : []);
+    return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });
+  }
+
+  /** This cache's `Cache-Status` member for an entry. */
+  member(entry: CacheStatusEntry): string {
+    return formatCacheStatus(entry, this.options.cacheStatusName);
+  }
+
+  /**
+   * What a response's headers say to this cache, for the request `plan` (RFC 9111 §3, §4.2;
+   * RFC 9213): whether it may be stored and for how long.
+   */
+  freshness(plan: CachePlan, status: number, headers: CapturedResponse['headers'], now = Date.now()): Freshness {
+    const bag = plan.targeted !== undefined && headers['dogpile-cache-control'] === undefined ? { ...headers, 'dogpile-cache-control': plan.targeted } : headers;
+    return responseFreshness(status, bag, { now, defaultTtl: plan.ttl, maxTtl: this.options.maxTtl, statuses: this.options.statuses });
+  }
+
+  /**
+   * The headers of the leader's response are about to be sent: takes `Dogpile-Cache-Control`
+   * off it (kept in the plan for the decision to store) and returns its `Cache-Status` member.
+   */
+  leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined): string {
+    if (targeted !== undefined) plan.targeted = targeted;
+    const f = this.freshness(plan, status, headers);
+    return this.member(f.storable && f.ttl >= 1 ? { fwd: 'miss', stored: true, ttl: f.ttl } : { fwd: 'miss' });
+  }
+
   private handleGet(plan: CachePlan, exchange: Exchange): void {
     let ran = false;
     const loader = (): Promise<Buffer | null> => {
@@ -201,7 +243,11 @@ export class HttpGuard<Req> {
       this.varyMismatch(plan, stored, exchange);
       return;
     }
-    exchange.serve(prepareResponse(stored, plan.headers, xCache));
+    const now = Date.now();
+    const remaining = remainingFreshness(stored, now);
+    const entry: CacheStatusEntry =
+      xCache === 'HIT' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
+    exchange.serve(prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET'));
   }
 
   /**
@@ -220,15 +266,30 @@ export class HttpGuard<Req> {
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
   private finish(plan: CachePlan, response: CapturedResponse): Buffer | null {
-    if (responseNotStorableReason(response, this.options.statuses) !== undefined) return null;
+    if (response.tooBig) return null;
+    const now = Date.now();
+    const f = this.freshness(plan, response.status, response.headers, now);
+    // Not storable, or stale at once (max-age=0, a past Expires): shared with nobody.
+    if (!f.storable || f.ttl < 1) return null;
     const vary = parseVary(headerValue(response.headers, 'vary'));
     if (vary === '*') return null;
-    return encodeResponse({
-      createdAt: Date.now(),
+    const headers = storableHeaders(response.headers, f.omitHeaders);
+    // Node writes a Date on every response the app did not give one: the one sent is this one.
+    if (!headers.some(([name]) => name === 'date')) headers.push(['date', formatHttpDate(now)]);
+    const bytes = encodeResponse({
+      createdAt: now,
       status: response.status,
-      headers: storableHeaders(response.headers),
+      headers,
       vary: vary.map((name) => [name, headerValue(plan.headers, name)] as const),
       body: response.body,
+      freshFor: f.ttl,
+      ageOnArrival: f.initialAge,
     });
+    const decision: StoreDecision = { decision: 'store', ttl: f.ttl };
+    // Carried for the stale lifecycle of the core, which does not read them yet.
+    if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
+    if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
+    storeDecisions.set(bytes, decision);
+    return bytes;
   }
 }
