@@ -196,7 +196,9 @@ export class HttpGuard<Req> {
       }
       return capture.promise;
     };
-    this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl }).then(
+    // The stored lifetime is the response's own (the cacheable decision carries it); the call's
+    // ttl must still be valid when the adapter's is 0.
+    this.cache.resolve(plan.key, loader, { ttl: Math.max(plan.ttl, 1), cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl }).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (ran) return;
