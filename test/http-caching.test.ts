@@ -61,7 +61,7 @@ async function startApp(framework: Framework, guard: HttpCacheOptions<never>): P
     };
   }
   const app: FastifyInstance = Fastify();
-  await app.register(dogpileGuardPlugin, guard as HttpCacheOptions<never>);
+  await app.register(dogpileGuardPlugin, guard as never);
   app.route({
     method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
     url: '/r/:id',
@@ -125,7 +125,7 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
 
     it('does not reuse max-age=0, a negative or invalid max-age, a past or invalid Expires', async () => {
       const app = await start();
-      for (const headers of [
+      for (const headers of <Record<string, string>[]>[
         { 'Cache-Control': 'max-age=0' },
         { 'Cache-Control': 'max-age=-5' },
         { 'Cache-Control': 'max-age=1, max-age=3600' },
@@ -192,7 +192,7 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
 
     it('does not reuse no-cache, Pragma: no-cache, no-store or private responses without the handler', async () => {
       const app = await start();
-      for (const headers of [
+      for (const headers of <Record<string, string>[]>[
         { 'Cache-Control': 'no-cache' },
         { Pragma: 'no-cache' },
         { 'Cache-Control': 'max-age=60, no-store' },
@@ -244,6 +244,57 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
       const first = await app.get(path(refused, h2));
       expect(first.headers['dogpile-cache-control']).toBeUndefined();
       expect((await app.get(path(refused, h2))).xCache).toBe('MISS');
+    });
+  });
+
+  describe('invalidation on writes (RFC 9111 §4.4)', () => {
+    it('a successful POST, PUT, PATCH or DELETE invalidates the stored GET of its URL; a failed one does not', async () => {
+      const app = await start();
+      for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
+        const id = freshId();
+        const url = `/r/${id}`;
+        const first = await app.get(url);
+        expect((await app.get(url)).xCache).toBe('HIT');
+        const failed = await app.get(`${url}?status=500`, {}, method);
+        expect(failed.status).toBe(500);
+        // Another query string is another URL; the write to this one fails: both leave the entry.
+        expect((await app.get(url)).xCache).toBe('HIT');
+        const write = await app.get(url, {}, method);
+        expect(write.status).toBe(200);
+        const after = await app.get(url);
+        expect([method, after.xCache]).toEqual([method, 'MISS']);
+        expect(after.text).not.toBe(first.text);
+      }
+    });
+
+    it('invalidates the Location and Content-Location of a write on the same host, not on another', async () => {
+      const app = await start();
+      const [target, moved, elsewhere] = [freshId(), freshId(), freshId()];
+      for (const id of [target, moved, elsewhere]) {
+        await app.get(`/r/${id}`);
+        expect((await app.get(`/r/${id}`)).xCache).toBe('HIT');
+      }
+      const headers = { Location: `/r/${target}`, 'Content-Location': `http://127.0.0.1:${app.port}/r/${moved}` };
+      const other = { Location: `http://other.example/r/${elsewhere}` };
+      await app.get(path(freshId(), headers, 201), { host: `127.0.0.1:${app.port}` }, 'POST');
+      await app.get(path(freshId(), other, 201), { host: `127.0.0.1:${app.port}` }, 'POST');
+      expect((await app.get(`/r/${target}`)).xCache).toBe('MISS');
+      expect((await app.get(`/r/${moved}`)).xCache).toBe('MISS');
+      expect((await app.get(`/r/${elsewhere}`)).xCache).toBe('HIT');
+    });
+
+    it('invalidates every Vary variant of the URL', async () => {
+      const app = await start();
+      const id = freshId();
+      const url = path(id, { Vary: 'Accept-Language' });
+      for (const lang of ['de', 'en']) {
+        await app.get(url, { 'accept-language': lang });
+        expect((await app.get(url, { 'accept-language': lang })).xCache).toBe('HIT');
+      }
+      await app.get(url, {}, 'DELETE');
+      expect((await app.get(url, { 'accept-language': 'de' })).xCache).toBe('MISS');
+      expect((await app.get(url, { 'accept-language': 'en' })).xCache).toBe('MISS');
+      expect((await app.get(url, { 'accept-language': 'en' })).xCache).toBe('HIT');
     });
   });
 

@@ -33,6 +33,7 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       return;
     }
     if (plan === undefined) {
+      if (HttpGuard.unsafe(req.method)) invalidateBeforeEnd(guard, req, res);
       const bypass = guard.bypassStatus({ method: req.method, url: req.originalUrl, headers: req.headers });
       // Dogpile-Cache-Control never leaves the server, whatever the request.
       beforeHeaders(res, () => {
@@ -63,6 +64,25 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         next(error);
       },
     });
+  };
+}
+
+/**
+ * A write (POST, PUT, PATCH, DELETE...): once its handler ends a successful response, the
+ * stored responses it invalidates are deleted before the response is sent on, so that the
+ * client's next GET does not find them.
+ */
+function invalidateBeforeEnd(guard: HttpGuard<Request>, req: Request, res: Response): void {
+  const end = res.end as (...args: unknown[]) => unknown;
+  const info = { method: req.method, url: req.originalUrl, headers: req.headers };
+  (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
+    if (res.statusCode < 200 || res.statusCode > 399 || res.headersSent) {
+      // Nothing to do, or headers already gone: invalidate without holding the response.
+      if (res.statusCode >= 200 && res.statusCode <= 399) void guard.invalidate(info, res.statusCode, res.getHeaders());
+      return end.apply(this, args);
+    }
+    void guard.invalidate(info, res.statusCode, res.getHeaders()).then(() => end.apply(this, args));
+    return this;
   };
 }
 

@@ -83,6 +83,12 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     if (value !== undefined) targeted.set(request, value);
     const bypass = bypassed.get(request);
     if (bypass !== undefined) void reply.header('cache-status', bypass);
+    // A successful write: the stored responses it invalidates are deleted before it is sent.
+    if (HttpGuard.unsafe(request.method) && reply.statusCode >= 200 && reply.statusCode <= 399) {
+      const info = { method: request.method, url: request.url, headers: request.headers };
+      void guard.invalidate(info, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders).then(() => done(null, payload));
+      return;
+    }
     done(null, payload);
   });
 

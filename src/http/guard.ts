@@ -1,11 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { LRUCache } from 'lru-cache';
 import type { CacheDecision, DogpileCache, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
-import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
-import { varyKeySuffix } from './cache-key.js';
+import { defaultCacheKey, requestHost } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
@@ -13,7 +11,9 @@ import { responseFreshness, type Freshness } from './freshness.js';
 import { headerValue, parseVary, storableHeaders } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
-import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from './request-plan.js';
+import { invalidationTargets } from './invalidation.js';
+import { cacheableRequest, requestBaseKey, RequestClaims } from './request-plan.js';
+import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
 import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
 
@@ -28,12 +28,13 @@ export interface HttpRequestInfo {
 /** A request the cache will handle: its key and how long its response is kept. */
 export interface CachePlan {
   head: boolean;
-  /** The key without the `Vary` part. */
+  /** The key without the `Vary` part: the URL's own key, where its response or its `VaryRecord` is. */
   base: string;
   key: string;
   ttl: number;
   headers: IncomingHttpHeaders;
-  varyNames: readonly string[];
+  /** The URL's `VaryRecord` this plan's key was built from (the key is then a variant's). */
+  record?: VaryRecord;
   retried: boolean;
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
   targeted?: string;
@@ -62,8 +63,10 @@ export interface Exchange {
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
 const handled = new RequestClaims();
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+
 /** The lifetime each stored response was given by its own headers. */
-const storeDecisions = new WeakMap<Buffer, StoreDecision>();
+const storeDecisions = new WeakMap<Buffer, StoreDecision | 'share'>();
 
 const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : (storeDecisions.get(value) ?? 'store'));
 
@@ -75,12 +78,6 @@ const decide = (value: Buffer | null): CacheDecision => (value === null ? 'priva
  */
 export class HttpGuard<Req> {
   readonly options: ResolvedHttpCacheOptions<Req>;
-  /** Base key → request header names its responses vary on (learnt from stored responses). */
-  private readonly varyIndex = new LRUCache<string, readonly string[]>({
-    max: 10_000,
-    maxSize: KEY_HINTS_MAX_BYTES,
-    sizeCalculation: (names, base) => keyHintSize(base) + names.reduce((n, name) => n + keyHintSize(name), 0),
-  });
   private readonly pending = new Set<ResponseCapture>();
 
   constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {
@@ -113,16 +110,7 @@ export class HttpGuard<Req> {
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
     handled.claim(marker);
-    const varyNames = this.varyIndex.get(base) ?? [];
-    return {
-      head: method === 'HEAD',
-      base,
-      key: withVary(base, varyNames, headers),
-      ttl,
-      headers,
-      varyNames,
-      retried: false,
-    };
+    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false };
   }
 
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
@@ -235,6 +223,12 @@ export class HttpGuard<Req> {
   }
 
   private serveValue(plan: CachePlan, value: unknown, xCache: 'HIT' | 'COALESCED' | 'MISS', exchange: Exchange): void {
+    const record = plan.record === undefined ? toVaryRecord(value) : undefined;
+    if (record !== undefined) {
+      // The URL's responses vary: look up this request's variant.
+      this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers) }, exchange);
+      return;
+    }
     const stored = toServable(value);
     // Not a stored response (something else wrote this key): let the app answer.
     if (stored === undefined) {
@@ -253,17 +247,40 @@ export class HttpGuard<Req> {
   }
 
   /**
-   * The response varies on request headers that are not in this key yet: remember them for
-   * this URL, and look up again under the key that includes them (once).
+   * A response that varies on request headers this request does not share with the one that
+   * produced it (a coalesced wait, or a variant key whose `Vary` changed since): look up again
+   * under the variant key for every name (once), else let the handler answer.
    */
   private varyMismatch(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
-    const names = [...new Set([...plan.varyNames, ...stored.vary.map(([name]) => name)])].sort();
-    this.varyIndex.set(plan.base, names);
     if (plan.retried) {
       exchange.proceed(undefined);
       return;
     }
-    this.handle({ ...plan, varyNames: names, key: plan.base + varyKeySuffix(names, plan.headers), retried: true }, exchange);
+    const names = [...new Set([...(plan.record?.names ?? []), ...stored.vary.map(([name]) => name)])].sort();
+    const record: VaryRecord = { names, gen: plan.record?.gen ?? newGeneration() };
+    this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
+  }
+
+  /** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4). */
+  static unsafe(method: string): boolean {
+    return !SAFE_METHODS.has(method);
+  }
+
+  /**
+   * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
+   * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
+   * the same host. Only default keys (no `key` function). Never rejects.
+   */
+  async invalidate(info: HttpRequestInfo, status: number, responseHeaders: CapturedResponse['headers']): Promise<void> {
+    if (this.options.key !== undefined) return;
+    const host = requestHost(info.headers);
+    const targets = invalidationTargets(info.method, status, info.url, host, responseHeaders);
+    await Promise.all(
+      targets.map((url) =>
+        // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
+        this.cache.delete(defaultCacheKey('GET', url, info.headers)).catch(() => false),
+      ),
+    );
   }
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
@@ -291,7 +308,38 @@ export class HttpGuard<Req> {
     // Carried for the stale lifecycle of the core, which does not read them yet.
     if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
     if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
-    storeDecisions.set(bytes, decision);
+    if (vary.length > 0 && !sameNames(plan.record?.names, vary)) {
+      // A response that varies, under a key that does not say so: stored as a variant, and the
+      // URL's key tells every process what it varies on. The requests waiting here get it as it is.
+      const record: VaryRecord = { names: vary, gen: plan.record?.gen ?? newGeneration() };
+      void this.storeVariant(plan, record, bytes, f.ttl);
+      storeDecisions.set(bytes, 'share');
+    } else {
+      if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
+      storeDecisions.set(bytes, decision);
+    }
     return bytes;
   }
+
+  private async storeVariant(plan: CachePlan, record: VaryRecord, bytes: Buffer, ttl: number): Promise<void> {
+    try {
+      await this.cache.set(variantKey(plan.base, record, plan.headers), bytes, ttl);
+      await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);
+    } catch {
+      // Reported by the cache's backendError event; the next request runs the handler.
+    }
+  }
+
+  /** Keeps the URL's VaryRecord as long as the variants it leads to. */
+  private async refreshRecord(base: string, record: VaryRecord): Promise<void> {
+    try {
+      await this.cache.set(base, encodeVaryRecord(record), this.options.maxTtl);
+    } catch {
+      // As above.
+    }
+  }
+}
+
+function sameNames(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((name, i) => name === b[i]);
 }
