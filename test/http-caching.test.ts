@@ -247,6 +247,57 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
     });
   });
 
+  describe('conditional requests (RFC 9111 §4.3.2, RFC 9110 §13)', () => {
+    const lastModified = 'Tue, 03 Nov 2026 10:00:00 GMT';
+    const validators = { ETag: '"v1"', 'Last-Modified': lastModified, 'Cache-Control': 'max-age=60', 'Content-Language': 'en' };
+
+    it("answers the leader's own conditional request with a 304 while storing the full response", async () => {
+      const app = await start();
+      const url = path(freshId(), validators);
+      const leader = await app.get(url, { 'if-none-match': 'W/"v1"' });
+      expect([leader.status, leader.xCache, leader.body.length]).toEqual([304, 'MISS', 0]);
+      expect(leader.headers.etag).toBe('"v1"');
+      expect(leader.headers['content-language']).toBeUndefined();
+      expect(leader.headers['content-type']).toBeUndefined();
+      const hit = await app.get(url);
+      expect([hit.status, hit.xCache]).toEqual([200, 'HIT']);
+      expect(hit.text).toContain('run 1');
+      expect(hit.headers['content-language']).toBe('en');
+      expect(Number(hit.headers['content-length'])).toBe(hit.body.length);
+    });
+
+    it('answers If-None-Match and If-Modified-Since from the cache: 304 when they match, else the full response', async () => {
+      const app = await start();
+      const url = path(freshId(), validators);
+      const full = await app.get(url);
+      expect(full.status).toBe(200);
+      const cases: [Record<string, string>, number][] = [
+        [{ 'if-none-match': '"v0", W/"v1"' }, 304],
+        [{ 'if-none-match': '*' }, 304],
+        [{ 'if-none-match': '"v2"' }, 200],
+        [{ 'if-modified-since': lastModified }, 304],
+        [{ 'if-modified-since': 'Mon, 02 Nov 2026 10:00:00 GMT' }, 200],
+        // If-None-Match wins over If-Modified-Since.
+        [{ 'if-none-match': '"v2"', 'if-modified-since': lastModified }, 200],
+      ];
+      for (const [headers, status] of cases) {
+        const reply = await app.get(url, headers);
+        expect([headers, reply.status, reply.xCache]).toEqual([headers, status, 'HIT']);
+        if (status === 304) {
+          expect(reply.body.length).toBe(0);
+          expect(reply.headers.etag).toBe('"v1"');
+          expect(reply.headers['cache-control']).toBe('max-age=60');
+          expect(reply.headers.date).toBe(full.headers.date);
+          expect(reply.headers['content-language']).toBeUndefined();
+          expect(reply.headers['cache-status']).toMatch(/^dogpile-guard; hit; ttl=\d+$/);
+        } else {
+          expect(reply.text).toBe(full.text);
+        }
+      }
+      expect(app.runs(`/r/${url.split('/')[2]!.split('?')[0]}`)).toBe(1);
+    });
+  });
+
   describe('invalidation on writes (RFC 9111 §4.4)', () => {
     it('a successful POST, PUT, PATCH or DELETE invalidates the stored GET of its URL; a failed one does not', async () => {
       const app = await start();

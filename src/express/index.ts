@@ -1,6 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
-import { beforeHeaders, captureServerResponse, takeTargetedField } from '../http/capture.js';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { beforeHeaders, captureServerResponse, isRepresentationHeader, takeTargetedField } from '../http/capture.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
@@ -53,6 +54,17 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         beforeHeaders(res, (status) => {
           const targeted = takeTargetedField(res);
           res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted));
+          if (capture === undefined || !guard.leaderNotModified(plan, status, res.getHeaders())) return undefined;
+          // This client's conditional request is answered with a 304; the full response is
+          // still captured and stored.
+          const removed: OutgoingHttpHeaders = {};
+          for (const name of res.getHeaderNames()) {
+            if (!isRepresentationHeader(name)) continue;
+            removed[name] = res.getHeader(name);
+            res.removeHeader(name);
+          }
+          capture.original = { status, headers: removed };
+          return 304;
         });
         if (capture && req.method === 'HEAD') runAsGet(req, res);
         next();

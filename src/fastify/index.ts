@@ -9,7 +9,8 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { capturePayload, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { capturePayload, isRepresentationHeader, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { Readable } from 'node:stream';
 import { HttpGuard, type CachePlan } from '../http/guard.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
@@ -157,12 +158,14 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     const onSend = function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
       const capture = captures.get(request);
       const plan = plans.get(request);
+      let notModified = false;
       if (plan !== undefined && reply.getHeader('x-cache') === 'MISS') {
         // The handler ran for this request: its response, with this cache's status.
         const value = targeted.get(request);
         const headers = reply.getHeaders() as OutgoingHttpHeaders;
         if (value !== undefined) plan.targeted = value;
         void reply.header('cache-status', guard.leaderHeaders(plan, reply.statusCode, headers, value));
+        notModified = capture !== undefined && guard.leaderNotModified(plan, reply.statusCode, headers);
         plans.delete(request);
       }
       if (capture === undefined) {
@@ -170,9 +173,20 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         return;
       }
       captures.delete(request);
+      const status = reply.statusCode;
       const headers = { ...(reply.getHeaders() as OutgoingHttpHeaders) };
       delete headers['cache-status'];
-      done(null, capturePayload(capture, reply.statusCode, headers, payload));
+      const captured = capturePayload(capture, status, headers, payload);
+      if (!notModified) {
+        done(null, captured);
+        return;
+      }
+      // This client's conditional request is answered with a 304; the full response is still
+      // captured (a stream read to its end) and stored.
+      if (captured instanceof Readable) captured.resume();
+      for (const name of Object.keys(reply.getHeaders())) if (isRepresentationHeader(name)) reply.removeHeader(name);
+      void reply.code(304);
+      done(null, null);
     };
 
     route.handler = guarded as RouteOptions['handler'];

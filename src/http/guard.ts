@@ -6,6 +6,7 @@ import { describe } from '../shared/duration.js';
 import { defaultCacheKey, requestHost } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
+import { evaluateConditional } from './conditional.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
 import { responseFreshness, type Freshness } from './freshness.js';
 import { headerValue, parseVary, storableHeaders } from './headers.js';
@@ -36,6 +37,8 @@ export interface CachePlan {
   /** The URL's `VaryRecord` this plan's key was built from (the key is then a variant's). */
   record?: VaryRecord;
   retried: boolean;
+  /** The leader's own conditional headers, taken off the request its handler sees. */
+  conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
   targeted?: string;
 }
@@ -162,6 +165,17 @@ export class HttpGuard<Req> {
     return this.member(f.storable && f.ttl >= 1 ? { fwd: 'miss', stored: true, ttl: f.ttl } : { fwd: 'miss' });
   }
 
+  /**
+   * True when the leader's client sent a conditional request that the full response its
+   * handler produced satisfies: that client gets a 304 (RFC 9110 §13.2.2), the others and
+   * the store the full response.
+   */
+  leaderNotModified(plan: CachePlan, status: number, headers: CapturedResponse['headers']): boolean {
+    const conditional = plan.conditional;
+    if (conditional === undefined || Object.keys(conditional).length === 0) return false;
+    return evaluateConditional(conditional, headers, { method: 'GET', status }) === '304';
+  }
+
   private handleGet(plan: CachePlan, exchange: Exchange): void {
     let ran = false;
     const loader = (): Promise<Buffer | null> => {
@@ -174,8 +188,12 @@ export class HttpGuard<Req> {
       );
       this.pending.add(capture);
       // The handler must produce the full response for the others, not a 304 for this client's copy.
-      delete plan.headers['if-none-match'];
-      delete plan.headers['if-modified-since'];
+      // Its own client still gets the answer to its conditional request (leaderNotModified).
+      plan.conditional = {};
+      for (const name of ['if-none-match', 'if-modified-since'] as const) {
+        if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
+        delete plan.headers[name];
+      }
       try {
         exchange.proceed(capture);
       } catch (error) {
