@@ -216,7 +216,7 @@ describe('dogpileGuard (Express specifics)', () => {
     expect(other.text).toBe('etagged body');
   });
 
-  it("a leader's conditional request still produces the full response for the others", async () => {
+  it("a leader's conditional request gets its 304 and still produces the full response for the others", async () => {
     const app = express();
     app.use(dogpileGuard({ cache: createCache() }));
     app.get('/e', (_req, res) => {
@@ -231,7 +231,8 @@ describe('dogpileGuard (Express specifics)', () => {
     const probePort = await listen(probe);
     const etag = String((await fetchReply(probePort, '/e')).headers.etag);
     const leader = await fetchReply(port, '/e', { headers: { 'if-none-match': etag } });
-    expect(leader.status).toBe(200);
+    expect(leader.status).toBe(304);
+    expect(leader.body.length).toBe(0);
     expect(leader.xCache).toBe('MISS');
     const next = await fetchReply(port, '/e');
     expect(next.xCache).toBe('HIT');

@@ -298,6 +298,34 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
     });
   });
 
+  describe('Range (RFC 9110 §14)', () => {
+    it('serves one range of a stored full 200 as a 206; several ranges as the full 200; an unsatisfiable one as a 416', async () => {
+      const app = await start();
+      const id = freshId();
+      const url = path(id, { ETag: '"r1"' });
+      // A miss with Range goes to the handler with its Range, and nothing is stored.
+      const cold = await app.get(url, { range: 'bytes=0-3' });
+      expect(cold.xCache).toBe('MISS');
+      const full = await app.get(url);
+      expect([full.status, full.xCache]).toEqual([200, 'MISS']);
+      const size = full.body.length;
+      const part = await app.get(url, { range: 'bytes=4-9' });
+      expect([part.status, part.xCache, part.text]).toEqual([206, 'HIT', full.text.slice(4, 10)]);
+      expect(part.headers['content-range']).toBe(`bytes 4-9/${size}`);
+      expect(part.headers['content-length']).toBe('6');
+      const suffix = await app.get(url, { range: 'bytes=-3' });
+      expect([suffix.status, suffix.text]).toEqual([206, full.text.slice(-3)]);
+      const several = await app.get(url, { range: 'bytes=0-1, 4-5' });
+      expect([several.status, several.text]).toEqual([200, full.text]);
+      const beyond = await app.get(url, { range: `bytes=${size}-` });
+      expect([beyond.status, beyond.headers['content-range'], beyond.body.length]).toEqual([416, `bytes */${size}`, 0]);
+      // If-Range: the stored ETag (strong) lets the range apply, another one gets the full 200.
+      expect((await app.get(url, { range: 'bytes=0-1', 'if-range': '"r1"' })).status).toBe(206);
+      expect((await app.get(url, { range: 'bytes=0-1', 'if-range': '"r0"' })).status).toBe(200);
+      expect(app.runs(`/r/${id}`)).toBe(2);
+    });
+  });
+
   describe('invalidation on writes (RFC 9111 §4.4)', () => {
     it('a successful POST, PUT, PATCH or DELETE invalidates the stored GET of its URL; a failed one does not', async () => {
       const app = await start();

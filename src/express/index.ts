@@ -53,7 +53,7 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         // Installed after the capture, so it runs first: the capture sees the headers as sent.
         beforeHeaders(res, (status) => {
           const targeted = takeTargetedField(res);
-          res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted));
+          res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted, capture !== undefined));
           if (capture === undefined || !guard.leaderNotModified(plan, status, res.getHeaders())) return undefined;
           // This client's conditional request is answered with a 304; the full response is
           // still captured and stored.

@@ -164,7 +164,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         const value = targeted.get(request);
         const headers = reply.getHeaders() as OutgoingHttpHeaders;
         if (value !== undefined) plan.targeted = value;
-        void reply.header('cache-status', guard.leaderHeaders(plan, reply.statusCode, headers, value));
+        void reply.header('cache-status', guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined));
         notModified = capture !== undefined && guard.leaderNotModified(plan, reply.statusCode, headers);
         plans.delete(request);
       }

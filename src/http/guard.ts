@@ -7,13 +7,14 @@ import { defaultCacheKey, requestHost } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional } from './conditional.js';
+import { answerRange } from './range.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
 import { responseFreshness, type Freshness } from './freshness.js';
-import { headerValue, parseVary, storableHeaders } from './headers.js';
+import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { invalidationTargets } from './invalidation.js';
-import { cacheableRequest, requestBaseKey, RequestClaims } from './request-plan.js';
+import { requestBaseKey, RequestClaims } from './request-plan.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
 import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
@@ -37,6 +38,11 @@ export interface CachePlan {
   /** The URL's `VaryRecord` this plan's key was built from (the key is then a variant's). */
   record?: VaryRecord;
   retried: boolean;
+  /**
+   * Answered from a stored response or else by the handler alone, never leading nor storing:
+   * a GET with `Range` (the handler's 206 is never stored).
+   */
+  lookupOnly?: boolean;
   /** The leader's own conditional headers, taken off the request its handler sees. */
   conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
@@ -103,7 +109,10 @@ export class HttpGuard<Req> {
     if (handled.has(marker)) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
-    if (!cacheableRequest(method, headers, keyFn === undefined ? this.options.privateHeaders : [])) return undefined;
+    const reason = requestBypassReason(method, headers, keyFn === undefined ? this.options.privateHeaders : []);
+    // A GET with Range is answered from a stored full response when there is one (lookupOnly).
+    const range = reason === 'range' && method === 'GET';
+    if (reason !== undefined && !range) return undefined;
     let userKey: string | undefined;
     if (keyFn !== undefined) {
       const k = keyFn(req);
@@ -113,13 +122,13 @@ export class HttpGuard<Req> {
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
     handled.claim(marker);
-    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false };
+    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range };
   }
 
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
   handle(plan: CachePlan, exchange: Exchange): void {
     try {
-      if (plan.head && exchange.headAsGet !== true) this.handleHead(plan, exchange);
+      if ((plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) this.handleHead(plan, exchange);
       else this.handleGet(plan, exchange);
     } catch (error) {
       exchange.fail(error);
@@ -159,8 +168,9 @@ export class HttpGuard<Req> {
    * The headers of the leader's response are about to be sent: takes `Dogpile-Cache-Control`
    * off it (kept in the plan for the decision to store) and returns its `Cache-Status` member.
    */
-  leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined): string {
+  leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined, captured = true): string {
     if (targeted !== undefined) plan.targeted = targeted;
+    if (!captured) return this.member({ fwd: 'miss' });
     const f = this.freshness(plan, status, headers);
     return this.member(f.storable && f.ttl >= 1 ? { fwd: 'miss', stored: true, ttl: f.ttl } : { fwd: 'miss' });
   }
@@ -261,7 +271,8 @@ export class HttpGuard<Req> {
     const remaining = remainingFreshness(stored, now);
     const entry: CacheStatusEntry =
       xCache === 'HIT' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
-    exchange.serve(prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET'));
+    const prepared = prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET');
+    exchange.serve(plan.lookupOnly === true && prepared.status === stored.status ? rangeOf(stored, prepared, plan.headers) : prepared);
   }
 
   /**
@@ -356,6 +367,24 @@ export class HttpGuard<Req> {
       // As above.
     }
   }
+}
+
+/**
+ * A GET with `Range` served from a stored full 200 (RFC 9110 §14): one satisfiable range as a
+ * 206 with `Content-Range`, an unsatisfiable one as a 416, anything else (several ranges, an
+ * `If-Range` that does not match, another status) as the full response.
+ */
+function rangeOf(stored: ServableResponse, prepared: PreparedResponse, requestHeaders: IncomingHttpHeaders): PreparedResponse {
+  if (stored.status !== 200) return prepared;
+  const answer = answerRange('GET', requestHeaders, stored.headerObject, stored.body.length);
+  if (answer.status === 200) return prepared;
+  const kept = stored.headers.filter(([name]) => name !== 'content-length' && name !== 'content-range');
+  if (answer.status === 416) {
+    const headers: HeaderEntry[] = [...kept.filter(([name]) => !name.startsWith('content-') || name === 'content-location'), ['content-range', answer.headers['content-range']], ['content-length', '0']];
+    return { ...prepared, status: 416, headers, headerObject: Object.fromEntries(headers), body: Buffer.alloc(0) };
+  }
+  const headers: HeaderEntry[] = [...kept, ['content-range', answer.headers['content-range']], ['content-length', answer.headers['content-length']]];
+  return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
 }
 
 function sameNames(a: readonly string[] | undefined, b: readonly string[]): boolean {
