@@ -2,6 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { beforeHeaders, captureServerResponse, isRepresentationHeader, takeTargetedField } from '../http/capture.js';
+import { appendCacheStatus } from '../http/cache-status.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
@@ -53,7 +54,8 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         // Installed after the capture, so it runs first: the capture sees the headers as sent.
         beforeHeaders(res, (status) => {
           const targeted = takeTargetedField(res);
-          res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted, capture !== undefined));
+          const member = guard.leaderHeaders(plan, status, res.getHeaders(), targeted, capture !== undefined);
+          res.setHeader('cache-status', appendCacheStatus(res.getHeader('cache-status') as string | string[] | undefined, member));
           if (capture === undefined || !guard.leaderNotModified(plan, status, res.getHeaders())) return undefined;
           // This client's conditional request is answered with a 304; the full response is
           // still captured and stored.

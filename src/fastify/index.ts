@@ -12,6 +12,7 @@ import { InvalidOptionError } from '../shared/errors.js';
 import { capturePayload, isRepresentationHeader, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
 import { Readable } from 'node:stream';
 import { HttpGuard, type CachePlan } from '../http/guard.js';
+import { appendCacheStatus } from '../http/cache-status.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
@@ -164,7 +165,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         const value = targeted.get(request);
         const headers = reply.getHeaders() as OutgoingHttpHeaders;
         if (value !== undefined) plan.targeted = value;
-        void reply.header('cache-status', guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined));
+        const member = guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined);
+        void reply.header('cache-status', appendCacheStatus(reply.getHeader('cache-status') as string | string[] | undefined, member));
         notModified = capture !== undefined && guard.leaderNotModified(plan, reply.statusCode, headers);
         plans.delete(request);
       }
