@@ -72,6 +72,11 @@ async function startApp(framework: Framework, guard: HttpCacheOptions<never>): P
       if (query.ms !== undefined) await sleep(Number(query.ms));
       const { status, headers } = answer(request.query as Record<string, unknown>);
       for (const [name, value] of Object.entries(headers)) reply.header(name, value);
+      // As @fastify/etag does: a matching If-None-Match gets a 304.
+      if (headers.ETag !== undefined && request.headers['if-none-match'] === headers.ETag) {
+        reply.code(304);
+        return '';
+      }
       reply.code(status);
       return `${request.method} ${path} run ${n}`;
     },
@@ -137,7 +142,8 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
         const second = await app.get(path(id, headers));
         expect([first.xCache, second.xCache]).toEqual(['MISS', 'MISS']);
         expect(second.text).toContain('run 2');
-        expect(first.headers['cache-status']).toBe('dogpile-guard; fwd=miss');
+        // Express's res.send adds a weak ETag: such a response is kept, for revalidation only.
+        expect(first.headers['cache-status']).toMatch(/^dogpile-guard; fwd=miss(; stored; ttl=0)?$/);
       }
     });
 
@@ -323,6 +329,43 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
       expect((await app.get(url, { range: 'bytes=0-1', 'if-range': '"r1"' })).status).toBe(206);
       expect((await app.get(url, { range: 'bytes=0-1', 'if-range': '"r0"' })).status).toBe(200);
       expect(app.runs(`/r/${id}`)).toBe(2);
+    });
+  });
+
+  describe('revalidation (RFC 9111 §4.3)', () => {
+    it('revalidates a no-cache response with its ETag: a 304 from the handler renews the entry and the client gets the stored body', async () => {
+      const app = await start();
+      const id = freshId();
+      const url = path(id, { 'Cache-Control': 'no-cache', ETag: '"n1"', 'X-Version': 'one' });
+      const first = await app.get(url);
+      expect([first.status, first.xCache]).toEqual([200, 'MISS']);
+      expect(first.headers['cache-status']).toBe('dogpile-guard; fwd=miss; stored; ttl=0');
+      for (let i = 0; i < 2; i++) {
+        const again = await app.get(url);
+        // The handler ran (conditionally) and said 304: the stored body, with its headers.
+        expect([again.status, again.xCache, again.text]).toEqual([200, 'MISS', first.text]);
+        expect(again.headers['cache-status']).toBe('dogpile-guard; fwd=stale; fwd-status=304; stored');
+        expect(again.headers.etag).toBe('"n1"');
+        expect(again.headers['x-version']).toBe('one');
+        expect(Number(again.headers['content-length'])).toBe(first.body.length);
+      }
+      expect(app.runs(`/r/${id}`)).toBe(3);
+      // A client's own conditional request is still answered from the renewed entry.
+      const conditional = await app.get(url, { 'if-none-match': '"n1"' });
+      expect(conditional.status).toBe(304);
+    });
+
+    it('revalidates max-age=0 with a validator likewise; without a validator it is not stored at all', async () => {
+      const app = await start();
+      const withTag = path(freshId(), { 'Cache-Control': 'max-age=0', ETag: '"m1"' });
+      const first = await app.get(withTag);
+      const second = await app.get(withTag);
+      expect([second.status, second.text, second.headers['cache-status']]).toEqual([200, first.text, 'dogpile-guard; fwd=stale; fwd-status=304; stored']);
+      const bare = path(freshId(), { 'Cache-Control': 'max-age=0' });
+      await app.get(bare);
+      // Express's res.send adds a weak ETag of its own: a validator, so the response is kept for
+      // revalidation, and the handler's new body (a new ETag) replaces it.
+      expect((await app.get(bare)).headers['cache-status']).toBe(framework === 'express' ? 'dogpile-guard; fwd=stale; stored; ttl=0' : 'dogpile-guard; fwd=miss');
     });
   });
 

@@ -51,9 +51,33 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       proceed(capture) {
         res.setHeader('x-cache', 'MISS');
         if (capture) captureServerResponse(res, capture);
+        let storedBody: Buffer | undefined;
+        if (capture && plan.revalidating) {
+          // A 304 from the handler is turned into the stored response (below): its body goes
+          // out instead of the empty one. Headers are settled first, for the decision.
+          const end = res.end as (...args: unknown[]) => unknown;
+          (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
+            if (!res.headersSent) res.writeHead(res.statusCode);
+            if (storedBody === undefined) return end.apply(this, args);
+            const body = storedBody;
+            storedBody = undefined;
+            return end.call(this, body);
+          };
+        }
         // Installed after the capture, so it runs first: the capture sees the headers as sent.
         beforeHeaders(res, (status) => {
           const targeted = takeTargetedField(res);
+          const renewed = capture ? guard.revalidated304(plan, status, res.getHeaders()) : undefined;
+          if (capture && renewed) {
+            // The handler confirmed the stored response: its client gets that, renewed.
+            const keep = new Set(['x-cache']);
+            for (const name of res.getHeaderNames()) if (!keep.has(name)) res.removeHeader(name);
+            for (const [name, value] of Object.entries(renewed.headers)) res.setHeader(name, value);
+            res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted));
+            capture.original = { status: 304, headers: {} };
+            storedBody = renewed.body;
+            return renewed.status;
+          }
           const member = guard.leaderHeaders(plan, status, res.getHeaders(), targeted, capture !== undefined);
           res.setHeader('cache-status', appendCacheStatus(res.getHeader('cache-status') as string | string[] | undefined, member));
           if (capture === undefined || !guard.leaderNotModified(plan, status, res.getHeaders())) return undefined;

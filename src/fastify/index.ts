@@ -160,6 +160,19 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       const capture = captures.get(request);
       const plan = plans.get(request);
       let notModified = false;
+      const renewed = plan !== undefined && capture !== undefined ? guard.revalidated304(plan, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders) : undefined;
+      if (plan !== undefined && capture !== undefined && renewed !== undefined) {
+        // The handler confirmed the stored response (a 304 to the revalidation): its client
+        // gets that, renewed; the capture renews the stored copy.
+        const member = guard.leaderHeaders(plan, 304, {}, targeted.get(request));
+        for (const name of Object.keys(reply.getHeaders())) if (name !== 'x-cache') reply.removeHeader(name);
+        void reply.headers(renewed.headers).header('cache-status', member).code(renewed.status);
+        plans.delete(request);
+        captures.delete(request);
+        capturePayload(capture, 304, { ...renewed.headers }, null);
+        done(null, renewed.body);
+        return;
+      }
       if (plan !== undefined && reply.getHeader('x-cache') === 'MISS') {
         // The handler ran for this request: its response, with this cache's status.
         const value = targeted.get(request);

@@ -6,7 +6,7 @@ import { describe } from '../shared/duration.js';
 import { defaultCacheKey, requestHost } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
-import { evaluateConditional } from './conditional.js';
+import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
 import { answerRange } from './range.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
 import { responseFreshness, type Freshness } from './freshness.js';
@@ -43,6 +43,8 @@ export interface CachePlan {
    * a GET with `Range` (the handler's 206 is never stored).
    */
   lookupOnly?: boolean;
+  /** A stored response that needs revalidation: the handler runs with its validators. */
+  revalidating?: ServableResponse;
   /** The leader's own conditional headers, taken off the request its handler sees. */
   conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
@@ -171,8 +173,11 @@ export class HttpGuard<Req> {
   leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined, captured = true): string {
     if (targeted !== undefined) plan.targeted = targeted;
     if (!captured) return this.member({ fwd: 'miss' });
+    if (plan.revalidating !== undefined && status === 304) return this.member({ fwd: 'stale', fwdStatus: 304, stored: true });
     const f = this.freshness(plan, status, headers);
-    return this.member(f.storable && f.ttl >= 1 ? { fwd: 'miss', stored: true, ttl: f.ttl } : { fwd: 'miss' });
+    const stored = f.storable && (f.ttl >= 1 || hasValidator(headers));
+    const fwd = plan.revalidating !== undefined ? 'stale' : 'miss';
+    return this.member(stored ? { fwd, stored: true, ttl: f.ttl } : { fwd });
   }
 
   /**
@@ -184,6 +189,118 @@ export class HttpGuard<Req> {
     const conditional = plan.conditional;
     if (conditional === undefined || Object.keys(conditional).length === 0) return false;
     return evaluateConditional(conditional, headers, { method: 'GET', status }) === '304';
+  }
+
+  /**
+   * The handler answered a revalidation with a 304 that selects the stored response (RFC 9111
+   * §4.3.4): what its client gets instead, the stored response with its headers renewed.
+   */
+  revalidated304(plan: CachePlan, status: number, headers: CapturedResponse['headers']): { status: number; headers: Record<string, string | string[]>; body: Buffer } | undefined {
+    const stored = plan.revalidating;
+    if (stored === undefined || status !== 304) return undefined;
+    const merged = mergeNotModified(stored.headerObject, headers);
+    if (merged === undefined) return undefined;
+    merged.date = formatHttpDate(Date.now());
+    delete merged['dogpile-cache-control'];
+    delete merged['content-length'];
+    // The client's own conditional request, answered from the renewed response.
+    const conditional = plan.conditional;
+    if (conditional !== undefined && Object.keys(conditional).length > 0 && evaluateConditional(conditional, merged, { method: 'GET', status: stored.status }) === '304') {
+      return { status: 304, headers: notModifiedHeaders(merged), body: Buffer.alloc(0) };
+    }
+    merged['content-length'] = String(stored.body.length);
+    return { status: stored.status, headers: merged, body: stored.body };
+  }
+
+  /**
+   * A stored response that may not be reused without the handler (`no-cache`, `max-age=0`
+   * with a validator): the handler runs with `If-None-Match` / `If-Modified-Since` from it,
+   * once for every request that needs it meanwhile (RFC 9111 §4.3.1). A 304 renews the
+   * stored response, a full response replaces it.
+   */
+  private revalidate(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
+    let ran = false;
+    const loader = (): Promise<Buffer | null> => {
+      ran = true;
+      const capture = new ResponseCapture(
+        this.options.maxBodySize,
+        (response) => this.finishRevalidation(plan, stored, response),
+        (c) => this.pending.delete(c),
+        this.cache.options.waitTimeout,
+      );
+      this.pending.add(capture);
+      plan.conditional = {};
+      for (const name of ['if-none-match', 'if-modified-since'] as const) {
+        if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
+        delete plan.headers[name];
+      }
+      Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
+      plan.revalidating = stored;
+      try {
+        exchange.proceed(capture);
+      } catch (error) {
+        capture.share(null);
+        exchange.fail(error);
+      }
+      return capture.promise;
+    };
+    const cacheable = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'share');
+    this.cache.resolve(`${plan.key}\n#revalidate`, loader, { ttl: 1000, cacheable, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
+      (result) => {
+        if (ran) return;
+        try {
+          this.serveValue(plan, result.value, 'COALESCED', exchange);
+        } catch (error) {
+          exchange.fail(error);
+        }
+      },
+      (error: unknown) => {
+        if (ran) return;
+        if (error instanceof CacheClosedError) exchange.proceed(undefined);
+        else exchange.fail(error);
+      },
+    );
+  }
+
+  /** The handler's answer to a revalidation: the stored response renewed (304) or replaced. */
+  private finishRevalidation(plan: CachePlan, stored: ServableResponse, response: CapturedResponse): Buffer | null {
+    if (response.status !== 304) {
+      const bytes = this.finish(plan, response);
+      const decision = bytes === null ? undefined : storeDecisions.get(bytes);
+      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, decision.ttl).catch(() => {});
+      // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
+      else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
+      return bytes;
+    }
+    const merged = mergeNotModified(stored.headerObject, response.headers);
+    if (merged === undefined) {
+      void this.cache.delete(plan.key).catch(() => {});
+      return null;
+    }
+    const now = Date.now();
+    merged.date = formatHttpDate(now);
+    const f = this.freshness(plan, stored.status, merged, now);
+    if (!f.storable) {
+      void this.cache.delete(plan.key).catch(() => {});
+      return null;
+    }
+    const bytes = encodeResponse({
+      createdAt: now,
+      status: stored.status,
+      headers: storableHeaders(merged, f.omitHeaders),
+      vary: stored.vary,
+      body: stored.body,
+      freshFor: f.ttl,
+      ageOnArrival: f.initialAge,
+    });
+    void this.cache.set(plan.key, bytes, this.storageTtl(plan, f.ttl)).catch(() => {});
+    return bytes;
+  }
+
+  /** How long the store keeps a response: its lifetime, or when stale at once (kept for revalidation) the adapter's ttl (else a minute), within maxTtl. */
+  private storageTtl(plan: CachePlan, ttl: number): number {
+    if (ttl >= 1) return ttl;
+    return Math.max(1, Math.min(this.options.maxTtl, plan.ttl > 0 ? plan.ttl : 60_000));
   }
 
   private handleGet(plan: CachePlan, exchange: Exchange): void {
@@ -269,6 +386,13 @@ export class HttpGuard<Req> {
     }
     const now = Date.now();
     const remaining = remainingFreshness(stored, now);
+    if (remaining <= 0) {
+      // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
+      // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
+      if (xCache !== 'HIT' || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) exchange.proceed(undefined);
+      else this.revalidate(plan, stored, exchange);
+      return;
+    }
     const entry: CacheStatusEntry =
       xCache === 'HIT' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
     const prepared = prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET');
@@ -317,8 +441,9 @@ export class HttpGuard<Req> {
     if (response.tooBig) return null;
     const now = Date.now();
     const f = this.freshness(plan, response.status, response.headers, now);
-    // Not storable, or stale at once (max-age=0, a past Expires): shared with nobody.
-    if (!f.storable || f.ttl < 1) return null;
+    // Not storable, or stale at once (max-age=0, a past Expires, no-cache) without a validator
+    // to revalidate it with: shared with nobody.
+    if (!f.storable || (f.ttl < 1 && !hasValidator(response.headers))) return null;
     const vary = parseVary(headerValue(response.headers, 'vary'));
     if (vary === '*') return null;
     const headers = storableHeaders(response.headers, f.omitHeaders);
@@ -333,7 +458,7 @@ export class HttpGuard<Req> {
       freshFor: f.ttl,
       ageOnArrival: f.initialAge,
     });
-    const decision: StoreDecision = { decision: 'store', ttl: f.ttl };
+    const decision: StoreDecision = { decision: 'store', ttl: this.storageTtl(plan, f.ttl) };
     // Carried for the stale lifecycle of the core, which does not read them yet.
     if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
     if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
@@ -341,7 +466,7 @@ export class HttpGuard<Req> {
       // A response that varies, under a key that does not say so: stored as a variant, and the
       // URL's key tells every process what it varies on. The requests waiting here get it as it is.
       const record: VaryRecord = { names: vary, gen: plan.record?.gen ?? newGeneration() };
-      void this.storeVariant(plan, record, bytes, f.ttl);
+      void this.storeVariant(plan, record, bytes, this.storageTtl(plan, f.ttl));
       storeDecisions.set(bytes, 'share');
     } else {
       if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
@@ -385,6 +510,10 @@ function rangeOf(stored: ServableResponse, prepared: PreparedResponse, requestHe
   }
   const headers: HeaderEntry[] = [...kept, ['content-range', answer.headers['content-range']], ['content-length', answer.headers['content-length']]];
   return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
+}
+
+function hasValidator(headers: CapturedResponse['headers']): boolean {
+  return Object.keys(revalidationHeaders(headers)).length > 0;
 }
 
 function sameNames(a: readonly string[] | undefined, b: readonly string[]): boolean {
