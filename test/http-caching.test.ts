@@ -462,3 +462,29 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
     });
   });
 });
+
+describe('express: an app-wide and a route guard on one request', () => {
+  it('reads Dogpile-Cache-Control once, in the guard that handles the request', async () => {
+    const cache = createCache();
+    const app = express();
+    let runs = 0;
+    app.use(dogpileGuard({ cache }));
+    app.get('/d', dogpileGuard({ cache }), (_req, res) => {
+      runs++;
+      res.set({ 'Cache-Control': 'no-store', 'Dogpile-Cache-Control': 'max-age=60' }).send(`run ${runs}`);
+    });
+    const server = app.listen(0, '127.0.0.1');
+    try {
+      await new Promise((r) => server.once('listening', r));
+      const port = (server.address() as AddressInfo).port;
+      const first = await fetchReply(port, '/d');
+      const second = await fetchReply(port, '/d');
+      expect([first.xCache, second.xCache, second.text]).toEqual(['MISS', 'HIT', 'run 1']);
+      expect(second.headers['dogpile-cache-control']).toBeUndefined();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await cache.close();
+    }
+  });
+});

@@ -35,6 +35,11 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       return;
     }
     if (plan === undefined) {
+      // Another guard (app-wide and on the route) handles this request: it does all of this.
+      if (HttpGuard.claimed(req)) {
+        next();
+        return;
+      }
       if (HttpGuard.unsafe(req.method)) invalidateBeforeEnd(guard, req, res);
       const bypass = guard.bypassStatus({ method: req.method, url: req.originalUrl, headers: req.headers });
       // Dogpile-Cache-Control never leaves the server, whatever the request.

@@ -137,6 +137,11 @@ export class HttpGuard<Req> {
     }
   }
 
+  /** True when a guard has already planned this request (the raw `IncomingMessage`). */
+  static claimed(marker: object): boolean {
+    return handled.has(marker);
+  }
+
   /** Abandons every capture still in progress (one waiter leads instead): for shutdown. */
   abandonPending(): void {
     for (const capture of [...this.pending]) capture.abandon();
