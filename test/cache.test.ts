@@ -872,3 +872,22 @@ describe('a lock key without an expiry', () => {
     await b.close();
   });
 });
+
+describe('cacheable decision with its own ttl', () => {
+  it("stores the result for the decision's ttl instead of the call's, and refuses a bad one", async () => {
+    const cache = createCache();
+    try {
+      const key = `own-ttl-${Math.random()}`;
+      const result = await cache.resolve(key, () => 'v', { ttl: 60_000, cacheable: () => ({ decision: 'store', ttl: 40 }) });
+      expect(result.status).toBe('miss');
+      expect(await cache.get(key)).toBe('v');
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await cache.get(key)).toBeUndefined();
+      await expect(
+        cache.resolve(`${key}-bad`, () => 'v', { ttl: 60_000, cacheable: () => ({ decision: 'store', ttl: 0 }) }),
+      ).rejects.toThrow(/Invalid cacheable/);
+    } finally {
+      await cache.close();
+    }
+  });
+});

@@ -115,7 +115,7 @@ describe('dogpileGuardPlugin (Fastify specifics)', () => {
   it('rejects bad plugin options at registration, naming the option', async () => {
     const app = Fastify();
     apps.push(app);
-    await expect(app.register(dogpileGuardPlugin, { ttl: 0 }).ready()).rejects.toThrow(/Invalid ttl/);
+    await expect(app.register(dogpileGuardPlugin, { ttl: -1 }).ready()).rejects.toThrow(/Invalid ttl/);
     const app2 = Fastify();
     apps.push(app2);
     await expect(app2.register(dogpileGuardPlugin, { statuses: 'all' as never }).ready()).rejects.toThrow(/Invalid statuses/);

@@ -223,4 +223,38 @@ describe('HTTP adapters across processes sharing one Redis', () => {
     expect(tally(replies).MISS).toBe(1);
     expect(new Set(replies.map((r) => r.text)).size).toBe(1);
   });
+
+  it('a successful write in one process invalidates the stored GET in every process', async () => {
+    const id = freshId();
+    const path = `/slow?id=${id}`;
+    const send = (target: Server, method = 'GET') => fetchReply(target.port, path, { agent, method, headers: { host: HOST } });
+    const first = await send(servers.express[0]!);
+    expect(first.xCache).toBe('MISS');
+    expect((await send(servers.fastify[0]!)).xCache).toBe('HIT');
+    expect((await send(servers.express[1]!)).xCache).toBe('HIT');
+    const write = await send(servers.express[1]!, 'POST');
+    expect(write.status).toBe(200);
+    const after = await send(servers.fastify[1]!);
+    expect(after.xCache).toBe('MISS');
+    expect(await runs('slow', id)).toBe(2);
+    // And from a Fastify process to an Express one.
+    await send(servers.fastify[0]!, 'DELETE');
+    expect((await send(servers.express[0]!)).xCache).toBe('MISS');
+    expect(await runs('slow', id)).toBe(3);
+  });
+
+  it('every Vary variant stored by one process is found by the others', async () => {
+    const id = freshId();
+    const path = `/vary?id=${id}`;
+    const send = (target: Server, lang: string) => fetchReply(target.port, path, { agent, headers: { host: HOST, 'accept-language': lang } });
+    expect((await send(servers.express[0]!, 'de')).xCache).toBe('MISS');
+    expect((await send(servers.express[0]!, 'en')).xCache).toBe('MISS');
+    for (const target of [...servers.fastify, servers.express[1]!]) {
+      for (const lang of ['en', 'de']) {
+        const reply = await send(target, lang);
+        expect([target.framework, lang, reply.xCache, reply.text]).toEqual([target.framework, lang, 'HIT', `lang=${lang}`]);
+      }
+    }
+    expect(await runs('vary', id)).toBe(2);
+  });
 });

@@ -66,6 +66,8 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(second.text).toBe(first.text);
     expect(second.headers['content-type']).toBe(first.headers['content-type']);
     expect(second.headers.age).toMatch(/^\d+$/);
+    expect(first.headers['cache-status']).toBe('dogpile-guard; fwd=miss');
+    expect(second.headers['cache-status']).toMatch(/^dogpile-guard; hit; ttl=\d+$/);
     expect(await count('items', run)).toBe(1);
   });
 

@@ -21,7 +21,7 @@ import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } fro
 import { TIMED_OUT, type Settled } from './settled.js';
 import type { CacheResult, GetOrComputeOptions, Loader } from './types.js';
 
-export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, Loader, LoaderContext } from './types.js';
+export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, StoreDecision, Loader, LoaderContext } from './types.js';
 export type { CacheEvents } from './events.js';
 export { AbandonedLoad } from './settled.js';
 

@@ -12,7 +12,7 @@ import type { GuardedBackend } from './guarded-backend.js';
 import { errorMessage } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
-import type { CacheDecision, Loader } from './types.js';
+import type { Loader } from './types.js';
 
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -107,10 +107,10 @@ export class MissProtocol {
   async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const value = await this.runLoader(key, loader);
     const createdAt = Date.now();
-    const decision = decide(value, opts);
+    const { decision, ttl } = decide(value, opts);
     let degraded = false;
     if (decision === 'store') {
-      const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl };
+      const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl };
       try {
         await this.backend.set(key, entry);
         this.hints.remember(key, entry);
@@ -129,7 +129,7 @@ export class MissProtocol {
    */
   async loadAfterRemoteError<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const value = await this.runLoader(key, loader);
-    return { value, status: 'miss', createdAt: Date.now(), degraded: false, private: decide(value, opts) === 'private' };
+    return { value, status: 'miss', createdAt: Date.now(), degraded: false, private: decide(value, opts).decision === 'private' };
   }
 
   async waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
@@ -186,14 +186,14 @@ export class MissProtocol {
     if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(monotonicNow() - loadStart));
 
     const createdAt = Date.now();
-    const decision = decide(value, opts);
+    const { decision, ttl } = decide(value, opts);
     if (decision === 'private') {
       const marker: StoredEntry | undefined =
         opts.hitForMissTtl > 0 ? { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: opts.hitForMissTtl } : undefined;
       await this.commit(key, token, { mode: 'uncacheable', marker });
       return { value, status: 'miss', createdAt, degraded: false, private: true };
     }
-    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl };
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl };
     let committed;
     try {
       committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl });
@@ -300,8 +300,8 @@ export class MissProtocol {
     if (debug.enabled && degraded) debug('degraded key=%s: Redis unusable, the loader runs in this process', key);
     const value = await this.runLoader(key, loader, degraded);
     const createdAt = Date.now();
-    const decision = decide(value, opts);
-    if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl });
+    const { decision, ttl } = decide(value, opts);
+    if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl });
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
@@ -336,15 +336,21 @@ function answer<T>(entry: StoredEntry, status: 'hit' | 'coalesced'): Settled<T> 
   return { value: entry.value as T, status, createdAt: entry.createdAt, degraded: false, private: false };
 }
 
-function decide<T>(value: T, opts: CallOptions<T>): CacheDecision {
+/** What to do with a result, and for how long to store it (the call's `ttl` unless the decision gives its own). */
+function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share' | 'private'; ttl: number } {
   if (opts.cacheable) {
     const decision = opts.cacheable(value);
-    if (decision !== 'store' && decision !== 'share' && decision !== 'private') {
-      throw new InvalidOptionError('cacheable', `must return 'store', 'share' or 'private', got ${String(decision)}`);
+    if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl: opts.ttl };
+    if (typeof decision === 'object' && decision !== null && decision.decision === 'store') {
+      const { ttl } = decision;
+      if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) {
+        throw new InvalidOptionError('cacheable', `a { decision: 'store', ttl } result needs a ttl over 0 (ms), got ${String(ttl)}`);
+      }
+      return { decision: 'store', ttl };
     }
-    return decision;
+    throw new InvalidOptionError('cacheable', `must return 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
   }
-  return value === undefined ? 'share' : 'store';
+  return { decision: value === undefined ? 'share' : 'store', ttl: opts.ttl };
 }
 
 function errorCommit(error: unknown): Commit {

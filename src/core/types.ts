@@ -16,7 +16,20 @@ export type Loader<T> = (ctx: LoaderContext) => T | Promise<T>;
  * - `'private'`: returned only to the caller whose loader produced it; waiters run their own
  *   loader, and with `hitForMissTtl` the next callers skip waiting for a while.
  */
-export type CacheDecision = 'store' | 'share' | 'private';
+export type CacheDecision = 'store' | 'share' | 'private' | StoreDecision;
+
+/**
+ * `'store'` with what only the result can tell (an HTTP response's own lifetime): `ttl` (ms,
+ * over 0) replaces the call's `ttl` for this result. `staleWhileRevalidate` / `staleIfError`
+ * (ms) are the result's own stale windows; they are carried for the freshness lifecycle and
+ * have no effect yet.
+ */
+export interface StoreDecision {
+  decision: 'store';
+  ttl: number;
+  staleWhileRevalidate?: number;
+  staleIfError?: number;
+}
 
 export interface GetOrComputeOptions<T = unknown> {
   /** How long the value stays cached: ms or a string like `'30s'`, `'5m'`. */

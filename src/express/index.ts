@@ -1,6 +1,8 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
-import { captureServerResponse } from '../http/capture.js';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { beforeHeaders, captureServerResponse, isRepresentationHeader, takeTargetedField } from '../http/capture.js';
+import { appendCacheStatus } from '../http/cache-status.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
@@ -33,6 +35,18 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       return;
     }
     if (plan === undefined) {
+      // Another guard (app-wide and on the route) handles this request: it does all of this.
+      if (HttpGuard.claimed(req)) {
+        next();
+        return;
+      }
+      if (HttpGuard.unsafe(req.method)) invalidateBeforeEnd(guard, req, res);
+      const bypass = guard.bypassStatus({ method: req.method, url: req.originalUrl, headers: req.headers });
+      // Dogpile-Cache-Control never leaves the server, whatever the request.
+      beforeHeaders(res, () => {
+        takeTargetedField(res);
+        if (bypass !== undefined) res.setHeader('cache-status', bypass);
+      });
       next();
       return;
     }
@@ -41,10 +55,49 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       headAsGet: (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true,
       proceed(capture) {
         res.setHeader('x-cache', 'MISS');
-        if (capture) {
-          captureServerResponse(res, capture);
-          if (req.method === 'HEAD') runAsGet(req, res);
+        if (capture) captureServerResponse(res, capture);
+        let storedBody: Buffer | undefined;
+        if (capture && plan.revalidating) {
+          // A 304 from the handler is turned into the stored response (below): its body goes
+          // out instead of the empty one. Headers are settled first, for the decision.
+          const end = res.end as (...args: unknown[]) => unknown;
+          (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
+            if (!res.headersSent) res.writeHead(res.statusCode);
+            if (storedBody === undefined) return end.apply(this, args);
+            const body = storedBody;
+            storedBody = undefined;
+            return end.call(this, body);
+          };
         }
+        // Installed after the capture, so it runs first: the capture sees the headers as sent.
+        beforeHeaders(res, (status) => {
+          const targeted = takeTargetedField(res);
+          const renewed = capture ? guard.revalidated304(plan, status, res.getHeaders()) : undefined;
+          if (capture && renewed) {
+            // The handler confirmed the stored response: its client gets that, renewed.
+            const keep = new Set(['x-cache']);
+            for (const name of res.getHeaderNames()) if (!keep.has(name)) res.removeHeader(name);
+            for (const [name, value] of Object.entries(renewed.headers)) res.setHeader(name, value);
+            res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted));
+            capture.original = { status: 304, headers: {} };
+            storedBody = renewed.body;
+            return renewed.status;
+          }
+          const member = guard.leaderHeaders(plan, status, res.getHeaders(), targeted, capture !== undefined);
+          res.setHeader('cache-status', appendCacheStatus(res.getHeader('cache-status') as string | string[] | undefined, member));
+          if (capture === undefined || !guard.leaderNotModified(plan, status, res.getHeaders())) return undefined;
+          // This client's conditional request is answered with a 304; the full response is
+          // still captured and stored.
+          const removed: OutgoingHttpHeaders = {};
+          for (const name of res.getHeaderNames()) {
+            if (!isRepresentationHeader(name)) continue;
+            removed[name] = res.getHeader(name);
+            res.removeHeader(name);
+          }
+          capture.original = { status, headers: removed };
+          return 304;
+        });
+        if (capture && req.method === 'HEAD') runAsGet(req, res);
         next();
       },
       serve(response) {
@@ -54,6 +107,25 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         next(error);
       },
     });
+  };
+}
+
+/**
+ * A write (POST, PUT, PATCH, DELETE...): once its handler ends a successful response, the
+ * stored responses it invalidates are deleted before the response is sent on, so that the
+ * client's next GET does not find them.
+ */
+function invalidateBeforeEnd(guard: HttpGuard<Request>, req: Request, res: Response): void {
+  const end = res.end as (...args: unknown[]) => unknown;
+  const info = { method: req.method, url: req.originalUrl, headers: req.headers };
+  (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
+    if (res.statusCode < 200 || res.statusCode > 399 || res.headersSent) {
+      // Nothing to do, or headers already gone: invalidate without holding the response.
+      if (res.statusCode >= 200 && res.statusCode <= 399) void guard.invalidate(info, res.statusCode, res.getHeaders());
+      return end.apply(this, args);
+    }
+    void guard.invalidate(info, res.statusCode, res.getHeaders()).then(() => end.apply(this, args));
+    return this;
   };
 }
 

@@ -9,8 +9,10 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { capturePayload, watchClientGone, type ResponseCapture } from '../http/capture.js';
-import { HttpGuard } from '../http/guard.js';
+import { capturePayload, isRepresentationHeader, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { Readable } from 'node:stream';
+import { HttpGuard, type CachePlan } from '../http/guard.js';
+import { appendCacheStatus } from '../http/cache-status.js';
 import type { HttpCacheOptions } from '../http/options.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
@@ -44,7 +46,7 @@ function routeTtl(config: unknown, fallback: number, route: string): number | fa
     throw new InvalidOptionError('config.dogpile', `expected { ttl } or false on route ${route}`);
   }
   const { ttl } = config as Partial<DogpileRouteConfig>;
-  return ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`);
+  return ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true });
 }
 
 function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {
@@ -69,6 +71,28 @@ function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   const captures = new WeakMap<FastifyRequest, ResponseCapture>();
+  /** Requests this guard handles: the plan, for the leader's `Cache-Status`. */
+  const plans = new WeakMap<FastifyRequest, CachePlan>();
+  /** `Cache-Status` of requests a rule made pass. */
+  const bypassed = new WeakMap<FastifyRequest, string>();
+  /** `Dogpile-Cache-Control` values taken off responses by the app-wide hook below. */
+  const targeted = new WeakMap<FastifyRequest, string>();
+
+  // Dogpile-Cache-Control is read by this cache only: it never leaves the server, whatever the
+  // route. App-wide onSend hooks run before the route's, so the value is kept for the capture.
+  fastify.addHook('onSend', (request, reply, payload, done) => {
+    const value = takeTargetedField(reply);
+    if (value !== undefined) targeted.set(request, value);
+    const bypass = bypassed.get(request);
+    if (bypass !== undefined) void reply.header('cache-status', bypass);
+    // A successful write: the stored responses it invalidates are deleted before it is sent.
+    if (HttpGuard.unsafe(request.method) && reply.statusCode >= 200 && reply.statusCode <= 399) {
+      const info = { method: request.method, url: request.url, headers: request.headers };
+      void guard.invalidate(info, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders).then(() => done(null, payload));
+      return;
+    }
+    done(null, payload);
+  });
 
   // The route's handler is wrapped: a hit is served, a wait happens and a leader's handler runs
   // exactly where the handler would run, after every hook and validation before it (app-level
@@ -93,7 +117,12 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     const guarded = function (request: FastifyRequest, reply: FastifyReply): unknown {
       // Throws only for a bad `key` result; Fastify sends a handler's throw to its error handler.
       const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl);
-      if (plan === undefined) return handler(request, reply);
+      if (plan === undefined) {
+        const bypass = guard.bypassStatus({ method: request.method, url: request.url, headers: request.headers });
+        if (bypass !== undefined) bypassed.set(request, bypass);
+        return handler(request, reply);
+      }
+      plans.set(request, plan);
       // Resolving with the reply (a thenable that settles once the response is sent) tells
       // Fastify the response is handled; with a value, Fastify sends it, as for an async handler.
       return new Promise<unknown>((resolve, reject) => {
@@ -117,6 +146,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
           },
           serve(response) {
             reply.code(response.status).headers(response.headerObject).header('x-cache', response.xCache).header('age', String(response.age));
+            if (response.cacheStatus) void reply.header('cache-status', response.cacheStatus);
             reply.send(response.body);
             // Sent already unless an async onSend hook is still running: then wait for it.
             resolve(reply.sent ? undefined : reply);
@@ -128,12 +158,50 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
 
     const onSend = function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
       const capture = captures.get(request);
+      const plan = plans.get(request);
+      let notModified = false;
+      const renewed = plan !== undefined && capture !== undefined ? guard.revalidated304(plan, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders) : undefined;
+      if (plan !== undefined && capture !== undefined && renewed !== undefined) {
+        // The handler confirmed the stored response (a 304 to the revalidation): its client
+        // gets that, renewed; the capture renews the stored copy.
+        const member = guard.leaderHeaders(plan, 304, {}, targeted.get(request));
+        for (const name of Object.keys(reply.getHeaders())) if (name !== 'x-cache') reply.removeHeader(name);
+        void reply.headers(renewed.headers).header('cache-status', member).code(renewed.status);
+        plans.delete(request);
+        captures.delete(request);
+        capturePayload(capture, 304, { ...renewed.headers }, null);
+        done(null, renewed.body);
+        return;
+      }
+      if (plan !== undefined && reply.getHeader('x-cache') === 'MISS') {
+        // The handler ran for this request: its response, with this cache's status.
+        const value = targeted.get(request);
+        const headers = reply.getHeaders() as OutgoingHttpHeaders;
+        if (value !== undefined) plan.targeted = value;
+        const member = guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined);
+        void reply.header('cache-status', appendCacheStatus(reply.getHeader('cache-status') as string | string[] | undefined, member));
+        notModified = capture !== undefined && guard.leaderNotModified(plan, reply.statusCode, headers);
+        plans.delete(request);
+      }
       if (capture === undefined) {
         done(null, payload);
         return;
       }
       captures.delete(request);
-      done(null, capturePayload(capture, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders, payload));
+      const status = reply.statusCode;
+      const headers = { ...(reply.getHeaders() as OutgoingHttpHeaders) };
+      delete headers['cache-status'];
+      const captured = capturePayload(capture, status, headers, payload);
+      if (!notModified) {
+        done(null, captured);
+        return;
+      }
+      // This client's conditional request is answered with a 304; the full response is still
+      // captured (a stream read to its end) and stored.
+      if (captured instanceof Readable) captured.resume();
+      for (const name of Object.keys(reply.getHeaders())) if (isRepresentationHeader(name)) reply.removeHeader(name);
+      void reply.code(304);
+      done(null, null);
     };
 
     route.handler = guarded as RouteOptions['handler'];

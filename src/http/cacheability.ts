@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { isValidHost, requestHost } from './cache-key.js';
-import { cacheControlDirectives, headerValue, parseVary } from './headers.js';
+import { selectCacheDirectives } from './cache-control.js';
+import { headerValue, parseVary } from './headers.js';
 
 /**
  * Why a request is passed through without touching the cache, or undefined when it may be
@@ -36,16 +37,18 @@ export interface ResponseFacts {
 
 /**
  * Why a response must not be stored (nor handed to other requests), or undefined when it may
- * be: a status outside the allowed list, `Set-Cookie`, `Cache-Control: private | no-store |
- * no-cache`, `Vary: *`, or a body over the size limit.
+ * be: a status outside the allowed list, `Set-Cookie`, `private | no-store | no-cache` in the
+ * field that governs this cache (`Dogpile-Cache-Control`, else `CDN-Cache-Control`, else
+ * `Cache-Control`: RFC 9213), `Vary: *`, or a body over the size limit. (The HTTP adapters
+ * decide with `responseFreshness`, which also reads the response's lifetime.)
  */
 export function responseNotStorableReason(facts: ResponseFacts, statuses: ReadonlySet<number>): string | undefined {
   if (!statuses.has(facts.status)) return `status ${facts.status}`;
   if (facts.headers['set-cookie'] !== undefined) return 'set-cookie';
-  const cc = cacheControlDirectives(headerValue(facts.headers, 'cache-control'));
-  if (cc.has('private')) return 'cache-control: private';
-  if (cc.has('no-store')) return 'cache-control: no-store';
-  if (cc.has('no-cache')) return 'cache-control: no-cache';
+  const { directives: cc, source } = selectCacheDirectives(facts.headers);
+  if (cc.has('private')) return `${source}: private`;
+  if (cc.has('no-store')) return `${source}: no-store`;
+  if (cc.has('no-cache')) return `${source}: no-cache`;
   if (parseVary(headerValue(facts.headers, 'vary')) === '*') return 'vary: *';
   if (facts.tooBig) return 'body over maxBodySize';
   return undefined;

@@ -34,6 +34,11 @@ export class ResponseCapture {
   private gone = false;
   private readonly startedAt = performance.now();
   private giveUpTimer: NodeJS.Timeout | undefined;
+  /**
+   * The status and headers the handler gave its response, when its client was sent something
+   * else (a 304 for its conditional request): what is stored is the handler's response.
+   */
+  original?: { status: number; headers: OutgoingHttpHeaders };
 
   /**
    * @param giveUpAfter How long after the handler started a leader whose client is gone may
@@ -211,6 +216,7 @@ export function captureServerResponse(res: ServerResponse, capture: ResponseCapt
     // response sent with a Set-Cookie is never stored.
     if (!capture.settled) {
       const headers = res.getHeaders();
+      if (capture.original) Object.assign(headers, capture.original.headers);
       setOrDelete(headers, 'content-encoding', encoding);
       setOrDelete(headers, 'vary', vary);
       // An encoded copy is served only to requests that send the same Accept-Encoding.
@@ -218,7 +224,7 @@ export function captureServerResponse(res: ServerResponse, capture: ResponseCapt
       if (encoded && !varyNames(vary).includes('accept-encoding') && !varyNames(vary).includes('*')) {
         headers.vary = vary === undefined ? 'Accept-Encoding' : `${headerString(vary)}, Accept-Encoding`;
       }
-      capture.complete(res.statusCode, headers);
+      capture.complete(capture.original?.status ?? res.statusCode, headers);
     }
     return result;
   };
@@ -344,4 +350,40 @@ function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHt
     if (outOpen) out.destroy(new Error('the response stream closed before its end'));
   });
   return out;
+}
+
+/**
+ * Calls `decorate` once, just before the response's headers are written (`writeHead`, which
+ * Node also calls for an implicit header), with its status; `decorate` may still change the
+ * headers with `res.setHeader` / `res.removeHeader`, and return another status to send.
+ */
+export function beforeHeaders(res: ServerResponse, decorate: (status: number) => number | void): void {
+  const writeHead = res.writeHead as unknown as WriteHeadFn;
+  let done = false;
+  (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
+    if (!done) {
+      done = true;
+      try {
+        const status = decorate(typeof args[0] === 'number' ? args[0] : this.statusCode);
+        if (typeof status === 'number') args[0] = status;
+      } catch {
+        // Decorating is best effort: the response goes out as the handler made it.
+      }
+    }
+    return writeHead.apply(this, args);
+  };
+}
+
+/** Takes `Dogpile-Cache-Control` (read by this cache only) off a response; returns its value. */
+export function takeTargetedField(res: { getHeader(name: string): unknown; removeHeader(name: string): unknown }): string | undefined {
+  const value = res.getHeader('dogpile-cache-control');
+  if (value === undefined || value === null) return undefined;
+  res.removeHeader('dogpile-cache-control');
+  return headerString(value);
+}
+
+/** Representation headers a 304 does not carry (RFC 9110 §15.4.5). */
+export function isRepresentationHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower.startsWith('content-') && lower !== 'content-location' || lower === 'transfer-encoding';
 }

@@ -1,19 +1,24 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { LRUCache } from 'lru-cache';
-import type { CacheDecision, DogpileCache } from '../core/cache.js';
+import type { CacheDecision, DogpileCache, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
-import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
-import { varyKeySuffix } from './cache-key.js';
-import { responseNotStorableReason } from './cacheability.js';
+import { defaultCacheKey, requestHost } from './cache-key.js';
+import { requestBypassReason } from './cacheability.js';
+import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
+import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
+import { answerRange } from './range.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
-import { headerValue, parseVary, storableHeaders } from './headers.js';
+import { responseFreshness, type Freshness } from './freshness.js';
+import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
+import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
-import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from './request-plan.js';
+import { invalidationTargets } from './invalidation.js';
+import { requestBaseKey, RequestClaims } from './request-plan.js';
+import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
-import { prepareResponse, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
+import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
 
 /** The parts of a request the cache looks at. */
 export interface HttpRequestInfo {
@@ -26,13 +31,25 @@ export interface HttpRequestInfo {
 /** A request the cache will handle: its key and how long its response is kept. */
 export interface CachePlan {
   head: boolean;
-  /** The key without the `Vary` part. */
+  /** The key without the `Vary` part: the URL's own key, where its response or its `VaryRecord` is. */
   base: string;
   key: string;
   ttl: number;
   headers: IncomingHttpHeaders;
-  varyNames: readonly string[];
+  /** The URL's `VaryRecord` this plan's key was built from (the key is then a variant's). */
+  record?: VaryRecord;
   retried: boolean;
+  /**
+   * Answered from a stored response or else by the handler alone, never leading nor storing:
+   * a GET with `Range` (the handler's 206 is never stored).
+   */
+  lookupOnly?: boolean;
+  /** A stored response that needs revalidation: the handler runs with its validators. */
+  revalidating?: ServableResponse;
+  /** The leader's own conditional headers, taken off the request its handler sees. */
+  conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
+  /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
+  targeted?: string;
 }
 
 /** What an adapter does for the guard; each call happens at most once per request. */
@@ -58,7 +75,12 @@ export interface Exchange {
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
 const handled = new RequestClaims();
 
-const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'store');
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+
+/** The lifetime each stored response was given by its own headers. */
+const storeDecisions = new WeakMap<Buffer, StoreDecision | 'share'>();
+
+const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : (storeDecisions.get(value) ?? 'store'));
 
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
@@ -68,12 +90,6 @@ const decide = (value: Buffer | null): CacheDecision => (value === null ? 'priva
  */
 export class HttpGuard<Req> {
   readonly options: ResolvedHttpCacheOptions<Req>;
-  /** Base key → request header names its responses vary on (learnt from stored responses). */
-  private readonly varyIndex = new LRUCache<string, readonly string[]>({
-    max: 10_000,
-    maxSize: KEY_HINTS_MAX_BYTES,
-    sizeCalculation: (names, base) => keyHintSize(base) + names.reduce((n, name) => n + keyHintSize(name), 0),
-  });
   private readonly pending = new Set<ResponseCapture>();
 
   constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {
@@ -96,7 +112,10 @@ export class HttpGuard<Req> {
     if (handled.has(marker)) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
-    if (!cacheableRequest(method, headers, keyFn === undefined ? this.options.privateHeaders : [])) return undefined;
+    const reason = requestBypassReason(method, headers, keyFn === undefined ? this.options.privateHeaders : []);
+    // A GET with Range is answered from a stored full response when there is one (lookupOnly).
+    const range = reason === 'range' && method === 'GET';
+    if (reason !== undefined && !range) return undefined;
     let userKey: string | undefined;
     if (keyFn !== undefined) {
       const k = keyFn(req);
@@ -106,31 +125,188 @@ export class HttpGuard<Req> {
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
     handled.claim(marker);
-    const varyNames = this.varyIndex.get(base) ?? [];
-    return {
-      head: method === 'HEAD',
-      base,
-      key: withVary(base, varyNames, headers),
-      ttl,
-      headers,
-      varyNames,
-      retried: false,
-    };
+    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range };
   }
 
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
   handle(plan: CachePlan, exchange: Exchange): void {
     try {
-      if (plan.head && exchange.headAsGet !== true) this.handleHead(plan, exchange);
+      if ((plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) this.handleHead(plan, exchange);
       else this.handleGet(plan, exchange);
     } catch (error) {
       exchange.fail(error);
     }
   }
 
+  /** True when a guard has already planned this request (the raw `IncomingMessage`). */
+  static claimed(marker: object): boolean {
+    return handled.has(marker);
+  }
+
   /** Abandons every capture still in progress (one waiter leads instead): for shutdown. */
   abandonPending(): void {
     for (const capture of [...this.pending]) capture.abandon();
+  }
+
+  /**
+   * The `Cache-Status` value for a GET or HEAD that a request rule made pass the cache
+   * (`fwd=bypass; detail=authorization`), or undefined.
+   */
+  bypassStatus(info: HttpRequestInfo): string | undefined {
+    if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
+    const reason = requestBypassReason(info.method, info.headers, this.options.key === undefined ? this.options.privateHeaders : []);
+    return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });
+  }
+
+  /** This cache's `Cache-Status` member for an entry. */
+  member(entry: CacheStatusEntry): string {
+    return formatCacheStatus(entry, this.options.cacheStatusName);
+  }
+
+  /**
+   * What a response's headers say to this cache, for the request `plan` (RFC 9111 §3, §4.2;
+   * RFC 9213): whether it may be stored and for how long.
+   */
+  freshness(plan: CachePlan, status: number, headers: CapturedResponse['headers'], now = Date.now()): Freshness {
+    const bag = plan.targeted !== undefined && headers['dogpile-cache-control'] === undefined ? { ...headers, 'dogpile-cache-control': plan.targeted } : headers;
+    return responseFreshness(status, bag, { now, defaultTtl: plan.ttl, maxTtl: this.options.maxTtl, statuses: this.options.statuses });
+  }
+
+  /**
+   * The headers of the leader's response are about to be sent: takes `Dogpile-Cache-Control`
+   * off it (kept in the plan for the decision to store) and returns its `Cache-Status` member.
+   */
+  leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined, captured = true): string {
+    if (targeted !== undefined) plan.targeted = targeted;
+    if (!captured) return this.member({ fwd: 'miss' });
+    if (plan.revalidating !== undefined && status === 304) return this.member({ fwd: 'stale', fwdStatus: 304, stored: true });
+    const f = this.freshness(plan, status, headers);
+    const stored = f.storable && (f.ttl >= 1 || hasValidator(headers));
+    const fwd = plan.revalidating !== undefined ? 'stale' : 'miss';
+    return this.member(stored ? { fwd, stored: true, ttl: f.ttl } : { fwd });
+  }
+
+  /**
+   * True when the leader's client sent a conditional request that the full response its
+   * handler produced satisfies: that client gets a 304 (RFC 9110 §13.2.2), the others and
+   * the store the full response.
+   */
+  leaderNotModified(plan: CachePlan, status: number, headers: CapturedResponse['headers']): boolean {
+    const conditional = plan.conditional;
+    if (conditional === undefined || Object.keys(conditional).length === 0) return false;
+    return evaluateConditional(conditional, headers, { method: 'GET', status }) === '304';
+  }
+
+  /**
+   * The handler answered a revalidation with a 304 that selects the stored response (RFC 9111
+   * §4.3.4): what its client gets instead, the stored response with its headers renewed.
+   */
+  revalidated304(plan: CachePlan, status: number, headers: CapturedResponse['headers']): { status: number; headers: Record<string, string | string[]>; body: Buffer } | undefined {
+    const stored = plan.revalidating;
+    if (stored === undefined || status !== 304) return undefined;
+    const merged = mergeNotModified(stored.headerObject, headers);
+    if (merged === undefined) return undefined;
+    merged.date = formatHttpDate(Date.now());
+    delete merged['dogpile-cache-control'];
+    delete merged['content-length'];
+    // The client's own conditional request, answered from the renewed response.
+    const conditional = plan.conditional;
+    if (conditional !== undefined && Object.keys(conditional).length > 0 && evaluateConditional(conditional, merged, { method: 'GET', status: stored.status }) === '304') {
+      return { status: 304, headers: notModifiedHeaders(merged), body: Buffer.alloc(0) };
+    }
+    merged['content-length'] = String(stored.body.length);
+    return { status: stored.status, headers: merged, body: stored.body };
+  }
+
+  /**
+   * A stored response that may not be reused without the handler (`no-cache`, `max-age=0`
+   * with a validator): the handler runs with `If-None-Match` / `If-Modified-Since` from it,
+   * once for every request that needs it meanwhile (RFC 9111 §4.3.1). A 304 renews the
+   * stored response, a full response replaces it.
+   */
+  private revalidate(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
+    let ran = false;
+    const loader = (): Promise<Buffer | null> => {
+      ran = true;
+      const capture = new ResponseCapture(
+        this.options.maxBodySize,
+        (response) => this.finishRevalidation(plan, stored, response),
+        (c) => this.pending.delete(c),
+        this.cache.options.waitTimeout,
+      );
+      this.pending.add(capture);
+      plan.conditional = {};
+      for (const name of ['if-none-match', 'if-modified-since'] as const) {
+        if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
+        delete plan.headers[name];
+      }
+      Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
+      plan.revalidating = stored;
+      try {
+        exchange.proceed(capture);
+      } catch (error) {
+        capture.share(null);
+        exchange.fail(error);
+      }
+      return capture.promise;
+    };
+    const cacheable = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'share');
+    this.cache.resolve(`${plan.key}\n#revalidate`, loader, { ttl: 1000, cacheable, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
+      (result) => {
+        if (ran) return;
+        try {
+          this.serveValue(plan, result.value, 'COALESCED', exchange);
+        } catch (error) {
+          exchange.fail(error);
+        }
+      },
+      (error: unknown) => {
+        if (ran) return;
+        if (error instanceof CacheClosedError) exchange.proceed(undefined);
+        else exchange.fail(error);
+      },
+    );
+  }
+
+  /** The handler's answer to a revalidation: the stored response renewed (304) or replaced. */
+  private finishRevalidation(plan: CachePlan, stored: ServableResponse, response: CapturedResponse): Buffer | null {
+    if (response.status !== 304) {
+      const bytes = this.finish(plan, response);
+      const decision = bytes === null ? undefined : storeDecisions.get(bytes);
+      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, decision.ttl).catch(() => {});
+      // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
+      else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
+      return bytes;
+    }
+    const merged = mergeNotModified(stored.headerObject, response.headers);
+    if (merged === undefined) {
+      void this.cache.delete(plan.key).catch(() => {});
+      return null;
+    }
+    const now = Date.now();
+    merged.date = formatHttpDate(now);
+    const f = this.freshness(plan, stored.status, merged, now);
+    if (!f.storable) {
+      void this.cache.delete(plan.key).catch(() => {});
+      return null;
+    }
+    const bytes = encodeResponse({
+      createdAt: now,
+      status: stored.status,
+      headers: storableHeaders(merged, f.omitHeaders),
+      vary: stored.vary,
+      body: stored.body,
+      freshFor: f.ttl,
+      ageOnArrival: f.initialAge,
+    });
+    void this.cache.set(plan.key, bytes, this.storageTtl(plan, f.ttl)).catch(() => {});
+    return bytes;
+  }
+
+  /** How long the store keeps a response: its lifetime, or when stale at once (kept for revalidation) the adapter's ttl (else a minute), within maxTtl. */
+  private storageTtl(plan: CachePlan, ttl: number): number {
+    if (ttl >= 1) return ttl;
+    return Math.max(1, Math.min(this.options.maxTtl, plan.ttl > 0 ? plan.ttl : 60_000));
   }
 
   private handleGet(plan: CachePlan, exchange: Exchange): void {
@@ -145,8 +321,12 @@ export class HttpGuard<Req> {
       );
       this.pending.add(capture);
       // The handler must produce the full response for the others, not a 304 for this client's copy.
-      delete plan.headers['if-none-match'];
-      delete plan.headers['if-modified-since'];
+      // Its own client still gets the answer to its conditional request (leaderNotModified).
+      plan.conditional = {};
+      for (const name of ['if-none-match', 'if-modified-since'] as const) {
+        if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
+        delete plan.headers[name];
+      }
       try {
         exchange.proceed(capture);
       } catch (error) {
@@ -155,7 +335,10 @@ export class HttpGuard<Req> {
       }
       return capture.promise;
     };
-    const resolve = () => this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl });
+    // The stored lifetime is the response's own (the cacheable decision carries it); the call's
+    // ttl must still be valid when the adapter's is 0.
+    const resolve = () =>
+      this.cache.resolve(plan.key, loader, { ttl: Math.max(plan.ttl, 1), cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl });
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
@@ -193,6 +376,12 @@ export class HttpGuard<Req> {
   }
 
   private serveValue(plan: CachePlan, value: unknown, xCache: 'HIT' | 'COALESCED' | 'MISS', exchange: Exchange): void {
+    const record = plan.record === undefined ? toVaryRecord(value) : undefined;
+    if (record !== undefined) {
+      // The URL's responses vary: look up this request's variant.
+      this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers) }, exchange);
+      return;
+    }
     const stored = toServable(value);
     // Not a stored response (something else wrote this key): let the app answer.
     if (stored === undefined) {
@@ -203,34 +392,138 @@ export class HttpGuard<Req> {
       this.varyMismatch(plan, stored, exchange);
       return;
     }
-    exchange.serve(prepareResponse(stored, plan.headers, xCache));
+    const now = Date.now();
+    const remaining = remainingFreshness(stored, now);
+    if (remaining <= 0) {
+      // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
+      // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
+      if (xCache !== 'HIT' || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) exchange.proceed(undefined);
+      else this.revalidate(plan, stored, exchange);
+      return;
+    }
+    const entry: CacheStatusEntry =
+      xCache === 'HIT' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
+    const prepared = prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET');
+    exchange.serve(plan.lookupOnly === true && prepared.status === stored.status ? rangeOf(stored, prepared, plan.headers) : prepared);
   }
 
   /**
-   * The response varies on request headers that are not in this key yet: remember them for
-   * this URL, and look up again under the key that includes them (once).
+   * A response that varies on request headers this request does not share with the one that
+   * produced it (a coalesced wait, or a variant key whose `Vary` changed since): look up again
+   * under the variant key for every name (once), else let the handler answer.
    */
   private varyMismatch(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
-    const names = [...new Set([...plan.varyNames, ...stored.vary.map(([name]) => name)])].sort();
-    this.varyIndex.set(plan.base, names);
     if (plan.retried) {
       exchange.proceed(undefined);
       return;
     }
-    this.handle({ ...plan, varyNames: names, key: plan.base + varyKeySuffix(names, plan.headers), retried: true }, exchange);
+    const names = [...new Set([...(plan.record?.names ?? []), ...stored.vary.map(([name]) => name)])].sort();
+    const record: VaryRecord = { names, gen: plan.record?.gen ?? newGeneration() };
+    this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
+  }
+
+  /** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4). */
+  static unsafe(method: string): boolean {
+    return !SAFE_METHODS.has(method);
+  }
+
+  /**
+   * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
+   * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
+   * the same host. Only default keys (no `key` function). Never rejects.
+   */
+  async invalidate(info: HttpRequestInfo, status: number, responseHeaders: CapturedResponse['headers']): Promise<void> {
+    if (this.options.key !== undefined) return;
+    const host = requestHost(info.headers);
+    const targets = invalidationTargets(info.method, status, info.url, host, responseHeaders);
+    await Promise.all(
+      targets.map((url) =>
+        // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
+        this.cache.delete(defaultCacheKey('GET', url, info.headers)).catch(() => false),
+      ),
+    );
   }
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
   private finish(plan: CachePlan, response: CapturedResponse): Buffer | null {
-    if (responseNotStorableReason(response, this.options.statuses) !== undefined) return null;
+    if (response.tooBig) return null;
+    const now = Date.now();
+    const f = this.freshness(plan, response.status, response.headers, now);
+    // Not storable, or stale at once (max-age=0, a past Expires, no-cache) without a validator
+    // to revalidate it with: shared with nobody.
+    if (!f.storable || (f.ttl < 1 && !hasValidator(response.headers))) return null;
     const vary = parseVary(headerValue(response.headers, 'vary'));
     if (vary === '*') return null;
-    return encodeResponse({
-      createdAt: Date.now(),
+    const headers = storableHeaders(response.headers, f.omitHeaders);
+    // Node writes a Date on every response the app did not give one: the one sent is this one.
+    if (!headers.some(([name]) => name === 'date')) headers.push(['date', formatHttpDate(now)]);
+    const bytes = encodeResponse({
+      createdAt: now,
       status: response.status,
-      headers: storableHeaders(response.headers),
+      headers,
       vary: vary.map((name) => [name, headerValue(plan.headers, name)] as const),
       body: response.body,
+      freshFor: f.ttl,
+      ageOnArrival: f.initialAge,
     });
+    const decision: StoreDecision = { decision: 'store', ttl: this.storageTtl(plan, f.ttl) };
+    // Carried for the stale lifecycle of the core, which does not read them yet.
+    if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
+    if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
+    if (vary.length > 0 && !sameNames(plan.record?.names, vary)) {
+      // A response that varies, under a key that does not say so: stored as a variant, and the
+      // URL's key tells every process what it varies on. The requests waiting here get it as it is.
+      const record: VaryRecord = { names: vary, gen: plan.record?.gen ?? newGeneration() };
+      void this.storeVariant(plan, record, bytes, this.storageTtl(plan, f.ttl));
+      storeDecisions.set(bytes, 'share');
+    } else {
+      if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
+      storeDecisions.set(bytes, decision);
+    }
+    return bytes;
   }
+
+  private async storeVariant(plan: CachePlan, record: VaryRecord, bytes: Buffer, ttl: number): Promise<void> {
+    try {
+      await this.cache.set(variantKey(plan.base, record, plan.headers), bytes, ttl);
+      await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);
+    } catch {
+      // Reported by the cache's backendError event; the next request runs the handler.
+    }
+  }
+
+  /** Keeps the URL's VaryRecord as long as the variants it leads to. */
+  private async refreshRecord(base: string, record: VaryRecord): Promise<void> {
+    try {
+      await this.cache.set(base, encodeVaryRecord(record), this.options.maxTtl);
+    } catch {
+      // As above.
+    }
+  }
+}
+
+/**
+ * A GET with `Range` served from a stored full 200 (RFC 9110 §14): one satisfiable range as a
+ * 206 with `Content-Range`, an unsatisfiable one as a 416, anything else (several ranges, an
+ * `If-Range` that does not match, another status) as the full response.
+ */
+function rangeOf(stored: ServableResponse, prepared: PreparedResponse, requestHeaders: IncomingHttpHeaders): PreparedResponse {
+  if (stored.status !== 200) return prepared;
+  const answer = answerRange('GET', requestHeaders, stored.headerObject, stored.body.length);
+  if (answer.status === 200) return prepared;
+  const kept = stored.headers.filter(([name]) => name !== 'content-length' && name !== 'content-range');
+  if (answer.status === 416) {
+    const headers: HeaderEntry[] = [...kept.filter(([name]) => !name.startsWith('content-') || name === 'content-location'), ['content-range', answer.headers['content-range']], ['content-length', '0']];
+    return { ...prepared, status: 416, headers, headerObject: Object.fromEntries(headers), body: Buffer.alloc(0) };
+  }
+  const headers: HeaderEntry[] = [...kept, ['content-range', answer.headers['content-range']], ['content-length', answer.headers['content-length']]];
+  return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
+}
+
+function hasValidator(headers: CapturedResponse['headers']): boolean {
+  return Object.keys(revalidationHeaders(headers)).length > 0;
+}
+
+function sameNames(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((name, i) => name === b[i]);
 }

@@ -5,8 +5,10 @@ export type HeaderEntry = [name: string, value: string | string[]];
 
 /**
  * Never stored: hop-by-hop headers (RFC 9110 §7.6.1), `Set-Cookie` (a response carrying it is
- * not stored at all; this is the second line of defence), what the server regenerates on every
- * response (`Date`, `Content-Length`) and what the cache itself sets (`X-Cache`, `Age`).
+ * not stored at all; this is the second line of defence), `Content-Length` (the stored body's
+ * is sent), what the cache itself sets (`X-Cache`, `Age`, `Cache-Status`) and
+ * `Dogpile-Cache-Control` (read by this cache only, never stored nor sent). `Date` is stored:
+ * a response served from the cache carries the origin's `Date` (RFC 9110 §6.6.1).
  */
 const NOT_STORED = new Set([
   'connection',
@@ -19,10 +21,11 @@ const NOT_STORED = new Set([
   'transfer-encoding',
   'upgrade',
   'set-cookie',
-  'date',
   'content-length',
   'x-cache',
   'age',
+  'cache-status',
+  'dogpile-cache-control',
 ]);
 
 /** One header's value as a single string (repeated values joined with `, `), or undefined. */
@@ -34,27 +37,16 @@ export function headerValue(headers: IncomingHttpHeaders | OutgoingHttpHeaders, 
 }
 
 /** The response headers to store, in the order they were set. */
-export function storableHeaders(headers: OutgoingHttpHeaders): HeaderEntry[] {
+export function storableHeaders(headers: OutgoingHttpHeaders, omit: readonly string[] = []): HeaderEntry[] {
   const named = headerValue(headers, 'connection');
   const alsoDropped = named ? new Set(named.split(',').map((s) => s.trim().toLowerCase())) : undefined;
   const out: HeaderEntry[] = [];
   for (const name of Object.keys(headers)) {
     const lower = name.toLowerCase();
-    if (NOT_STORED.has(lower) || alsoDropped?.has(lower)) continue;
+    if (NOT_STORED.has(lower) || alsoDropped?.has(lower) || omit.includes(lower)) continue;
     const v = headers[name];
     if (v === undefined) continue;
     out.push([lower, Array.isArray(v) ? v.map(String) : String(v)]);
-  }
-  return out;
-}
-
-/** The directive names of a `Cache-Control` value, lower-case (`private="x"` → `private`). */
-export function cacheControlDirectives(value: string | undefined): Set<string> {
-  const out = new Set<string>();
-  if (!value) return out;
-  for (const part of value.split(',')) {
-    const name = part.split('=', 1)[0]!.trim().toLowerCase();
-    if (name) out.add(name);
   }
   return out;
 }
@@ -69,13 +61,4 @@ export function parseVary(value: string | undefined): string[] | '*' {
     if (name) names.add(name);
   }
   return [...names].sort();
-}
-
-/** Does an `If-None-Match` value match an `ETag` (weak comparison, RFC 9110 §13.1.2)? */
-export function etagMatches(ifNoneMatch: string, etag: string): boolean {
-  const trimmed = ifNoneMatch.trim();
-  if (trimmed === '*') return true;
-  const opaque = (tag: string) => (tag.startsWith('W/') ? tag.slice(2) : tag);
-  const wanted = opaque(etag.trim());
-  return trimmed.split(',').some((tag) => opaque(tag.trim()) === wanted);
 }

@@ -7,6 +7,6 @@ export { HTTP_CACHE_DEFAULTS, resolveHttpCacheOptions, resolvePrivateHeaders, ty
 export { defaultCacheKey, escapeKey, isValidHost, requestHost, sortQuery, userCacheKey, varyKeySuffix, HTTP_KEY_PREFIX, UNKEYED_INPUT_HEADERS } from './cache-key.js';
 export { requestBypassReason, responseNotStorableReason, type ResponseFacts } from './cacheability.js';
 export { ResponseCapture, captureServerResponse, capturePayload, watchClientGone, type CapturedResponse } from './capture.js';
-export { storableHeaders, parseVary, cacheControlDirectives, etagMatches, headerValue, type HeaderEntry } from './headers.js';
+export { storableHeaders, parseVary, headerValue, type HeaderEntry } from './headers.js';
 export { encodeResponse, decodeResponse, ResponseFormatError, type StoredResponse } from './response-format.js';
 export { prepareResponse, toServable, varyMatches, writeServerResponse, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';

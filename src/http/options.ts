@@ -1,6 +1,7 @@
 import type { DogpileCache } from '../core/cache.js';
 import { toMs, describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
+import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './cache-status.js';
 
 /**
  * Options of the HTTP adapters (`dogpileGuard()` for Express, `dogpileGuardPlugin` for
@@ -14,8 +15,24 @@ export interface HttpCacheOptions<Req = unknown> {
    * @default the default cache (`getDefaultCache()`: in this process, read at each request)
    */
   cache?: DogpileCache;
-  /** How long a response stays cached: ms or a string like `'30s'`, `'5m'`. @default 60_000 (ms) */
+  /**
+   * How long a response that says nothing about its own freshness stays cached (no
+   * `s-maxage`, `max-age` or `Expires` in `Dogpile-Cache-Control`, `CDN-Cache-Control` or
+   * `Cache-Control`): ms or a string like `'30s'`, `'5m'`. A response that does say is kept for
+   * the lifetime it gives (capped by `maxTtl`). 0 stores only responses with explicit freshness.
+   * @default 60_000 (ms)
+   */
   ttl?: Duration;
+  /**
+   * Upper bound of every stored response's lifetime, whatever its headers say.
+   * @default 86_400_000 (one day)
+   */
+  maxTtl?: Duration;
+  /**
+   * The name of this cache in the `Cache-Status` response header (RFC 9211); printable ASCII.
+   * @default 'dogpile-guard'
+   */
+  cacheStatusName?: string;
   /**
    * Replaces the default key (method + host + path + sorted query). Return a falsy value to
    * let the request through uncached. Giving a key function is also how requests that carry
@@ -24,7 +41,12 @@ export interface HttpCacheOptions<Req = unknown> {
    * The request headers a response names in `Vary` are still added to the key.
    */
   key?: (req: Req) => string | null | undefined | false;
-  /** Response statuses that may be stored; anything else is passed through. @default [200] */
+  /**
+   * Response statuses that may be stored on the adapter's `ttl` (responses without explicit
+   * freshness). A response with explicit freshness may also be stored with any status RFC 9110
+   * §15.1 calls heuristically cacheable (200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501).
+   * A 206 is never stored. @default [200]
+   */
   statuses?: readonly number[];
   /** Return true to let a request through untouched (no lookup, no coalescing). */
   skip?: (req: Req) => boolean;
@@ -53,6 +75,8 @@ export interface HttpCacheOptions<Req = unknown> {
 export interface ResolvedHttpCacheOptions<Req = unknown> {
   cache: DogpileCache | undefined;
   ttl: number;
+  maxTtl: number;
+  cacheStatusName: string;
   key: ((req: Req) => string | null | undefined | false) | undefined;
   statuses: ReadonlySet<number>;
   skip: ((req: Req) => boolean) | undefined;
@@ -64,6 +88,8 @@ export interface ResolvedHttpCacheOptions<Req = unknown> {
 
 export const HTTP_CACHE_DEFAULTS = {
   ttl: 60_000,
+  maxTtl: 86_400_000,
+  cacheStatusName: DEFAULT_CACHE_STATUS_NAME,
   hitForMissTtl: 5000,
   statuses: [200] as readonly number[],
   maxBodySize: 1_048_576,
@@ -89,7 +115,7 @@ export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders')
   return [...names];
 }
 
-const KNOWN = new Set(['cache', 'ttl', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl', 'privateHeaders']);
+const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl', 'privateHeaders']);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -128,9 +154,17 @@ export function resolveHttpCacheOptions<Req>(
     }
     maxBodySize = o.maxBodySize;
   }
+  let cacheStatusName: string = HTTP_CACHE_DEFAULTS.cacheStatusName;
+  if (o.cacheStatusName !== undefined) {
+    const problem = cacheStatusNameProblem(o.cacheStatusName);
+    if (problem !== undefined) throw new InvalidOptionError('cacheStatusName', `${problem}, got ${describe(o.cacheStatusName)}`);
+    cacheStatusName = o.cacheStatusName;
+  }
   return {
     cache,
-    ttl: o.ttl === undefined ? HTTP_CACHE_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
+    ttl: o.ttl === undefined ? HTTP_CACHE_DEFAULTS.ttl : toMs(o.ttl, 'ttl', { allowZero: true }),
+    maxTtl: o.maxTtl === undefined ? HTTP_CACHE_DEFAULTS.maxTtl : toMs(o.maxTtl, 'maxTtl'),
+    cacheStatusName,
     key: o.key,
     statuses,
     skip: o.skip,

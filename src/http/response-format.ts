@@ -8,11 +8,12 @@ import type { HeaderEntry } from './headers.js';
  *
  *   0..1   magic 0x44 0x48 ("DH")
  *   2      format version (1)
- *   3      flags (0)
+ *   3      flags: bit 0 set when the freshness part follows the fixed part
  *   4..11  captured at, ms since the epoch (float64)
  *   12..13 status (uint16)
  *   14..15 number of header lines H (uint16)
  *   16..17 number of vary lines V (uint16)
+ *   (flag 0) freshness: fresh for (ms from "captured at", float64), Age on arrival (s, float64)
  *   H ×    name length (uint16), name, value length (uint32), value   (a repeated header is
  *          stored as several lines with the same name)
  *   V ×    name length (uint16), name, present (uint8), value length (uint32), value: the
@@ -24,6 +25,8 @@ const MAGIC_0 = 0x44;
 const MAGIC_1 = 0x48;
 const VERSION = 1;
 const FIXED = 18;
+const FLAG_FRESHNESS = 1;
+const FRESHNESS_SIZE = 16;
 
 export interface StoredResponse {
   createdAt: number;
@@ -33,6 +36,13 @@ export interface StoredResponse {
   /** The request headers named by `Vary`: name → value (undefined: the request did not send it). */
   vary: [name: string, value: string | undefined][];
   body: Buffer;
+  /**
+   * How long (ms from `createdAt`) the response is fresh, as its own headers said when it was
+   * stored (RFC 9111 §4.2); undefined in entries written before it was recorded.
+   */
+  freshFor?: number;
+  /** The `Age` (s) the response had when it was stored (RFC 9111 §4.2.3). */
+  ageOnArrival?: number;
 }
 
 /** Stored bytes that are not a response this library wrote. */
@@ -46,7 +56,10 @@ export function encodeResponse(response: {
   headers: readonly HeaderEntry[];
   vary: readonly (readonly [string, string | undefined])[];
   body: Buffer | readonly Buffer[];
+  freshFor?: number;
+  ageOnArrival?: number;
 }): Buffer {
+  const freshness = response.freshFor !== undefined;
   const lines: [string, string][] = [];
   for (const [name, value] of response.headers) {
     if (Array.isArray(value)) for (const v of value) lines.push([name, v]);
@@ -56,7 +69,7 @@ export function encodeResponse(response: {
   const chunks = Buffer.isBuffer(response.body) ? [response.body] : (response.body as readonly Buffer[]);
   let bodySize = 0;
   for (const c of chunks) bodySize += c.length;
-  let size = FIXED + bodySize;
+  let size = FIXED + (freshness ? FRESHNESS_SIZE : 0) + bodySize;
   for (const [name, value] of lines) size += 6 + Buffer.byteLength(name, 'latin1') + Buffer.byteLength(value, 'latin1');
   for (const [name, value] of response.vary) size += 7 + Buffer.byteLength(name, 'latin1') + (value === undefined ? 0 : Buffer.byteLength(value, 'latin1'));
 
@@ -64,12 +77,17 @@ export function encodeResponse(response: {
   out[0] = MAGIC_0;
   out[1] = MAGIC_1;
   out[2] = VERSION;
-  out[3] = 0;
+  out[3] = freshness ? FLAG_FRESHNESS : 0;
   out.writeDoubleBE(response.createdAt, 4);
   out.writeUInt16BE(response.status, 12);
   out.writeUInt16BE(lines.length, 14);
   out.writeUInt16BE(response.vary.length, 16);
   let at = FIXED;
+  if (freshness) {
+    out.writeDoubleBE(response.freshFor!, at);
+    out.writeDoubleBE(response.ageOnArrival ?? 0, at + 8);
+    at += FRESHNESS_SIZE;
+  }
   const writeString = (s: string, lengthBytes: 2 | 4) => {
     const n = Buffer.byteLength(s, 'latin1');
     if (lengthBytes === 2) {
@@ -101,6 +119,14 @@ export function decodeResponse(bytes: Buffer): StoredResponse {
   const headerLines = bytes.readUInt16BE(14);
   const varyLines = bytes.readUInt16BE(16);
   let at = FIXED;
+  let freshFor: number | undefined;
+  let ageOnArrival: number | undefined;
+  if ((bytes[3]! & FLAG_FRESHNESS) !== 0) {
+    if (bytes.length < FIXED + FRESHNESS_SIZE) throw new ResponseFormatError('truncated stored response');
+    freshFor = bytes.readDoubleBE(at);
+    ageOnArrival = bytes.readDoubleBE(at + 8);
+    at += FRESHNESS_SIZE;
+  }
   const readString = (lengthBytes: 2 | 4): string => {
     if (at + lengthBytes > bytes.length) throw new ResponseFormatError('truncated stored response');
     const n = lengthBytes === 2 ? bytes.readUInt16BE(at) : bytes.readUInt32BE(at);
@@ -132,5 +158,10 @@ export function decodeResponse(bytes: Buffer): StoredResponse {
     vary.push([name, present ? value : undefined]);
   }
   if (!Number.isFinite(createdAt) || status < 100 || status > 999) throw new ResponseFormatError('bad stored response header');
-  return { createdAt, status, headers, vary, body: bytes.subarray(at) };
+  const out: StoredResponse = { createdAt, status, headers, vary, body: bytes.subarray(at) };
+  if (freshFor !== undefined) {
+    out.freshFor = freshFor;
+    out.ageOnArrival = ageOnArrival;
+  }
+  return out;
 }

@@ -1,7 +1,9 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { CacheStatus } from '../core/cache.js';
-import { etagMatches, headerValue, type HeaderEntry } from './headers.js';
-import { ageSeconds } from './request-plan.js';
+import { appendCacheStatus } from './cache-status.js';
+import { evaluateConditional, notModifiedHeaders } from './conditional.js';
+import { currentAge } from './freshness.js';
+import { headerValue, type HeaderEntry } from './headers.js';
 import { decodeResponse, type StoredResponse } from './response-format.js';
 
 /** The `X-Cache` header: `HIT` from the cache, `COALESCED` from another request's handler run, `MISS` from this request's own. */
@@ -26,14 +28,13 @@ export interface PreparedResponse {
   headers: readonly HeaderEntry[];
   headerObject: Readonly<Record<string, string | string[]>>;
   xCache: XCache;
-  /** Whole seconds since the response was produced. */
+  /** The `Age`: the age the response arrived with plus whole seconds in the cache (RFC 9111 §4.2.3). */
   age: number;
+  /** The `Cache-Status` value (RFC 9211): members of caches nearer the origin, then this cache's. */
+  cacheStatus: string;
   /** Undefined for a 304; for HEAD the body is there (its length is the Content-Length) and Node does not send it. */
   body: Buffer | undefined;
 }
-
-/** Headers a 304 carries (RFC 9110 §15.4.5). */
-const NOT_MODIFIED_HEADERS = new Set(['cache-control', 'content-location', 'date', 'etag', 'expires', 'vary', 'last-modified']);
 
 const decoded = new WeakMap<object, ServableResponse>();
 
@@ -75,17 +76,36 @@ export function varyMatches(stored: StoredResponse, headers: IncomingHttpHeaders
   return true;
 }
 
-/** The response to write for a request served from `stored`; a 304 when its `If-None-Match` matches. */
-export function prepareResponse(stored: ServableResponse, requestHeaders: IncomingHttpHeaders, xCache: XCache, now = Date.now()): PreparedResponse {
-  const age = ageSeconds(stored.createdAt, now);
-  const inm = requestHeaders['if-none-match'];
-  if (inm !== undefined && stored.etag !== undefined && stored.status === 200 && etagMatches(inm, stored.etag)) {
-    const headers = stored.headers.filter(([name]) => NOT_MODIFIED_HEADERS.has(name));
-    const headerObject: Record<string, string | string[]> = {};
-    for (const [name, v] of headers) headerObject[name] = v;
-    return { status: 304, headers, headerObject, xCache, age, body: undefined };
+/**
+ * How long (ms) `stored` is still fresh at `now`: negative once stale. An entry written before
+ * the lifetime was recorded counts as fresh as long as the cache keeps it.
+ */
+export function remainingFreshness(stored: StoredResponse, now = Date.now()): number {
+  if (stored.freshFor === undefined) return Number.POSITIVE_INFINITY;
+  return stored.freshFor - Math.max(0, now - stored.createdAt);
+}
+
+/**
+ * The response to write for a request served from `stored`: a 304 with the headers RFC 9110
+ * §15.4.5 lists when the request's `If-None-Match` / `If-Modified-Since` match it (RFC 9111
+ * §4.3.2), else the stored response. `member` is this cache's `Cache-Status` member.
+ */
+export function prepareResponse(
+  stored: ServableResponse,
+  requestHeaders: IncomingHttpHeaders,
+  xCache: XCache,
+  now = Date.now(),
+  member?: string,
+  method = 'GET',
+): PreparedResponse {
+  const age = currentAge(stored.createdAt, stored.ageOnArrival ?? 0, now);
+  const cacheStatus = appendCacheStatus(stored.headerObject['cache-status'], member ?? '');
+  if (evaluateConditional(requestHeaders, stored.headerObject, { method, status: stored.status, receivedAt: stored.createdAt }) === '304') {
+    const headerObject = notModifiedHeaders(stored.headerObject);
+    const headers = Object.entries(headerObject) as HeaderEntry[];
+    return { status: 304, headers, headerObject, xCache, age, cacheStatus, body: undefined };
   }
-  return { status: stored.status, headers: stored.headers, headerObject: stored.headerObject, xCache, age, body: stored.body };
+  return { status: stored.status, headers: stored.headers, headerObject: stored.headerObject, xCache, age, cacheStatus, body: stored.body };
 }
 
 /** Writes a prepared response to a Node `ServerResponse` (Express, or any `node:http` server). */
@@ -98,6 +118,7 @@ export function writeServerResponse(res: ServerResponse, response: PreparedRespo
   for (const [name, value] of response.headers) res.setHeader(name, value);
   res.setHeader('x-cache', response.xCache);
   res.setHeader('age', String(response.age));
+  if (response.cacheStatus) res.setHeader('cache-status', response.cacheStatus);
   if (response.body === undefined) res.end();
   else res.end(response.body);
 }

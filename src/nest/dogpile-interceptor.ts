@@ -6,6 +6,7 @@ import { defer, firstValueFrom, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
+import { formatCacheStatus, type CacheStatusEntry } from '../http/cache-status.js';
 import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
@@ -229,17 +230,25 @@ export class DogpileInterceptor implements NestInterceptor {
       this.setXCache(context, 'MISS');
       return firstValue(next.handle());
     }
-    this.setXCache(context, xCacheFor(result.status), result.status === 'hit' || result.status === 'coalesced' ? result.createdAt : undefined);
+    this.setXCache(context, xCacheFor(result.status), result.status === 'hit' || result.status === 'coalesced' ? result.createdAt : undefined, ttl);
     if (produced !== undefined && result.status === 'miss') this.warnClassInstance(context, produced.value);
     return result.value;
   }
 
-  private setXCache(context: ExecutionContext, xCache: XCache, createdAt?: number): void {
+  private setXCache(context: ExecutionContext, xCache: XCache, createdAt?: number, ttl?: number): void {
     if (context.getType() !== 'http') return;
     const res = context.switchToHttp().getResponse<Record<string, unknown>>();
     if (res.headersSent === true || res.sent === true) return;
     this.setHeader(res, 'X-Cache', xCache);
     if (createdAt !== undefined) this.setHeader(res, 'Age', String(ageSeconds(createdAt)));
+    // The same outcome in the standard header (RFC 9211).
+    const entry: CacheStatusEntry =
+      xCache === 'HIT'
+        ? { hit: true, ttl: ttl !== undefined && createdAt !== undefined ? ttl - (Date.now() - createdAt) : undefined }
+        : xCache === 'COALESCED'
+          ? { fwd: 'miss', collapsed: true }
+          : { fwd: 'miss' };
+    this.setHeader(res, 'Cache-Status', formatCacheStatus(entry));
   }
 
   private setHeader(res: Record<string, unknown>, name: string, value: string): void {
