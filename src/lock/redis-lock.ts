@@ -5,6 +5,7 @@ import { validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
 import { isCluster, isRedisClient, type RedisClient } from '../redis/client.js';
+import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 import { abortReason, Wakeup } from '../shared/wait.js';
@@ -89,7 +90,9 @@ export class RedisLock extends BaseLock {
       }
     } catch (err) {
       if (queued) {
-        await LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs]).catch(() => {});
+        await this.publisher()
+          .then((pub) => LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs, pub]))
+          .catch(() => {});
       }
       throw err;
     } finally {
@@ -106,7 +109,13 @@ export class RedisLock extends BaseLock {
   }
 
   protected async releaseRaw(value: string): Promise<boolean> {
-    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs])) === 1;
+    const pub = await this.publisher();
+    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs, pub])) === 1;
+  }
+
+  /** The command the scripts wake waiters with: SPUBLISH on a cluster with sharded pub/sub, else PUBLISH. */
+  private async publisher(): Promise<string> {
+    return publishCommand(await pubSubMode(this.client));
   }
 
   /** How long a released lock stays reserved for the waiter it was handed to. */
@@ -125,7 +134,8 @@ export class RedisLock extends BaseLock {
    */
   static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
     const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
-    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS])) === 1;
+    const pub = publishCommand(await pubSubMode(redis));
+    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS, pub])) === 1;
   }
 
   /**

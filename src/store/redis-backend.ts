@@ -4,6 +4,7 @@ import { cacheKeys, valueKey } from './key.js';
 import type { L1 } from './l1.js';
 import type { CommandClient, RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
+import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { COMMIT, LOOKUP } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
@@ -96,6 +97,7 @@ export class RedisBackend implements Backend {
         break;
     }
     const k = cacheKeys(this.options.prefix, key);
+    const pub = publishCommand(await pubSubMode(this.client));
     const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
@@ -104,6 +106,7 @@ export class RedisBackend implements Backend {
       k.channel,
       this.options.inlineMax,
       Math.max(1, Math.ceil(sharedTtl)),
+      pub,
     ]);
     return result === 1;
   }
