@@ -3,7 +3,8 @@
  * hash slot, announcements cross nodes, and resetAll scans every master.
  */
 import { describe, expect, it } from 'vitest';
-import { createCache, RedisLock } from '../src/index.js';
+import { createCache, lockKeys, RedisLock } from '../src/index.js';
+import { keySlot } from '../src/redis/pubsub-mode.js';
 import { startRedisCluster } from '../tools/redis-server.js';
 import { useRedisCluster } from './support/use-redis.js';
 import { sleep } from '../tools/basics.js';
@@ -51,6 +52,72 @@ describe('on a Redis Cluster', () => {
     for (const l of held) await l.release();
   });
 
+  it('wake-ups use sharded pub/sub on the master of the lock\'s slot, never the cluster-wide bus', async () => {
+    const holder = new RedisLock(cluster.client(), 'sharded', { ttl: 60_000, autoRenew: false });
+    const waiter = new RedisLock(cluster.client(), 'sharded', { ttl: 60_000, autoRenew: false });
+    await holder.acquire();
+    const waiting = waiter.acquire({ timeout: 20_000 });
+    const channel = lockKeys('dogpile', 'sharded').channel;
+    const owner = await cluster.masterOf(keySlot(channel));
+    await until(async () => ((await owner.command('PUBSUB', 'SHARDCHANNELS')) as string[]).includes(channel));
+    for (const node of cluster.nodes) expect(await node.command('PUBSUB', 'CHANNELS')).toEqual([]);
+    await holder.release();
+    // The holder's TTL is a minute: only the wake-up can hand the lock over within the wait.
+    expect(await waiting).toBeGreaterThan(0);
+    await waiter.release();
+  });
+
+  it('the cache waits on sharded channels too: a stampede across two clients is served by one loader', async () => {
+    const a = createCache({ redis: cluster.client(), l1: false });
+    const b = createCache({ redis: cluster.client(), l1: false });
+    let runs = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const loader = async () => {
+      runs++;
+      await gate;
+      return 'sharded';
+    };
+    const calls = [a.getOrCompute('stamp', loader, 10_000), ...Array.from({ length: 5 }, () => b.getOrCompute('stamp', loader, 10_000))];
+    const channels = async () => (await Promise.all(cluster.nodes.map((n) => n.command('PUBSUB', 'SHARDCHANNELS') as Promise<string[]>))).flat();
+    await until(async () => (await channels()).some((c) => c.endsWith(':c:{stamp}')));
+    for (const node of cluster.nodes) expect(await node.command('PUBSUB', 'CHANNELS')).toEqual([]);
+    release();
+    expect(await Promise.all(calls)).toEqual(Array(6).fill('sharded'));
+    expect(runs).toBe(1);
+    await a.close();
+    await b.close();
+  });
+
+  it('on servers without sharded pub/sub (SPUBLISH unknown) wake-ups fall back to PUBLISH', async () => {
+    // Redis 6.2 is not installable here: a Redis 7 with the sharded commands renamed away
+    // answers COMMAND INFO and SPUBLISH exactly as a server that never had them.
+    const own = await startRedisCluster(3, { args: ['--rename-command', 'SPUBLISH', '', '--rename-command', 'SSUBSCRIBE', ''] });
+    try {
+      const holder = new RedisLock(own.client(), 'old-server', { ttl: 60_000, autoRenew: false });
+      const waiter = new RedisLock(own.client(), 'old-server', { ttl: 60_000, autoRenew: false });
+      await holder.acquire();
+      const waiting = waiter.acquire({ timeout: 20_000 });
+      const channel = lockKeys('dogpile', 'old-server').channel;
+      await until(async () => (await Promise.all(own.nodes.map((n) => n.command('PUBSUB', 'CHANNELS') as Promise<string[]>))).flat().includes(channel));
+      await holder.release();
+      expect(await waiting).toBeGreaterThan(0);
+      await waiter.release();
+      const cache = createCache({ redis: own.client(), l1: false });
+      let runs = 0;
+      const loader = async () => {
+        runs++;
+        await sleep(200);
+        return 'plain';
+      };
+      expect(await Promise.all(Array.from({ length: 6 }, () => cache.getOrCompute('k', loader, 10_000)))).toEqual(Array(6).fill('plain'));
+      expect(runs).toBe(1);
+      await cache.close();
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('a waiter rides out a cluster outage: its subscription moves back without piling up listeners', async () => {
     const own = await startRedisCluster(3);
     const warnings: string[] = [];
@@ -79,3 +146,12 @@ describe('on a Redis Cluster', () => {
     }
   });
 });
+
+/** Polls `check` every 20 ms until it holds (bounded: 10 s on the monotonic clock). */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  const deadline = performance.now() + 10_000;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error('condition not met within 10 s');
+    await sleep(20);
+  }
+}

@@ -244,16 +244,64 @@ export function startRedis(options: StartRedisOptions = {}): Promise<RedisServer
   return new RedisServer(options).start();
 }
 
+export interface ClusterSetup {
+  /** Replicas per master (`redis-cli --cluster create --cluster-replicas`). @default 0 */
+  replicas?: number;
+  /** `cluster-node-timeout` in ms: how soon a dead master is failed over. @default 2000 */
+  nodeTimeoutMs?: number;
+  /** Extra `redis-server` arguments for every node. */
+  args?: string[];
+}
+
 /**
- * A Redis Cluster of `masters` masters (no replicas) on free ports. Like `RedisServer`, it can
- * be made before it is started (`useRedisCluster()`); `nodes` and `client()` work once started.
+ * A Redis Cluster of `masters` masters (and `replicas` replicas each) on free ports. Like
+ * `RedisServer`, it can be made before it is started (`useRedisCluster()`); `nodes` and
+ * `client()` work once started.
  */
 export class RedisTestCluster {
   readonly nodes: RedisServer[] = [];
   private readonly clients = new Set<Cluster>();
 
-  constructor(readonly masters = 3) {
+  constructor(
+    readonly masters = 3,
+    private readonly setup: ClusterSetup = {},
+  ) {
     if (masters < 3) throw new Error('a Redis Cluster needs at least 3 masters');
+  }
+
+  /** The node serving `port`. */
+  nodeAt(port: number): RedisServer {
+    const node = this.nodes.find((n) => n.port === port);
+    if (!node) throw new Error(`no node of this cluster listens on ${port}`);
+    return node;
+  }
+
+  /** The node that is master of `slot` right now, as the first node still answering sees it. */
+  async masterOf(slot: number): Promise<RedisServer> {
+    for (const node of this.nodes) {
+      if (!node.running) continue;
+      try {
+        const slots = (await node.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+        for (const [from, to, master] of slots) if (slot >= from && slot <= to) return this.nodeAt(Number(master[1]));
+      } catch {
+        /* try the next node */
+      }
+    }
+    throw new Error(`no node knows the master of slot ${slot}`);
+  }
+
+  /** Waits until every running node reports cluster_state:ok (after a failover). */
+  async waitHealthy(timeoutMs = 20_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (const node of this.nodes) {
+      if (!node.running) continue;
+      for (;;) {
+        const info = String(await node.command('CLUSTER', 'INFO').catch(() => ''));
+        if (info.includes('cluster_state:ok')) break;
+        if (performance.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
   }
 
   get startupNodes(): { host: string; port: number }[] {
@@ -269,32 +317,44 @@ export class RedisTestCluster {
 
   async start(): Promise<this> {
     try {
-      for (let i = 0; i < this.masters; i++) {
+      const replicas = this.setup.replicas ?? 0;
+      for (let i = 0; i < this.masters * (1 + replicas); i++) {
         this.nodes.push(
           await startRedis({
-            args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000'],
+            args: [
+              '--cluster-enabled', 'yes',
+              '--cluster-config-file', `nodes-${i}.conf`,
+              '--cluster-node-timeout', String(this.setup.nodeTimeoutMs ?? 2000),
+              ...(this.setup.args ?? []),
+            ],
           }),
         );
       }
       await execFileAsync('redis-cli', [
         '--cluster', 'create',
         ...this.nodes.map((n) => `${n.host}:${n.port}`),
-        '--cluster-replicas', '0',
+        '--cluster-replicas', String(replicas),
         '--cluster-yes',
       ]);
-      const deadline = performance.now() + 15_000;
-      for (const node of this.nodes) {
-        for (;;) {
-          const info = String(await node.command('CLUSTER', 'INFO'));
-          if (info.includes('cluster_state:ok')) break;
-          if (performance.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
+      await this.waitHealthy(15_000);
+      if (replicas > 0) await this.waitReplicasLinked(15_000);
       return this;
     } catch (err) {
       await this.stop().catch(() => {});
       throw err;
+    }
+  }
+
+  /** Waits until every master has its replicas attached and in sync (master_link_status:up). */
+  private async waitReplicasLinked(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (const node of this.nodes) {
+      for (;;) {
+        const info = String(await node.command('INFO', 'replication'));
+        if (info.includes('role:master') || info.includes('master_link_status:up')) break;
+        if (performance.now() > deadline) throw new Error(`replica did not sync:\n${info}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
     }
   }
 
@@ -305,8 +365,8 @@ export class RedisTestCluster {
   }
 }
 
-export function startRedisCluster(masters = 3): Promise<RedisTestCluster> {
-  return new RedisTestCluster(masters).start();
+export function startRedisCluster(masters = 3, setup: ClusterSetup = {}): Promise<RedisTestCluster> {
+  return new RedisTestCluster(masters, setup).start();
 }
 
 /** Kills every server recorded in the run directory (used by the global teardown). */
