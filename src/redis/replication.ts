@@ -9,6 +9,11 @@ import { isCluster, type RedisClient } from './client.js';
  */
 export type ReplicasOption = 'majority' | number;
 
+/** Replicas did not confirm a write in time (the store's lead; the lock has `LockReplicationError`). */
+export class ReplicationError extends Error {
+  override readonly name = 'ReplicationError';
+}
+
 /** Bound of the `WAIT` for replicas when `replicaTimeout` is not given. */
 export const DEFAULT_REPLICA_TIMEOUT_MS = 100;
 
