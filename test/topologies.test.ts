@@ -3,11 +3,12 @@
  * Redis Sentinel. Slow (each test starts its own servers and waits for a failover), so kept
  * apart from cluster.test.ts for focused runs to skip.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createCache, lockKeys, LockReplicationError, RedisLock } from '../src/index.js';
 import { keySlot } from '../src/redis/pubsub-mode.js';
 import { cacheKeys } from '../src/store/key.js';
-import { RedisTestCluster, type RedisServer } from '../tools/redis-server.js';
+import { RedisSentinelSetup, RedisTestCluster, type RedisServer } from '../tools/redis-server.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
 import { sleep } from '../tools/basics.js';
 
 /** 3 masters with one replica each; a dead master is failed over about a second later. */
@@ -41,6 +42,8 @@ async function failOver(cluster: RedisTestCluster, master: RedisServer, slot: nu
   await cluster.waitHealthy(30_000);
   return cluster.masterOf(slot);
 }
+
+afterEach(killAllChildren);
 
 describe('replicas: a lock counts once replicas hold it', () => {
   it("with replicas: 'majority', nobody else acquires the lock after its master dies and the replica is promoted", async () => {
@@ -167,6 +170,62 @@ describe('a master killed during a stampede', () => {
       await b.close();
     } finally {
       await cluster.stop();
+    }
+  });
+});
+
+interface RoundResult {
+  key: string;
+  results: { ok: boolean; value?: string; name?: string; message?: string }[];
+}
+
+describe('Redis Sentinel', () => {
+  it('a master killed during a stampede across processes: every caller is answered, coordination resumes on the promoted replica', async () => {
+    const setup = await new RedisSentinelSetup().start();
+    try {
+      const workers = Array.from({ length: 3 }, () =>
+        NodeChild.tsx('test/fixtures/sentinel-worker.ts', [JSON.stringify({ sentinels: setup.sentinelAddresses, name: setup.name })]),
+      );
+      await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
+      let round = 0;
+      const stampede = async (options: { lockTtl?: number; waitTimeout?: number } = {}): Promise<RoundResult['results']> => {
+        const key = `sentinel-${round++}`;
+        const replies = workers.map((w) => w.waitFor((l) => l.startsWith(`{"key":"${key}"`), 60_000));
+        for (const w of workers) w.write(`${JSON.stringify({ key, ...options })}\n`);
+        return (await Promise.all(replies)).flatMap((line) => (JSON.parse(line) as RoundResult).results);
+      };
+      // With a lock TTL of a minute and a 15 s wait, a waiter in another process is served only
+      // by a wake-up: were its subscription lost, it would wait out the wait and throw.
+      const coordinated = { lockTtl: 60_000, waitTimeout: 15_000 };
+      const before = await stampede(coordinated);
+      expect(before.every((r) => r.ok)).toBe(true);
+      expect(new Set(before.map((r) => r.value)).size).toBe(1);
+
+      // Stampedes go on while the master is killed and the sentinels promote the replica.
+      const original = setup.master;
+      let failingOver = true;
+      const during: RoundResult['results'] = [];
+      const load = (async () => {
+        while (failingOver) during.push(...(await stampede()));
+      })();
+      await sleep(200);
+      await original.kill();
+      await until(async () => (await setup.masterPort()) === setup.replica.port, 60_000);
+      await until(async () => String(await setup.replica.command('ROLE')).startsWith('master'), 30_000);
+      failingOver = false;
+      await load;
+      expect(during.filter((r) => !r.ok)).toEqual([]);
+      expect(during.length).toBeGreaterThan(0);
+
+      await sleep(1500); // past the cooldown of a breaker the failover tripped
+      for (let i = 0; i < 2; i++) {
+        const after = await stampede(coordinated);
+        expect(after.filter((r) => !r.ok)).toEqual([]);
+        expect(new Set(after.map((r) => r.value)).size).toBe(1);
+      }
+      for (const w of workers) await w.endInput(20_000);
+    } finally {
+      await setup.stop();
     }
   });
 });

@@ -369,6 +369,148 @@ export function startRedisCluster(masters = 3, setup: ClusterSetup = {}): Promis
   return new RedisTestCluster(masters, setup).start();
 }
 
+/**
+ * Redis Sentinel: a master, one replica and 3 sentinels (`redis-server <conf> --sentinel`),
+ * all on free loopback ports, watching the master as `name` with a quorum of 2; a master
+ * that stops answering for `downAfterMs` is failed over to the replica.
+ */
+export class RedisSentinelSetup {
+  readonly master = new RedisServer();
+  readonly replica = new RedisServer();
+  readonly sentinelPorts: number[] = [];
+  private readonly sentinels: ChildProcess[] = [];
+  private readonly clients = new Set<Redis>();
+  private dir: string | undefined;
+
+  constructor(
+    readonly name = 'mymaster',
+    private readonly downAfterMs = 1000,
+  ) {}
+
+  get sentinelAddresses(): { host: string; port: number }[] {
+    return this.sentinelPorts.map((port) => ({ host: HOST, port }));
+  }
+
+  /** An ioredis client that finds the master through the sentinels; closed by `stop()`. */
+  client(options: RedisOptions = {}): Redis {
+    const client = new Redis({ sentinels: this.sentinelAddresses, name: this.name, ...options });
+    client.on('error', () => {});
+    this.clients.add(client);
+    return client;
+  }
+
+  async start(): Promise<this> {
+    try {
+      await this.master.start();
+      await this.replica.start();
+      await this.replica.command('REPLICAOF', HOST, this.master.port);
+      await waitFor(async () => String(await this.replica.command('INFO', 'replication')).includes('master_link_status:up'), 15_000, 'the replica did not sync');
+      this.dir = mkdtempSync(path.join(runDir(), 'sentinels-'));
+      for (let i = 0; i < 3; i++) await this.startSentinel(i);
+      // Every sentinel knows the replica and the other sentinels: a failover can be agreed on.
+      for (const port of this.sentinelPorts) {
+        await waitFor(
+          async () => {
+            const c = new Redis({ host: HOST, port });
+            try {
+              const replicas = (await c.call('SENTINEL', 'REPLICAS', this.name)) as unknown[];
+              const sentinels = (await c.call('SENTINEL', 'SENTINELS', this.name)) as unknown[];
+              return replicas.length === 1 && sentinels.length === 2;
+            } finally {
+              c.disconnect();
+            }
+          },
+          30_000,
+          'the sentinels did not discover each other',
+        );
+      }
+      return this;
+    } catch (err) {
+      await this.stop().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The address the sentinels give for the master now. */
+  async masterPort(): Promise<number> {
+    const c = new Redis({ host: HOST, port: this.sentinelPorts[0]! });
+    try {
+      const [, port] = (await c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', this.name)) as [string, string];
+      return Number(port);
+    } finally {
+      c.disconnect();
+    }
+  }
+
+  /** The server that is master now (the original master or the replica). */
+  async currentMaster(): Promise<RedisServer> {
+    const port = await this.masterPort();
+    return port === this.master.port ? this.master : this.replica;
+  }
+
+  private async startSentinel(i: number): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      const conf = path.join(this.dir!, `sentinel-${i}.conf`);
+      writeFileSync(
+        conf,
+        [
+          `port ${port}`,
+          `bind ${HOST}`,
+          `dir ${this.dir!}`,
+          `sentinel monitor ${this.name} ${HOST} ${this.master.port} 2`,
+          `sentinel down-after-milliseconds ${this.name} ${this.downAfterMs}`,
+          `sentinel failover-timeout ${this.name} 10000`,
+          `sentinel parallel-syncs ${this.name} 1`,
+          '',
+        ].join('\n'),
+      );
+      const child = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      child.stderr?.resume();
+      await new Promise<void>((resolve, reject) => {
+        child.once('spawn', resolve);
+        child.once('error', reject);
+      });
+      writeFileSync(path.join(runDir(), 'pids', String(child.pid)), String(port));
+      this.sentinels.push(child);
+      try {
+        await waitForPort(port, 10_000);
+        this.sentinelPorts.push(port);
+        return;
+      } catch (err) {
+        child.kill('SIGKILL');
+        if (attempt >= 3) throw err;
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.clients) c.disconnect();
+    this.clients.clear();
+    await Promise.all(
+      this.sentinels.map(async (child) => {
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+          child.kill('SIGKILL');
+          await exited;
+        }
+        rmSync(path.join(runDir(), 'pids', String(child.pid)), { force: true });
+      }),
+    );
+    await this.master.stop();
+    await this.replica.stop();
+    if (this.dir !== undefined) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, message: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (performance.now() > deadline) throw new Error(`${message} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** Kills every server recorded in the run directory (used by the global teardown). */
 export function killRecordedServers(dir: string): number {
   let killed = 0;
