@@ -117,6 +117,36 @@ describe('replicas: a lock counts once replicas hold it', () => {
   });
 });
 
+describe('sharded subscriptions follow the slot', () => {
+  it('a manual failover (CLUSTER FAILOVER: the master demoted, not dead) moves a waiting subscription to the new master', async () => {
+    const cluster = await replicatedCluster();
+    try {
+      const holder = new RedisLock(cluster.client(), 'manual', { ttl: 60_000, autoRenew: false });
+      const waiter = new RedisLock(cluster.client(), 'manual', { ttl: 60_000, autoRenew: false });
+      await holder.acquire();
+      const waiting = waiter.acquire({ timeout: 30_000 }).catch((e: unknown) => e);
+      const channel = lockKeys('dogpile', 'manual').channel;
+      const slot = keySlot(channel);
+      const master = await cluster.masterOf(slot);
+      await until(async () => ((await master.command('PUBSUB', 'SHARDCHANNELS')) as string[]).includes(channel));
+      const replica = await replicaOf(cluster, master);
+      await replica.command('CLUSTER', 'FAILOVER');
+      await until(async () => (await cluster.masterOf(slot)) === replica);
+      await cluster.waitHealthy(30_000);
+      // The old master sent SUNSUBSCRIBE when it became a replica; the subscription is on the new one.
+      await until(async () => ((await replica.command('PUBSUB', 'SHARDCHANNELS')) as string[]).includes(channel));
+      await holder.release();
+      // The holder's TTL is a minute: only a wake-up hands the lock over within the wait.
+      const token = await waiting;
+      if (typeof token !== 'number') throw token;
+      expect(token).toBeGreaterThan(0);
+      await waiter.release();
+    } finally {
+      await cluster.stop();
+    }
+  });
+});
+
 describe('a master killed during a stampede', () => {
   it('answers every caller, and coordination (one loader, sharded wake-ups) comes back after the failover', async () => {
     const cluster = await replicatedCluster();

@@ -24,7 +24,8 @@ interface NodeConnection {
  * connection per master that has subscribed channels.
  *
  * Subscriptions follow the slots: when a node's connection ends for good (a master killed and
- * its replica promoted) or a SSUBSCRIBE is answered MOVED (a slot moved), the slot table is
+ * its replica promoted), a SSUBSCRIBE is answered MOVED (a slot moved), or the node ends the
+ * subscriptions itself (it was demoted to a replica, or the slot migrated), the slot table is
  * refreshed and the channels are subscribed on their new masters; then `ready` is emitted, so
  * `Subscriber` tells every listener that messages may have been missed.
  *
@@ -172,6 +173,14 @@ export class ShardedSubscriberConnection extends EventEmitter {
     this.nodes.set(key, node);
     redis.on('smessageBuffer', (channel: Buffer, message: Buffer) => this.emit('messageBuffer', channel, message));
     redis.on('error', (err: Error) => {
+      // A master that lost a slot (demoted by a failover, or the slot migrated) ends the
+      // sharded subscriptions of that slot with a SUNSUBSCRIBE nobody asked for; ioredis has
+      // no command waiting for it and reports this error. The node keeps its connection,
+      // but the channels must move.
+      if (/Command queue state error.*sunsubscribe/is.test(err.message)) {
+        this.relocate(node);
+        return;
+      }
       if (this.listenerCount('error') > 0) this.emit('error', err);
     });
     redis.on('ready', () => {
