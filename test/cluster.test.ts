@@ -2,14 +2,17 @@
  * The cache and the lock on a real 3-master Redis Cluster: every script touches keys of one
  * hash slot, announcements cross nodes, and resetAll scans every master.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createCache, lockKeys, RedisLock } from '../src/index.js';
 import { keySlot } from '../src/redis/pubsub-mode.js';
 import { startRedisCluster } from '../tools/redis-server.js';
 import { useRedisCluster } from './support/use-redis.js';
-import { sleep } from '../tools/basics.js';
+import { freshId, sleep } from '../tools/basics.js';
+import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { fetchReply } from '../tools/http-client.js';
 
 const cluster = useRedisCluster(3);
+afterEach(killAllChildren);
 
 
 describe('on a Redis Cluster', () => {
@@ -115,6 +118,48 @@ describe('on a Redis Cluster', () => {
       await cache.close();
     } finally {
       await own.stop();
+    }
+  });
+
+  it('across processes: 4 cache processes × 25 concurrent calls on a cold key run the loader once', async () => {
+    const key = `procs-${freshId()}`;
+    const workers = Array.from({ length: 4 }, () =>
+      NodeChild.tsx('test/fixtures/cache-worker.ts', [JSON.stringify({ url: '', cluster: cluster.startupNodes, key, concurrency: 25, loaderMs: 200 })]),
+    );
+    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
+    for (const w of workers) w.write('go\n');
+    const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 60_000)));
+    const results = lines.flatMap((l) => (JSON.parse(l) as { results: { ok: boolean; value?: { pid: number; run: number } }[] }).results);
+    expect(results).toHaveLength(100);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(new Set(results.map((r) => `${r.value?.pid}:${r.value?.run}`)).size).toBe(1);
+    const counter = cluster.client();
+    expect(await counter.get(`${key}:runs`)).toBe('1');
+    await Promise.all(workers.map((w) => w.waitExit(20_000)));
+  });
+
+  it('HTTP across processes: an Express and a Fastify process, 100 concurrent requests for a cold route run the handler once', async () => {
+    const nodes = cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',');
+    const servers = await Promise.all(
+      (['express', 'fastify'] as const).map(async (framework) => {
+        const worker = NodeChild.tsx('test/fixtures/http-server.ts', ['--framework', framework, '--cluster', nodes, '--prefix', 'http']);
+        const line = await worker.waitFor((l) => l.includes('"listening"'));
+        return { worker, port: (JSON.parse(line) as { port: number }).port };
+      }),
+    );
+    const id = freshId();
+    const replies = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => fetchReply(servers[i % 2]!.port, `/slow?id=${id}&ms=200`, { headers: { host: 'app.test' } })),
+    );
+    for (const r of replies) {
+      expect(r.status).toBe(200);
+      expect(r.text).toBe(replies[0]!.text);
+    }
+    expect(replies.filter((r) => r.xCache === 'MISS')).toHaveLength(1);
+    expect(await cluster.client().get(`runs:slow:${id}`)).toBe('1');
+    for (const s of servers) {
+      s.worker.write('{"cmd":"exit"}\n');
+      await s.worker.exited;
     }
   });
 
