@@ -138,6 +138,21 @@ describe('on a Redis Cluster', () => {
     await Promise.all(workers.map((w) => w.waitExit(20_000)));
   });
 
+  it('lock across processes: 4 processes take one lock 25 times each, never two holders at once', async () => {
+    const name = `procs-${freshId()}`;
+    const workers = Array.from({ length: 4 }, () =>
+      NodeChild.tsx('test/fixtures/cluster-lock-worker.ts', [JSON.stringify({ nodes: cluster.startupNodes, name, acquisitions: 25 })]),
+    );
+    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
+    for (const w of workers) w.write('go\n');
+    const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 90_000)));
+    const results = lines.map((l) => JSON.parse(l) as { acquired: number; badIncr: number[]; errors: string[] });
+    expect(results.flatMap((r) => r.errors)).toEqual([]);
+    expect(results.flatMap((r) => r.badIncr)).toEqual([]);
+    expect(results.map((r) => r.acquired)).toEqual([25, 25, 25, 25]);
+    await Promise.all(workers.map((w) => w.waitExit(20_000)));
+  });
+
   it('HTTP across processes: an Express and a Fastify process, 100 concurrent requests for a cold route run the handler once', async () => {
     const nodes = cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',');
     const servers = await Promise.all(
