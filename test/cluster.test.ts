@@ -55,7 +55,7 @@ describe('on a Redis Cluster', () => {
     for (const l of held) await l.release();
   });
 
-  it('wake-ups use sharded pub/sub on the master of the lock\'s slot, never the cluster-wide bus', async () => {
+  it('wake-ups use sharded pub/sub on the master of the lock\'s slot, not PUBLISH to every node', async () => {
     const holder = new RedisLock(cluster.client(), 'sharded', { ttl: 60_000, autoRenew: false });
     const waiter = new RedisLock(cluster.client(), 'sharded', { ttl: 60_000, autoRenew: false });
     await holder.acquire();

@@ -20,8 +20,9 @@ interface NodeConnection {
 /**
  * The subscriber connection of a Redis Cluster with sharded pub/sub (Redis ≥ 7): each channel
  * is subscribed with SSUBSCRIBE on the master that owns its slot (the scripts that publish run
- * on that master and SPUBLISH there), so a wake-up never crosses the cluster bus. One plain
- * connection per master that has subscribed channels.
+ * on that master and SPUBLISH there), so a wake-up goes over the cluster bus only to that
+ * shard's replicas, not to every node. One plain
+ * connection per master that had a subscribed channel since the subscriber opened.
  *
  * Subscriptions follow the slots: when a node's connection ends for good (a master killed and
  * its replica promoted), a SSUBSCRIBE is answered MOVED (a slot moved), or the node ends the
@@ -69,10 +70,8 @@ export class ShardedSubscriberConnection extends EventEmitter {
     this.channelNode.delete(channel);
     if (!node) return 0;
     node.channels.delete(channel);
-    if (node.channels.size === 0) {
-      this.dropNode(node);
-      return 0;
-    }
+    // The node's connection stays open for the next wait on that shard; the whole connection
+    // closes with the subscriber, a moment after its last wait.
     return node.redis.sunsubscribe(channel);
   }
 
