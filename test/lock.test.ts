@@ -297,6 +297,23 @@ describe('RedisLock specifics', () => {
     expect(() => new RedisLock({} as never, 'x')).toThrow(/Invalid redis/);
   });
 
+  it('replicas: rejects a bad value naming the option; waits only where replicas exist', async () => {
+    for (const bad of [-1, 1.5, 'all', null, 101]) {
+      expect(() => new RedisLock(redis, 'r', { replicas: bad as never })).toThrow(InvalidOptionError);
+      expect(() => new RedisLock(redis, 'r', { replicas: bad as never })).toThrow(/Invalid replicas/);
+    }
+    expect(() => new RedisLock(redis, 'r', { replicas: 1, replicaTimeout: -5 })).toThrow(/Invalid replicaTimeout/);
+    // A server without replicas: 'majority' of none is none, so the lock is taken at once.
+    const majority = new RedisLock(redis, 'replicas-majority', { replicas: 'majority', autoRenew: false });
+    expect(await majority.acquire()).toBeGreaterThan(0);
+    await majority.release();
+    // One replica asked for and none there: released, and reported.
+    const one = new RedisLock(redis, 'replicas-one', { replicas: 1, replicaTimeout: 20, autoRenew: false });
+    await expect(one.acquire()).rejects.toBeInstanceOf(errors.LockReplicationError);
+    await expect(one.tryAcquire()).rejects.toThrow(/reached 0 of the 1 replicas/);
+    expect(await one.getOwnerId()).toBeNull();
+  });
+
   it('exports every error class in the errors map with stable codes', () => {
     expect(new errors.LockTimeoutError('x').code).toBe('E_LOCK_TIMEOUT');
     expect(new errors.LockLostError('x').name).toBe('LockLostError');

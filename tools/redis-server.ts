@@ -244,16 +244,64 @@ export function startRedis(options: StartRedisOptions = {}): Promise<RedisServer
   return new RedisServer(options).start();
 }
 
+export interface ClusterSetup {
+  /** Replicas per master (`redis-cli --cluster create --cluster-replicas`). @default 0 */
+  replicas?: number;
+  /** `cluster-node-timeout` in ms: how soon a dead master is failed over. @default 2000 */
+  nodeTimeoutMs?: number;
+  /** Extra `redis-server` arguments for every node. */
+  args?: string[];
+}
+
 /**
- * A Redis Cluster of `masters` masters (no replicas) on free ports. Like `RedisServer`, it can
- * be made before it is started (`useRedisCluster()`); `nodes` and `client()` work once started.
+ * A Redis Cluster of `masters` masters (and `replicas` replicas each) on free ports. Like
+ * `RedisServer`, it can be made before it is started (`useRedisCluster()`); `nodes` and
+ * `client()` work once started.
  */
 export class RedisTestCluster {
   readonly nodes: RedisServer[] = [];
   private readonly clients = new Set<Cluster>();
 
-  constructor(readonly masters = 3) {
+  constructor(
+    readonly masters = 3,
+    private readonly setup: ClusterSetup = {},
+  ) {
     if (masters < 3) throw new Error('a Redis Cluster needs at least 3 masters');
+  }
+
+  /** The node serving `port`. */
+  nodeAt(port: number): RedisServer {
+    const node = this.nodes.find((n) => n.port === port);
+    if (!node) throw new Error(`no node of this cluster listens on ${port}`);
+    return node;
+  }
+
+  /** The node that is master of `slot` right now, as the first node still answering sees it. */
+  async masterOf(slot: number): Promise<RedisServer> {
+    for (const node of this.nodes) {
+      if (!node.running) continue;
+      try {
+        const slots = (await node.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+        for (const [from, to, master] of slots) if (slot >= from && slot <= to) return this.nodeAt(Number(master[1]));
+      } catch {
+        /* try the next node */
+      }
+    }
+    throw new Error(`no node knows the master of slot ${slot}`);
+  }
+
+  /** Waits until every running node reports cluster_state:ok (after a failover). */
+  async waitHealthy(timeoutMs = 20_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (const node of this.nodes) {
+      if (!node.running) continue;
+      for (;;) {
+        const info = String(await node.command('CLUSTER', 'INFO').catch(() => ''));
+        if (info.includes('cluster_state:ok')) break;
+        if (performance.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
   }
 
   get startupNodes(): { host: string; port: number }[] {
@@ -269,32 +317,44 @@ export class RedisTestCluster {
 
   async start(): Promise<this> {
     try {
-      for (let i = 0; i < this.masters; i++) {
+      const replicas = this.setup.replicas ?? 0;
+      for (let i = 0; i < this.masters * (1 + replicas); i++) {
         this.nodes.push(
           await startRedis({
-            args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--cluster-node-timeout', '2000'],
+            args: [
+              '--cluster-enabled', 'yes',
+              '--cluster-config-file', `nodes-${i}.conf`,
+              '--cluster-node-timeout', String(this.setup.nodeTimeoutMs ?? 2000),
+              ...(this.setup.args ?? []),
+            ],
           }),
         );
       }
       await execFileAsync('redis-cli', [
         '--cluster', 'create',
         ...this.nodes.map((n) => `${n.host}:${n.port}`),
-        '--cluster-replicas', '0',
+        '--cluster-replicas', String(replicas),
         '--cluster-yes',
       ]);
-      const deadline = performance.now() + 15_000;
-      for (const node of this.nodes) {
-        for (;;) {
-          const info = String(await node.command('CLUSTER', 'INFO'));
-          if (info.includes('cluster_state:ok')) break;
-          if (performance.now() > deadline) throw new Error(`cluster did not reach state ok:\n${info}`);
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
+      await this.waitHealthy(15_000);
+      if (replicas > 0) await this.waitReplicasLinked(15_000);
       return this;
     } catch (err) {
       await this.stop().catch(() => {});
       throw err;
+    }
+  }
+
+  /** Waits until every master has its replicas attached and in sync (master_link_status:up). */
+  private async waitReplicasLinked(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (const node of this.nodes) {
+      for (;;) {
+        const info = String(await node.command('INFO', 'replication'));
+        if (info.includes('role:master') || info.includes('master_link_status:up')) break;
+        if (performance.now() > deadline) throw new Error(`replica did not sync:\n${info}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
     }
   }
 
@@ -305,8 +365,150 @@ export class RedisTestCluster {
   }
 }
 
-export function startRedisCluster(masters = 3): Promise<RedisTestCluster> {
-  return new RedisTestCluster(masters).start();
+export function startRedisCluster(masters = 3, setup: ClusterSetup = {}): Promise<RedisTestCluster> {
+  return new RedisTestCluster(masters, setup).start();
+}
+
+/**
+ * Redis Sentinel: a master, one replica and 3 sentinels (`redis-server <conf> --sentinel`),
+ * all on free loopback ports, watching the master as `name` with a quorum of 2; a master
+ * that stops answering for `downAfterMs` is failed over to the replica.
+ */
+export class RedisSentinelSetup {
+  readonly master = new RedisServer();
+  readonly replica = new RedisServer();
+  readonly sentinelPorts: number[] = [];
+  private readonly sentinels: ChildProcess[] = [];
+  private readonly clients = new Set<Redis>();
+  private dir: string | undefined;
+
+  constructor(
+    readonly name = 'mymaster',
+    private readonly downAfterMs = 1000,
+  ) {}
+
+  get sentinelAddresses(): { host: string; port: number }[] {
+    return this.sentinelPorts.map((port) => ({ host: HOST, port }));
+  }
+
+  /** An ioredis client that finds the master through the sentinels; closed by `stop()`. */
+  client(options: RedisOptions = {}): Redis {
+    const client = new Redis({ sentinels: this.sentinelAddresses, name: this.name, ...options });
+    client.on('error', () => {});
+    this.clients.add(client);
+    return client;
+  }
+
+  async start(): Promise<this> {
+    try {
+      await this.master.start();
+      await this.replica.start();
+      await this.replica.command('REPLICAOF', HOST, this.master.port);
+      await waitFor(async () => String(await this.replica.command('INFO', 'replication')).includes('master_link_status:up'), 15_000, 'the replica did not sync');
+      this.dir = mkdtempSync(path.join(runDir(), 'sentinels-'));
+      for (let i = 0; i < 3; i++) await this.startSentinel(i);
+      // Every sentinel knows the replica and the other sentinels: a failover can be agreed on.
+      for (const port of this.sentinelPorts) {
+        await waitFor(
+          async () => {
+            const c = new Redis({ host: HOST, port });
+            try {
+              const replicas = (await c.call('SENTINEL', 'REPLICAS', this.name)) as unknown[];
+              const sentinels = (await c.call('SENTINEL', 'SENTINELS', this.name)) as unknown[];
+              return replicas.length === 1 && sentinels.length === 2;
+            } finally {
+              c.disconnect();
+            }
+          },
+          30_000,
+          'the sentinels did not discover each other',
+        );
+      }
+      return this;
+    } catch (err) {
+      await this.stop().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The address the sentinels give for the master now. */
+  async masterPort(): Promise<number> {
+    const c = new Redis({ host: HOST, port: this.sentinelPorts[0]! });
+    try {
+      const [, port] = (await c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', this.name)) as [string, string];
+      return Number(port);
+    } finally {
+      c.disconnect();
+    }
+  }
+
+  /** The server that is master now (the original master or the replica). */
+  async currentMaster(): Promise<RedisServer> {
+    const port = await this.masterPort();
+    return port === this.master.port ? this.master : this.replica;
+  }
+
+  private async startSentinel(i: number): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      const conf = path.join(this.dir!, `sentinel-${i}.conf`);
+      writeFileSync(
+        conf,
+        [
+          `port ${port}`,
+          `bind ${HOST}`,
+          `dir ${this.dir!}`,
+          `sentinel monitor ${this.name} ${HOST} ${this.master.port} 2`,
+          `sentinel down-after-milliseconds ${this.name} ${this.downAfterMs}`,
+          `sentinel failover-timeout ${this.name} 10000`,
+          `sentinel parallel-syncs ${this.name} 1`,
+          '',
+        ].join('\n'),
+      );
+      const child = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      child.stderr?.resume();
+      await new Promise<void>((resolve, reject) => {
+        child.once('spawn', resolve);
+        child.once('error', reject);
+      });
+      writeFileSync(path.join(runDir(), 'pids', String(child.pid)), String(port));
+      this.sentinels.push(child);
+      try {
+        await waitForPort(port, 10_000);
+        this.sentinelPorts.push(port);
+        return;
+      } catch (err) {
+        child.kill('SIGKILL');
+        if (attempt >= 3) throw err;
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.clients) c.disconnect();
+    this.clients.clear();
+    await Promise.all(
+      this.sentinels.map(async (child) => {
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+          child.kill('SIGKILL');
+          await exited;
+        }
+        rmSync(path.join(runDir(), 'pids', String(child.pid)), { force: true });
+      }),
+    );
+    await this.master.stop();
+    await this.replica.stop();
+    if (this.dir !== undefined) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, message: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (performance.now() > deadline) throw new Error(`${message} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** Kills every server recorded in the run directory (used by the global teardown). */

@@ -55,6 +55,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         inlineMax: this.options.inlineMax,
         l1: l1 ? new L1(l1.max, l1.ttl) : undefined,
         ownsClient: typeof redis === 'string',
+        replication: this.options.replication,
       });
     }
     this.hints = new FreshnessHints(this.backend);

@@ -1,6 +1,7 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { isRedisClient, type RedisClient } from '../redis/client.js';
+import { resolveReplication, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { validatePrefix } from '../lock/common.js';
 import { v8Serializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
@@ -69,6 +70,16 @@ export interface CacheOptions {
   serializer?: Serializer;
   /** How long a hit-for-miss marker (the last result was not cacheable) is kept. @default 0 (none) */
   hitForMissTtl?: Duration;
+  /**
+   * Replicas that must hold a lead before it counts (as `RedisLock`'s `replicas`): after the
+   * lead is taken, `WAIT` asks for `'majority'` (half of the master's replicas, rounded up) or
+   * that many, bounded by `replicaTimeout`; unconfirmed, the lead is released and the call
+   * goes on as after a Redis failure (`backendError`, the loader runs in this process).
+   * @default 0 (no wait)
+   */
+  replicas?: ReplicasOption;
+  /** Longest `WAIT` for a lead's replicas; shorter than `commandTimeout`. @default 100 (ms) */
+  replicaTimeout?: Duration;
 }
 
 export interface ResolvedCacheOptions {
@@ -85,6 +96,7 @@ export interface ResolvedCacheOptions {
   inlineMax: number;
   serializer: Serializer;
   hitForMissTtl: number;
+  replication: Replication | undefined;
 }
 
 export const CACHE_DEFAULTS = {
@@ -104,7 +116,7 @@ export const CACHE_DEFAULTS = {
 
 const KNOWN = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl',
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout',
 ]);
 
 function positiveInt(value: unknown, option: string): number {
@@ -140,6 +152,11 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
     throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
   }
+  const commandTimeout = o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout');
+  const replication = resolveReplication(o.replicas, o.replicaTimeout);
+  if (replication && replication.timeout >= commandTimeout) {
+    throw new InvalidOptionError('replicaTimeout', `must be shorter than commandTimeout (${commandTimeout} ms), got ${replication.timeout} ms`);
+  }
   return {
     redis: o.redis,
     prefix: o.prefix === undefined ? CACHE_DEFAULTS.prefix : validatePrefix(o.prefix),
@@ -149,10 +166,11 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     waitTimeout: o.waitTimeout === undefined ? CACHE_DEFAULTS.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
     onWaitTimeout: o.onWaitTimeout ?? CACHE_DEFAULTS.onWaitTimeout,
     onRemoteError: o.onRemoteError ?? CACHE_DEFAULTS.onRemoteError,
-    commandTimeout: o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout'),
+    commandTimeout,
     backendCooldown: o.backendCooldown === undefined ? CACHE_DEFAULTS.backendCooldown : toMs(o.backendCooldown, 'backendCooldown', { allowZero: true }),
     inlineMax: o.inlineMax === undefined ? CACHE_DEFAULTS.inlineMax : positiveInt(o.inlineMax, 'inlineMax'),
     serializer,
     hitForMissTtl: o.hitForMissTtl === undefined ? CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    replication,
   };
 }

@@ -11,7 +11,8 @@ import { LuaScript } from '../redis/lua-script.js';
  *   P:lock:{N}:q      waiters: a sorted set of waiter ids scored by their deadline in ms on the
  *                     server's clock (TIME): the one clock every process shares; a waiter
  *                     sends how long it will still wait, never a timestamp of its own
- * Channel P:lock:{N}: a release publishes the id of the one waiter it wakes.
+ * Channel P:lock:{N}: a release publishes the id of the one waiter it wakes (SPUBLISH on a
+ * cluster with sharded pub/sub, else PUBLISH: the last ARGV of the scripts that publish).
  */
 
 /**
@@ -20,7 +21,7 @@ import { LuaScript } from '../redis/lua-script.js';
  * first) and wakes that waiter. Returns false when no live waiter is queued.
  */
 const HAND_OFF = `
-local function hand_off(lock, queue, channel, ms)
+local function hand_off(lock, queue, channel, ms, pub)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', queue, '-inf', now)
@@ -28,7 +29,7 @@ local function hand_off(lock, queue, channel, ms)
   if not nxt[1] then return false end
   redis.call('ZREM', queue, nxt[1])
   redis.call('SET', lock, '~' .. nxt[1], 'PX', ms)
-  redis.call('PUBLISH', channel, nxt[1])
+  redis.call(pub == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', channel, nxt[1])
   return true
 end
 `;
@@ -83,12 +84,12 @@ return {0, redis.call('PTTL', lock_key)}
 );
 
 /**
- * KEYS: lock, queue. ARGV: value, channel, hand-off ms.
+ * KEYS: lock, queue. ARGV: value, channel, hand-off ms, publish command.
  * Releases the lock only if it holds this value. If a live waiter is queued, the lock is
  * reserved for the first one for hand-off ms and that waiter is woken; else it is deleted.
  * Returns 1 when released, 0 when the lock was not held by this value.
  */
-export const RELEASE = new LuaScript<[value: string, channel: string, handoffMs: number], 0 | 1>(
+export const RELEASE = new LuaScript<[value: string, channel: string, handoffMs: number, publish: string], 0 | 1>(
   'release',
   `${HAND_OFF}
 local lock_key = KEYS[1]
@@ -96,19 +97,20 @@ local queue_key = KEYS[2]
 local value = ARGV[1]
 local channel = ARGV[2]
 local handoff_ms = ARGV[3]
+local pub = ARGV[4]
 if redis.call('GET', lock_key) ~= value then return 0 end
-if not hand_off(lock_key, queue_key, channel, handoff_ms) then redis.call('DEL', lock_key) end
+if not hand_off(lock_key, queue_key, channel, handoff_ms, pub) then redis.call('DEL', lock_key) end
 return 1
 `,
 );
 
 /**
- * KEYS: queue, lock. ARGV: waiter id, channel, hand-off ms.
+ * KEYS: queue, lock. ARGV: waiter id, channel, hand-off ms, publish command.
  * A waiter that gives up leaves the queue; if it had just been woken (it is no longer queued
  * and the lock is reserved for it, or free), the lock and the wake-up are passed on to the
  * next waiter.
  */
-export const LEAVE = new LuaScript<[waiterId: string, channel: string, handoffMs: number], 0 | 1>(
+export const LEAVE = new LuaScript<[waiterId: string, channel: string, handoffMs: number, publish: string], 0 | 1>(
   'leave',
   `${HAND_OFF}
 local queue_key = KEYS[1]
@@ -116,10 +118,11 @@ local lock_key = KEYS[2]
 local waiter = ARGV[1]
 local channel = ARGV[2]
 local handoff_ms = ARGV[3]
+local pub = ARGV[4]
 local removed = redis.call('ZREM', queue_key, waiter)
 if removed == 0 then
   local cur = redis.call('GET', lock_key)
-  if (cur == false or cur == '~' .. waiter) and not hand_off(lock_key, queue_key, channel, handoff_ms) and cur then
+  if (cur == false or cur == '~' .. waiter) and not hand_off(lock_key, queue_key, channel, handoff_ms, pub) and cur then
     redis.call('DEL', lock_key)
   end
 end
@@ -128,18 +131,19 @@ return removed
 );
 
 /**
- * KEYS: lock, queue. ARGV: channel, hand-off ms. Frees the lock whoever holds it and hands it
+ * KEYS: lock, queue. ARGV: channel, hand-off ms, publish command. Frees the lock whoever holds it and hands it
  * to the next live waiter. Returns 1 when there was a lock (held or reserved), else 0.
  */
-export const FORCE_RELEASE = new LuaScript<[channel: string, handoffMs: number], 0 | 1>(
+export const FORCE_RELEASE = new LuaScript<[channel: string, handoffMs: number, publish: string], 0 | 1>(
   'force-release',
   `${HAND_OFF}
 local lock_key = KEYS[1]
 local queue_key = KEYS[2]
 local channel = ARGV[1]
 local handoff_ms = ARGV[2]
+local pub = ARGV[3]
 local existed = redis.call('EXISTS', lock_key)
-if not hand_off(lock_key, queue_key, channel, handoff_ms) then redis.call('DEL', lock_key) end
+if not hand_off(lock_key, queue_key, channel, handoff_ms, pub) then redis.call('DEL', lock_key) end
 return existed
 `,
 );

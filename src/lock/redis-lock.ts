@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { InvalidOptionError } from '../shared/errors.js';
+import { InvalidOptionError, LockReplicationError } from '../shared/errors.js';
+import type { Duration } from '../shared/duration.js';
+import { resolveReplication, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { BaseLock, ownerOf } from './base-lock.js';
 import { validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
 import { isCluster, isRedisClient, type RedisClient } from '../redis/client.js';
+import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 import { abortReason, Wakeup } from '../shared/wait.js';
@@ -16,6 +19,18 @@ export interface RedisLockOptions extends LockOptions {
    * the last wait ends.
    */
   subscriber?: Subscriber;
+  /**
+   * Replicas that must hold the lock before an acquisition counts, so a failover that
+   * promotes a replica cannot hand the lock to someone else: `'majority'` (at least half of
+   * the replicas the master has, rounded up; none when it has none), a number, or 0. After
+   * the lock is taken, `WAIT` asks the master for that many replicas' confirmation, bounded
+   * by `replicaTimeout`; without it the lock is released and the acquisition rejects with
+   * `LockReplicationError`.
+   * @default 0 (no wait: Redis replication is asynchronous)
+   */
+  replicas?: ReplicasOption;
+  /** Longest `WAIT` for the replicas' confirmation. @default 100 (ms) */
+  replicaTimeout?: Duration;
 }
 
 /** Longest a released lock stays reserved for the waiter it is handed to (at most the lock's TTL). */
@@ -47,6 +62,7 @@ export class RedisLock extends BaseLock {
   private readonly client: RedisClient;
   private readonly keys: ReturnType<typeof lockKeys>;
   private readonly subscriber: Subscriber | undefined;
+  private readonly replication: Replication | undefined;
 
   constructor(redis: RedisClient, name: string, options: RedisLockOptions = {}) {
     if (!isRedisClient(redis)) throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance');
@@ -54,11 +70,33 @@ export class RedisLock extends BaseLock {
     this.client = redis;
     this.keys = lockKeys(this.options.prefix, this.name);
     this.subscriber = options.subscriber;
+    this.replication = resolveReplication(options.replicas, options.replicaTimeout);
   }
 
   protected async tryOnce(value: string): Promise<number | false> {
     const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
-    return ok === 1 ? n : false;
+    return ok === 1 ? this.replicated(value, n) : false;
+  }
+
+  /**
+   * With `replicas`: resolves `token` once enough replicas hold the lock; else releases it
+   * and rejects with `LockReplicationError`.
+   */
+  private async replicated(value: string, token: number): Promise<number> {
+    if (!this.replication) return token;
+    let outcome: { needed: number; confirmed: number };
+    try {
+      outcome = await waitForReplicas(this.client, this.keys.lock, this.replication);
+    } catch (err) {
+      await this.releaseRaw(value).catch(() => {});
+      throw err;
+    }
+    if (outcome.confirmed >= outcome.needed) return token;
+    await this.releaseRaw(value).catch(() => {});
+    throw new LockReplicationError(
+      `the lock "${this.name}" reached ${outcome.confirmed} of the ${outcome.needed} replicas asked for within ${this.replication.timeout} ms; it was released`,
+      { key: this.name },
+    );
   }
 
   protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
@@ -80,7 +118,7 @@ export class RedisLock extends BaseLock {
         const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left]);
         if (ok === 1) {
           queued = false;
-          return n;
+          return await this.replicated(value, n);
         }
         queued = true;
         // n is the holder's remaining TTL: if no wake-up comes by then, the holder is gone.
@@ -89,7 +127,9 @@ export class RedisLock extends BaseLock {
       }
     } catch (err) {
       if (queued) {
-        await LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs]).catch(() => {});
+        await this.publisher()
+          .then((pub) => LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs, pub]))
+          .catch(() => {});
       }
       throw err;
     } finally {
@@ -106,7 +146,13 @@ export class RedisLock extends BaseLock {
   }
 
   protected async releaseRaw(value: string): Promise<boolean> {
-    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs])) === 1;
+    const pub = await this.publisher();
+    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs, pub])) === 1;
+  }
+
+  /** The command the scripts wake waiters with: SPUBLISH on a cluster with sharded pub/sub, else PUBLISH. */
+  private async publisher(): Promise<string> {
+    return publishCommand(await pubSubMode(this.client));
   }
 
   /** How long a released lock stays reserved for the waiter it was handed to. */
@@ -125,7 +171,8 @@ export class RedisLock extends BaseLock {
    */
   static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
     const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
-    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS])) === 1;
+    const pub = publishCommand(await pubSubMode(redis));
+    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS, pub])) === 1;
   }
 
   /**

@@ -1,4 +1,5 @@
-import { ClusterSubscriberConnection } from './cluster-connection.js';
+import type { ClusterSubscriberConnection } from './cluster-connection.js';
+import { ShardedSubscriberConnection } from './sharded-connection.js';
 import { isCluster, type RedisClient } from './client.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
@@ -25,7 +26,7 @@ export const CHANNEL_LINGER_MS = 1000;
  * listener is called with `null`, since a message may have been published meanwhile.
  */
 /** What a `Subscriber` listens on: an ioredis client, or the node connection of a cluster. */
-type PubSubConnection = RedisClient | ClusterSubscriberConnection;
+type PubSubConnection = RedisClient | ClusterSubscriberConnection | ShardedSubscriberConnection;
 
 export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
@@ -203,9 +204,10 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
   if (!sub) {
     // The subscriber keeps its own offline queue whatever the client's setting: a SUBSCRIBE
     // sent while the new connection is still connecting must wait for it, not fail. On a
-    // cluster it is one connection to one node, not a duplicate Cluster (see
+    // cluster it is one connection per master owning a subscribed channel (sharded pub/sub),
+    // or one connection to one node on servers without it; never a duplicate Cluster (see
     // ClusterSubscriberConnection for why).
-    const connection = isCluster(client) ? new ClusterSubscriberConnection(client) : client.duplicate({ enableOfflineQueue: true });
+    const connection = isCluster(client) ? new ShardedSubscriberConnection(client) : client.duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,

@@ -85,6 +85,14 @@ export class BackendError extends DogpileError {
   override readonly code = 'E_BACKEND' as const;
 }
 
+/**
+ * With `replicas` set, the server's replicas did not confirm (`WAIT`) the lock's token within
+ * `replicaTimeout`: the acquisition was released, since a failover could have lost it.
+ */
+export class LockReplicationError extends DogpileError {
+  override readonly code = 'E_LOCK_REPLICATION' as const;
+}
+
 /** All error classes by name, for `instanceof` checks without deep imports. */
 export const errors = {
   DogpileError,
@@ -93,6 +101,7 @@ export const errors = {
   LockLostError,
   LockNotHeldError,
   LockAlreadyHeldError,
+  LockReplicationError,
   AbortedError,
   LoaderError,
   WaitTimeoutError,

@@ -45,7 +45,7 @@ return {3, left}
 
 /**
  * KEYS: value, lock, shared. ARGV: token, mode, bytes, ttl ms, channel, inline max bytes,
- * shared ttl ms.
+ * shared ttl ms, publish command ('SPUBLISH' on a cluster with sharded pub/sub, else 'PUBLISH').
  * mode: 'store' (write + announce), 'share' (announce; a value too big to inline is left
  * under the shared key for the shared ttl, for the waiters to read once), 'uncacheable' (optional marker),
  * 'error' (announce the error), 'release' (announce nothing but the release).
@@ -53,7 +53,7 @@ return {3, left}
  * overwrites a newer leader's value. Returns 1, or 0 when the lock was lost.
  */
 export const COMMIT = new LuaScript<
-  [token: string, mode: string, bytes: Buffer, ttl: number, channel: string, inlineMax: number, sharedTtl: number],
+  [token: string, mode: string, bytes: Buffer, ttl: number, channel: string, inlineMax: number, sharedTtl: number, publish: string],
   0 | 1
 >(
   'commit',
@@ -68,25 +68,26 @@ local ttl = ARGV[4]
 local channel = ARGV[5]
 local inline_max = tonumber(ARGV[6])
 local shared_ttl = ARGV[7]
+local pub = ARGV[8] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 if redis.call('GET', lock_key) ~= token then return 0 end
 redis.call('DEL', lock_key)
 if mode == 'store' or mode == 'share' then
   if mode == 'store' then redis.call('SET', value_key, bytes, 'PX', ttl) end
   if #bytes <= inline_max then
-    redis.call('PUBLISH', channel, (mode == 'store' and 'v' or 's') .. bytes)
+    redis.call(pub, channel, (mode == 'store' and 'v' or 's') .. bytes)
   elseif mode == 'store' then
-    redis.call('PUBLISH', channel, 'V')
+    redis.call(pub, channel, 'V')
   else
     redis.call('SET', shared_key, bytes, 'PX', shared_ttl)
-    redis.call('PUBLISH', channel, 'S')
+    redis.call(pub, channel, 'S')
   end
 elseif mode == 'uncacheable' then
   if #bytes > 0 and tonumber(ttl) > 0 then redis.call('SET', value_key, bytes, 'PX', ttl) end
-  redis.call('PUBLISH', channel, 'u')
+  redis.call(pub, channel, 'u')
 elseif mode == 'error' then
-  redis.call('PUBLISH', channel, 'e' .. bytes)
+  redis.call(pub, channel, 'e' .. bytes)
 else
-  redis.call('PUBLISH', channel, 'r')
+  redis.call(pub, channel, 'r')
 end
 return 1
 `,

@@ -4,6 +4,8 @@ import { cacheKeys, valueKey } from './key.js';
 import type { L1 } from './l1.js';
 import type { CommandClient, RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
+import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
+import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { COMMIT, LOOKUP } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
@@ -16,6 +18,8 @@ export interface RedisBackendOptions {
   l1: L1 | undefined;
   /** Close the client in `close()` (only when the cache created it). */
   ownsClient: boolean;
+  /** Replicas that must confirm a lead before it counts (none when undefined). */
+  replication?: Replication | undefined;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -62,6 +66,7 @@ export class RedisBackend implements Backend {
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
       }
       case 2:
+        await this.leadReplicated(key, k.lock, token);
         return { kind: 'lead' };
       case 4:
         return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[1])}`) };
@@ -69,6 +74,25 @@ export class RedisBackend implements Backend {
         return reply[2] === 1
           ? { kind: 'wait', remaining: Number(reply[1]), repaired: new CorruptEntryError(`the lock key had no expiry (written by another program, or PERSISTed); it now expires in ${lockTtl} ms`) }
           : { kind: 'wait', remaining: Number(reply[1]) };
+    }
+  }
+
+  /**
+   * With `replicas`: returns once enough replicas hold the lead lock; else releases the lead
+   * (its waiters hear 'released' and look again) and throws, so the call goes on as after a
+   * Redis failure.
+   */
+  private async leadReplicated(key: string, lock: string, token: string): Promise<void> {
+    const replication = this.options.replication;
+    if (!replication) return;
+    let outcome: { needed: number; confirmed: number } | undefined;
+    try {
+      outcome = await waitForReplicas(this.client, lock, replication);
+    } finally {
+      if (!outcome || outcome.confirmed < outcome.needed) await this.commit(key, token, { mode: 'release' }).catch(() => {});
+    }
+    if (outcome.confirmed < outcome.needed) {
+      throw new ReplicationError(`the lead of "${key}" reached ${outcome.confirmed} of the ${outcome.needed} replicas asked for within ${replication.timeout} ms; it was released`);
     }
   }
 
@@ -96,6 +120,7 @@ export class RedisBackend implements Backend {
         break;
     }
     const k = cacheKeys(this.options.prefix, key);
+    const pub = publishCommand(await pubSubMode(this.client));
     const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
@@ -104,6 +129,7 @@ export class RedisBackend implements Backend {
       k.channel,
       this.options.inlineMax,
       Math.max(1, Math.ceil(sharedTtl)),
+      pub,
     ]);
     return result === 1;
   }

@@ -9,7 +9,7 @@
  * `port`, `url` and `client()` work inside tests and hooks (after the server started).
  */
 import { afterAll, beforeAll } from 'vitest';
-import { RedisServer, RedisTestCluster, type StartRedisOptions } from '../../tools/redis-server.js';
+import { RedisServer, RedisTestCluster, type ClusterSetup, type StartRedisOptions } from '../../tools/redis-server.js';
 
 export function useRedis(options: StartRedisOptions = {}): RedisServer {
   const server = new RedisServer(options);
@@ -19,8 +19,8 @@ export function useRedis(options: StartRedisOptions = {}): RedisServer {
 }
 
 /** A Redis Cluster of `masters` masters for the file, as `useRedis()`. */
-export function useRedisCluster(masters = 3): RedisTestCluster {
-  const cluster = new RedisTestCluster(masters);
+export function useRedisCluster(masters = 3, setup: ClusterSetup = {}): RedisTestCluster {
+  const cluster = new RedisTestCluster(masters, setup);
   beforeAll(() => cluster.start());
   afterAll(() => cluster.stop());
   return cluster;
