@@ -1,6 +1,7 @@
 import { isDuration, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { validateKey } from '../store/key.js';
+import { resolveFreshness, type FreshnessRules } from './freshness.js';
 import type { ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, Loader } from './types.js';
 
@@ -14,6 +15,7 @@ export interface CallOptions<T> {
   signal: AbortSignal | undefined;
   cacheable: ((value: T) => CacheDecision) | undefined;
   hitForMissTtl: number;
+  freshness: FreshnessRules;
 }
 
 /**
@@ -53,6 +55,7 @@ export function resolveCallOptions<T>(
       signal: undefined,
       cacheable: undefined,
       hitForMissTtl: defaults.hitForMissTtl,
+      freshness: defaults.freshness,
     };
   }
   const o = ttlOrOptions;
@@ -69,6 +72,7 @@ export function resolveCallOptions<T>(
     signal: o.signal,
     cacheable: o.cacheable,
     hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    freshness: resolveFreshness(o, defaults.freshness),
   };
 }
 

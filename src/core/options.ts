@@ -4,6 +4,7 @@ import { isRedisClient, type RedisClient } from '../redis/client.js';
 import { validatePrefix } from '../lock/common.js';
 import { v8Serializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
+import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 export interface L1Options {
   /** Most entries kept in process memory. @default 1000 */
@@ -12,7 +13,7 @@ export interface L1Options {
   ttl?: Duration;
 }
 
-export interface CacheOptions {
+export interface CacheOptions extends FreshnessOptions {
   /**
    * An ioredis `Redis` or `Cluster` instance, or a `redis://` URL (then the cache creates the
    * client and closes it in `close()`). Without it the cache lives in this process
@@ -85,6 +86,8 @@ export interface ResolvedCacheOptions {
   inlineMax: number;
   serializer: Serializer;
   hitForMissTtl: number;
+  /** staleWhileRevalidate, staleIfError, failSafeRetry, softTimeout, hardTimeout, earlyRefresh (ms; 0 = off). */
+  freshness: FreshnessRules;
 }
 
 export const CACHE_DEFAULTS = {
@@ -104,7 +107,7 @@ export const CACHE_DEFAULTS = {
 
 const KNOWN = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl',
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 function positiveInt(value: unknown, option: string): number {
@@ -154,5 +157,6 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     inlineMax: o.inlineMax === undefined ? CACHE_DEFAULTS.inlineMax : positiveInt(o.inlineMax, 'inlineMax'),
     serializer,
     hitForMissTtl: o.hitForMissTtl === undefined ? CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
   };
 }

@@ -1,9 +1,13 @@
 import type { Duration } from '../shared/duration.js';
+import type { FreshnessOptions } from './freshness.js';
 
 export interface LoaderContext {
   /** The cache key being computed. */
   key: string;
-  /** Aborts with `LockLostError` if this caller's lead is lost (another process took over). */
+  /**
+   * Aborts with `LockLostError` if this caller's lead is lost (another process took over), or
+   * with `LoaderTimeoutError` when `hardTimeout` passes.
+   */
   signal: AbortSignal;
 }
 
@@ -18,7 +22,8 @@ export type Loader<T> = (ctx: LoaderContext) => T | Promise<T>;
  */
 export type CacheDecision = 'store' | 'share' | 'private';
 
-export interface GetOrComputeOptions<T = unknown> {
+/** The stale-serving options (staleWhileRevalidate, staleIfError, ...) override the cache's for this call. */
+export interface GetOrComputeOptions<T = unknown> extends FreshnessOptions {
   /** How long the value stays cached: ms or a string like `'30s'`, `'5m'`. */
   ttl: Duration;
   /** Overrides the cache's `lockTtl` for this call. */
@@ -38,7 +43,10 @@ export interface GetOrComputeOptions<T = unknown> {
 }
 
 /** How a call was answered. */
-export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass';
+export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass' | 'stale';
+
+/** Why a stale value was served: it is being refreshed, the refresh failed, or the loader was slow (`softTimeout`). */
+export type StaleReason = 'revalidate' | 'error' | 'timeout';
 
 export interface CacheResult<T> {
   value: T;
@@ -46,9 +54,11 @@ export interface CacheResult<T> {
    * `hit`: from the cache; `miss`: this caller ran the loader as the leader; `coalesced`:
    * another caller's loader run (in this process or another); `pass`: this caller ran its own
    * loader without coordination (a private result, a hit-for-miss marker, a wait timeout with
-   * `onWaitTimeout: 'load'`).
+   * `onWaitTimeout: 'load'`); `stale`: a value past its `ttl`, inside a stale window (see `staleReason`).
    */
   status: CacheStatus;
+  /** With `status: 'stale'`: why the stale value was served. */
+  staleReason?: StaleReason;
   /** When the value was computed (ms since the epoch). */
   createdAt: number;
   /** True when Redis could not be used for this call. */
