@@ -117,6 +117,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
     const existing = this.flights.get<T>(key);
     if (existing) {
+      const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
+      if (stale) return result(stale);
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
       let settled;
       try {

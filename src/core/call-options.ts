@@ -5,8 +5,18 @@ import { resolveFreshness, type FreshnessRules } from './freshness.js';
 import type { ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, Loader } from './types.js';
 
+/**
+ * Internal (the HTTP adapters): a caller that wins the lead of a stale value inside
+ * `staleWhileRevalidate` runs the refresh itself and waits for it (its request's handler
+ * answers it), instead of starting it in the background; every other caller still gets the
+ * stale value at once.
+ */
+export const INLINE_REFRESH = Symbol('dogpile-guard.inlineRefresh');
+
 /** One call's options, with the cache's defaults applied. */
 export interface CallOptions<T> {
+  /** See `INLINE_REFRESH`. */
+  inlineRefresh?: boolean;
   ttl: number;
   lockTtl: number;
   waitTimeout: number;
@@ -73,6 +83,7 @@ export function resolveCallOptions<T>(
     cacheable: o.cacheable,
     hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     freshness: resolveFreshness(o, defaults.freshness),
+    inlineRefresh: (o as { [INLINE_REFRESH]?: boolean })[INLINE_REFRESH] === true,
   };
 }
 

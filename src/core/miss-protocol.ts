@@ -33,7 +33,7 @@ export function isRemoteLoaderError(error: unknown): boolean {
 export class MissProtocol {
   private tokenCounter = 0;
   /** Refreshes of stored values running in this process (background or foreground), by key. */
-  private readonly refreshes = new Map<string, Promise<Settled<unknown>>>();
+  private readonly refreshes = new Map<string, { settled: Promise<Settled<unknown>>; entry: StoredEntry }>();
   /** Keys whose early refresh this process tried and found led elsewhere: no new try until then (monotonic ms). */
   private readonly earlyThrottle = new Map<string, number>();
 
@@ -186,9 +186,14 @@ export class MissProtocol {
     void gate;
   }
 
-  /** True while this process refreshes `key`. */
-  refreshing(key: string): boolean {
-    return this.refreshes.has(key);
+  /**
+   * While this process refreshes `key` and its stale value is inside `staleWhileRevalidate`,
+   * that value as the answer (callers of this process do not wait for the refresh either).
+   */
+  staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
+    const running = this.refreshes.get(key);
+    if (running === undefined || !withinRevalidate(running.entry, Date.now(), opts.freshness)) return undefined;
+    return this.staleAnswer(key, running.entry, 'revalidate');
   }
 
   /**
@@ -212,13 +217,17 @@ export class MissProtocol {
     const now = Date.now();
     const rules = opts.freshness;
     if (withinRevalidate(entry, now, rules)) {
+      if (lookup.lead && opts.inlineRefresh) {
+        if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
+        return this.trackRefresh(key, entry, this.lead(key, token, loader, opts, entry));
+      }
       if (lookup.lead) this.refreshInBackground(key, token, loader, opts, entry);
       // While a failed refresh holds the lock (failSafeRetry), the stale value is served because of that error.
       return this.staleAnswer(key, entry, lookup.hold ? 'error' : 'revalidate');
     }
     if (lookup.lead) {
       if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
-      const refresh = this.trackRefresh(key, this.lead(key, token, loader, opts, entry));
+      const refresh = this.trackRefresh(key, entry, this.lead(key, token, loader, opts, entry));
       return this.softly(key, refresh, entry, opts);
     }
     if (lookup.hold && withinStaleIfError(entry, now, rules)) {
@@ -226,7 +235,7 @@ export class MissProtocol {
       return this.failSafe(key, entry, new LoaderError(`the last refresh of "${key}" failed; retrying after failSafeRetry`, { key }), false);
     }
     if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
-    const running = this.refreshes.get(key) as Promise<Settled<T>> | undefined;
+    const running = this.refreshes.get(key)?.settled as Promise<Settled<T>> | undefined;
     const waited: Promise<Settled<T>> = running
       ? running.then((settled) => (settled.status === 'stale' ? settled : { ...settled, status: 'coalesced' }))
       : this.waitRemote(key, loader, opts, deadline).then((w) => (w === RETRY ? this.fly(key, loader, opts) : w));
@@ -270,14 +279,15 @@ export class MissProtocol {
   }
 
   /** Remembers a refresh running in this process, so its other callers join it and no second one starts here. */
-  private trackRefresh<T>(key: string, refresh: Promise<Settled<T> | typeof RETRY>): Promise<Settled<T>> {
+  private trackRefresh<T>(key: string, entry: StoredEntry, refresh: Promise<Settled<T> | typeof RETRY>): Promise<Settled<T>> {
     const settled = refresh.then((r) => {
       if (r === RETRY) throw new LoaderError(`the lead of "${key}" was lost during its refresh`, { key });
       return r;
     });
-    this.refreshes.set(key, settled as Promise<Settled<unknown>>);
+    const tracked = { settled: settled as Promise<Settled<unknown>>, entry };
+    this.refreshes.set(key, tracked);
     const forget = () => {
-      if (this.refreshes.get(key) === (settled as Promise<Settled<unknown>>)) this.refreshes.delete(key);
+      if (this.refreshes.get(key) === tracked) this.refreshes.delete(key);
     };
     settled.then(forget, forget);
     return settled;
@@ -287,7 +297,7 @@ export class MissProtocol {
   private refreshInBackground<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, entry: StoredEntry): void {
     // The callers' signals and waits do not apply to a refresh no one waits for.
     const own: CallOptions<T> = { ...opts, signal: undefined };
-    this.trackRefresh(key, this.lead(key, token, loader, own, entry)).catch(() => {
+    this.trackRefresh(key, entry, this.lead(key, token, loader, own, entry)).catch(() => {
       /* reported by the refresh and loaderError events */
     });
   }

@@ -2,6 +2,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { CacheDecision, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
+import { INLINE_REFRESH } from '../core/call-options.js';
+import type { FreshnessOptions } from '../core/freshness.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
@@ -12,7 +14,7 @@ import { headerValue, parseVary, storableHeaders } from './headers.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from './request-plan.js';
 import { encodeResponse } from './response-format.js';
-import { prepareResponse, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
+import { prepareResponse, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 
 /** The parts of a request the cache looks at. */
 export interface HttpRequestInfo {
@@ -32,6 +34,8 @@ export interface CachePlan {
   headers: IncomingHttpHeaders;
   varyNames: readonly string[];
   retried: boolean;
+  /** The stale-serving options of this route (the adapter's, then the route's). */
+  freshness: FreshnessOptions;
 }
 
 /** What an adapter does for the guard; each call happens at most once per request. */
@@ -89,7 +93,7 @@ export class HttpGuard<Req> {
    * untouched. `marker` identifies the request (the raw `IncomingMessage`): a request is planned
    * at most once, whichever guard sees it first.
    */
-  plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl): CachePlan | undefined {
+  plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
     const { method, headers } = info;
     if (method !== 'GET' && method !== 'HEAD') return undefined;
     if (handled.has(marker)) return undefined;
@@ -114,6 +118,7 @@ export class HttpGuard<Req> {
       headers,
       varyNames,
       retried: false,
+      freshness,
     };
   }
 
@@ -154,7 +159,10 @@ export class HttpGuard<Req> {
       }
       return capture.promise;
     };
-    this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl }).then(
+    // A stale response inside staleWhileRevalidate: every request but one is answered with it at
+    // once (X-Cache: STALE); the one that wins the refresh lead runs its handler (X-Cache: MISS).
+    const options = { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load' as const, hitForMissTtl: this.options.hitForMissTtl, ...plan.freshness, [INLINE_REFRESH]: true };
+    this.cache.resolve(plan.key, loader, options).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (ran) return;
@@ -190,7 +198,7 @@ export class HttpGuard<Req> {
     );
   }
 
-  private serveValue(plan: CachePlan, value: unknown, xCache: 'HIT' | 'COALESCED' | 'MISS', exchange: Exchange): void {
+  private serveValue(plan: CachePlan, value: unknown, xCache: XCache, exchange: Exchange): void {
     const stored = toServable(value);
     // Not a stored response (something else wrote this key): let the app answer.
     if (stored === undefined) {
