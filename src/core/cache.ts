@@ -137,6 +137,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     let settled;
     try {
       settled = await withSignal(flight, opts.signal, key);
+      // This caller leads an inline refresh (its flight's other callers took the stale value).
+      if (settled.inline) settled = await withSignal(settled.inline, opts.signal, key);
     } catch (error) {
       return this.afterRemoteError(error, key, loader, opts);
     }

@@ -219,7 +219,11 @@ export class MissProtocol {
     if (withinRevalidate(entry, now, rules)) {
       if (lookup.lead && opts.inlineRefresh) {
         if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
-        return this.trackRefresh(key, entry, this.lead(key, token, loader, opts, entry));
+        const inline = this.trackRefresh(key, entry, this.lead(key, token, loader, opts, entry));
+        inline.catch(() => {
+          /* the caller that leads gets the error */
+        });
+        return { ...this.staleAnswer<T>(key, entry, 'revalidate'), inline };
       }
       if (lookup.lead) this.refreshInBackground(key, token, loader, opts, entry);
       // While a failed refresh holds the lock (failSafeRetry), the stale value is served because of that error.

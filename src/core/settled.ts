@@ -9,6 +9,11 @@ export interface Settled<T> {
   private: boolean;
   /** With status `stale`: why. */
   staleReason?: StaleReason;
+  /**
+   * The caller that started the flight won the lead of a stale value with an inline refresh
+   * (the HTTP adapters): it waits for this; the callers that joined its flight take the stale value.
+   */
+  inline?: Promise<Settled<T>>;
   /** A hit-for-miss marker or a "not cacheable" announcement: every caller runs its own loader. */
   marker?: true;
   /** The leader's loader gave up (`AbandonedLoad`): its callers look again and one of them leads. */
