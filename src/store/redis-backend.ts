@@ -53,7 +53,7 @@ export class RedisBackend implements Backend {
     return this.options.l1?.stale(key);
   }
 
-  keep(key: string, entry: StoredEntry, left: number, staleLeft: number): void {
+  keep(key: string, entry: StoredEntry, left: number, staleLeft = left): void {
     this.options.l1?.keep(key, entry, left, staleLeft);
   }
 

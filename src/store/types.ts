@@ -64,9 +64,9 @@ export interface Backend {
   peek(key: string): StoredEntry | undefined;
   /**
    * Keeps a value this process learnt of, for at most `left` ms, where `peek` can find it, and
-   * for `staleLeft` ms where `peekStale` can (a no-op without an L1).
+   * for `staleLeft` ms (default `left`) where `peekStale` can (a no-op without an L1).
    */
-  keep(key: string, entry: StoredEntry, left: number, staleLeft: number): void;
+  keep(key: string, entry: StoredEntry, left: number, staleLeft?: number): void;
   /** An entry held in process memory, fresh or stale (the fallback while the store is unreachable). */
   peekStale(key: string): StoredEntry | undefined;
   /**
