@@ -12,7 +12,7 @@ import { decodeEntry, encodeEntry, EntryKind, HEADER_SIZE_V2 } from '../src/stor
 import { EntryCodec } from '../src/store/codec.js';
 import { useRedis } from './support/use-redis.js';
 import { startRedis } from '../tools/redis-server.js';
-import { freshId, sleep } from '../tools/basics.js';
+import { freshId, sleep, waitUntil } from '../tools/basics.js';
 import { CREATED_AT, DELTA, jsonValue, STALE, TTL, v8Value } from './fixtures/formats/samples.js';
 
 const server = useRedis();
@@ -84,20 +84,20 @@ describe('the embedded store follows the same rules in process', () => {
     const { state, loader } = counter((n) => n, 200);
     const refreshes: unknown[] = [];
     cache.on('refresh', (e) => refreshes.push(e));
-    expect((await cache.resolve('k', loader, 100)).value).toBe(1);
-    await sleep(150);
+    expect((await cache.resolve('k', loader, 1000)).value).toBe(1);
+    await sleep(1100);
     const t0 = performance.now();
-    const stale = await Promise.all(Array.from({ length: 50 }, () => cache.resolve('k', loader, 100)));
+    const stale = await Promise.all(Array.from({ length: 50 }, () => cache.resolve('k', loader, 1000)));
     expect(performance.now() - t0).toBeLessThan(100);
     expect(stale.every((r) => r.status === 'stale' && r.staleReason === 'revalidate' && r.value === 1)).toBe(true);
-    await sleep(300);
-    expect(await cache.resolve('k', loader, 100)).toMatchObject({ status: 'hit', value: 2 });
+    await waitUntil('the refresh to end', () => refreshes.length === 2, 5_000);
+    expect(await cache.resolve('k', loader, 1000)).toMatchObject({ status: 'hit', value: 2 });
     expect(state.runs).toBe(2);
     expect(refreshes).toEqual([{ key: 'k', phase: 'start' }, expect.objectContaining({ key: 'k', phase: 'end', outcome: 'stored' })]);
   });
 
   it('staleIfError + failSafeRetry: a failing loader is served around with the stale value, one attempt per failSafeRetry, then the error surfaces', async () => {
-    const cache = createCache({ staleIfError: 1000, failSafeRetry: 300 });
+    const cache = createCache({ staleIfError: 2000, failSafeRetry: 300 });
     const { state, loader } = counter((n) => n, 10);
     const failSafe: unknown[] = [];
     cache.on('failSafe', (e) => failSafe.push(e));
@@ -114,7 +114,7 @@ describe('the embedded store follows the same rules in process', () => {
     expect(failSafe.length).toBe(served.length);
     expect(state.runs - 1).toBeGreaterThanOrEqual(2);
     expect(state.runs - 1).toBeLessThanOrEqual(4);
-    await sleep(400); // the window (ttl + staleIfError) is over
+    await sleep(1400); // the window (ttl + staleIfError) is over
     await expect(cache.resolve('k', loader, 100)).rejects.toThrow(TypeError);
   });
 });
@@ -145,7 +145,7 @@ describe('Redis and L1', () => {
     const during = await Promise.all(Array.from({ length: 5 }, () => cache.resolve(key, loader, 200)));
     for (const r of during) expect(r).toMatchObject({ status: 'stale', staleReason: 'error', value: 1, degraded: true });
     expect(state.runs).toBe(1);
-    await sleep(1500);
+    await sleep(1800);
     await expect(cache.resolve(key, loader, 200)).rejects.toThrow(TypeError);
     await cache.close();
     await own.stop();
@@ -155,12 +155,14 @@ describe('Redis and L1', () => {
     const cache = createCache({ redis: server.client(), l1: true, staleWhileRevalidate: '5s' });
     const key = freshId('l1swr');
     const { state, loader } = counter((n) => n, 100);
-    await cache.resolve(key, loader, 100);
-    await sleep(150);
-    const stale = await Promise.all(Array.from({ length: 20 }, () => cache.resolve(key, loader, 100)));
+    let ended = 0;
+    cache.on('refresh', (e) => e.phase === 'end' && ended++);
+    await cache.resolve(key, loader, 1000);
+    await sleep(1100);
+    const stale = await Promise.all(Array.from({ length: 20 }, () => cache.resolve(key, loader, 1000)));
     expect(stale.every((r) => r.status === 'stale' && r.value === 1)).toBe(true);
-    await sleep(200);
-    expect(await cache.resolve(key, loader, 100)).toMatchObject({ value: 2 });
+    await waitUntil('the refresh to end', () => ended === 1, 5_000);
+    expect(await cache.resolve(key, loader, 1000)).toMatchObject({ status: 'hit', value: 2 });
     expect(state.runs).toBe(2);
     await cache.close();
   });
