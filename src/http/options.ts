@@ -155,7 +155,7 @@ export function pickFreshness(o: FreshnessOptions, prefix = ''): FreshnessOption
   try {
     resolveFreshness(given as FreshnessOptions, FRESHNESS_DEFAULTS);
   } catch (error) {
-    if (prefix && error instanceof InvalidOptionError) throw new InvalidOptionError(`${prefix}${error.option}`, error.message);
+    if (prefix && error instanceof InvalidOptionError) throw new InvalidOptionError(`${prefix}${error.option}`, error.message.replace(/^Invalid [^:]+: /, ''));
     throw error;
   }
   return given as FreshnessOptions;
