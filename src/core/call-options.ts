@@ -17,6 +17,8 @@ export const INLINE_REFRESH = Symbol('dogpile-guard.inlineRefresh');
 export interface CallOptions<T> {
   /** See `INLINE_REFRESH`. */
   inlineRefresh?: boolean;
+  /** A refresh no caller waits for (internal: traced as a background loader run). */
+  background?: boolean;
   ttl: number;
   lockTtl: number;
   waitTimeout: number;

@@ -2,6 +2,7 @@ import { monotonicNow } from '../shared/clock.js';
 import { randomBytes } from 'node:crypto';
 import { Renewal } from '../lock/renewal.js';
 import { BackendError, InvalidOptionError, LoaderError, LoaderTimeoutError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
+import { debug, traceLoader } from '../shared/diagnostics.js';
 import { Wakeup } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import type { Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
@@ -92,6 +93,7 @@ export class MissProtocol {
           return this.fromStale(key, token, lookup, loader, opts, deadline);
         case 'lead': {
           if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
+          if (debug.enabled) debug('lead key=%s: no value, this process runs the loader', key);
           const led = await this.lead(key, token, loader, opts);
           if (led === RETRY) continue;
           return led;
@@ -99,6 +101,7 @@ export class MissProtocol {
         case 'wait': {
           if (lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
           if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
+          if (debug.enabled) debug('wait key=%s: another process leads, its lock expires in %d ms', key, lookup.remaining);
           const waited = await this.waitRemote(key, loader, opts, deadline);
           if (waited === RETRY) continue;
           return waited;
@@ -300,7 +303,7 @@ export class MissProtocol {
   /** One refresh, detached from every caller: its result is stored and announced when it arrives. */
   private refreshInBackground<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, entry: StoredEntry): void {
     // The callers' signals and waits do not apply to a refresh no one waits for.
-    const own: CallOptions<T> = { ...opts, signal: undefined };
+    const own: CallOptions<T> = { ...opts, signal: undefined, background: true };
     this.trackRefresh(key, entry, this.lead(key, token, loader, own, entry)).catch(() => {
       /* reported by the refresh and loaderError events */
     });
@@ -335,7 +338,7 @@ export class MissProtocol {
     let hardTimer: NodeJS.Timeout | undefined;
     let value: T;
     try {
-      const run = Promise.resolve().then(() => loader({ key, signal: controller.signal }));
+      const run = Promise.resolve().then(() => traceLoader(key, opts.background === true, false, () => loader({ key, signal: controller.signal })));
       value = await (rules.hardTimeout > 0
         ? Promise.race([
             run,
@@ -381,6 +384,7 @@ export class MissProtocol {
     clearTimeout(hardTimer);
     await renewal?.stop();
     const delta = monotonicNow() - started;
+    if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(delta));
 
     const createdAt = Date.now();
     const decision = decide(value, opts);
@@ -417,6 +421,7 @@ export class MissProtocol {
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
   private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number): Promise<Settled<T> | typeof RETRY> {
     const wakeup = new Wakeup();
+    const waitStart = debug.enabled ? monotonicNow() : 0;
     let outcome: Outcome | null = null;
     let unlisten: () => void;
     try {
@@ -432,6 +437,7 @@ export class MissProtocol {
         const announced = outcome as Outcome | null;
         outcome = null;
         if (announced) {
+          if (debug.enabled) debug('wake key=%s after %d ms: the leader announced %s', key, Math.round(monotonicNow() - waitStart), announced.kind);
           const result = announced.kind === 'shared' ? await this.readShared(key, loader, opts) : this.fromOutcome<T>(key, announced);
           if (result !== RETRY) return await result;
         }
@@ -453,6 +459,7 @@ export class MissProtocol {
         if (lookup.kind === 'wait' && lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
           this.events.emit('miss', { key });
+          if (debug.enabled) debug('takeover key=%s after %d ms: the leader\'s lock ran out, this process leads', key, Math.round(monotonicNow() - waitStart));
           return await this.lead(key, token, loader, opts);
         }
         const left = deadline - monotonicNow();
@@ -507,6 +514,7 @@ export class MissProtocol {
 
   /** Redis unusable: run the loader here (single-flight still applies); keep the value in L1 only. */
   private async runLocal<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<Settled<T>> {
+    if (debug.enabled && degraded) debug('degraded key=%s: Redis unusable, the loader runs in this process', key);
     // With staleIfError, a value this process kept (L1) is served rather than loading without Redis.
     const kept = opts.freshness.staleIfError > 0 ? this.backend.backend.peekStale(key) : undefined;
     if (kept?.kind === EntryKind.Value) {
@@ -516,16 +524,16 @@ export class MissProtocol {
         return this.failSafe(key, kept, new BackendError(`Redis is unusable; serving the stale value of "${key}"`, { key }), degraded);
       }
     }
-    const value = await this.runLoader(key, loader);
+    const value = await this.runLoader(key, loader, degraded);
     const createdAt = Date.now();
     const decision = decide(value, opts);
     if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl, stale: staleWindow(opts.freshness) });
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
-  private async runLoader<T>(key: string, loader: Loader<T>): Promise<T> {
+  private async runLoader<T>(key: string, loader: Loader<T>, degraded = false): Promise<T> {
     try {
-      return await loader({ key, signal: new AbortController().signal });
+      return await traceLoader(key, false, degraded, () => loader({ key, signal: new AbortController().signal }));
     } catch (error) {
       if (!(error instanceof AbandonedLoad)) this.events.emit('loaderError', { key, error });
       throw error;

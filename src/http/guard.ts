@@ -4,6 +4,7 @@ import type { CacheDecision, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
+import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
@@ -162,7 +163,8 @@ export class HttpGuard<Req> {
     // A stale response inside staleWhileRevalidate: every request but one is answered with it at
     // once (X-Cache: STALE); the one that wins the refresh lead runs its handler (X-Cache: MISS).
     const options = { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load' as const, hitForMissTtl: this.options.hitForMissTtl, ...plan.freshness, [INLINE_REFRESH]: true };
-    this.cache.resolve(plan.key, loader, options).then(
+    const resolve = () => this.cache.resolve(plan.key, loader, options);
+    (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (ran) return;
