@@ -14,6 +14,7 @@ import { useRedis } from './support/use-redis.js';
 import { startRedis } from '../tools/redis-server.js';
 import { freshId, sleep, waitUntil } from '../tools/basics.js';
 import { CREATED_AT, DELTA, jsonValue, STALE, TTL, v8Value } from './fixtures/formats/samples.js';
+import { getOrComputeChannel, loaderChannel } from '../src/shared/diagnostics.js';
 
 const server = useRedis();
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'formats');
@@ -116,6 +117,40 @@ describe('the embedded store follows the same rules in process', () => {
     expect(state.runs - 1).toBeLessThanOrEqual(4);
     await sleep(1400); // the window (ttl + staleIfError) is over
     await expect(cache.resolve('k', loader, 100)).rejects.toThrow(TypeError);
+  });
+});
+
+describe('diagnostics channels', () => {
+  it('a stale answer is traced with outcome stale (failSafe when its refresh failed), and the background refresh as a background loader run', async () => {
+    const calls: Record<string, unknown>[] = [];
+    const loads: Record<string, unknown>[] = [];
+    const noop = () => {};
+    const onCall = { start: noop, end: noop, asyncStart: noop, error: noop, asyncEnd: (ctx: object) => void calls.push({ ...ctx }) };
+    const onLoad = { start: noop, end: noop, asyncStart: noop, error: noop, asyncEnd: (ctx: object) => void loads.push({ ...ctx }) };
+    getOrComputeChannel.subscribe(onCall);
+    loaderChannel.subscribe(onLoad);
+    const cache = createCache({ staleWhileRevalidate: '10s', staleIfError: '10s' });
+    try {
+      const { state, loader } = counter((n) => n, 20);
+      let ended = 0;
+      cache.on('refresh', (e) => e.phase === 'end' && ended++);
+      await cache.resolve('k', loader, 100);
+      await sleep(150);
+      state.fail = true;
+      await cache.resolve('k', loader, 100);
+      await waitUntil('the refresh to fail', () => ended === 1, 5_000);
+      await cache.resolve('k', loader, 100);
+      expect(calls.map((c) => [c.outcome, c.failSafe])).toEqual([
+        ['miss', false],
+        ['stale', false],
+        ['stale', true],
+      ]);
+      expect(loads.map((l) => l.background)).toEqual([false, true]);
+    } finally {
+      getOrComputeChannel.unsubscribe(onCall);
+      loaderChannel.unsubscribe(onLoad);
+      await cache.close();
+    }
   });
 });
 
