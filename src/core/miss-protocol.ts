@@ -176,10 +176,17 @@ export class MissProtocol {
     if (!this.backend.usable(key)) return;
     const token = this.nextToken();
     const gate = this.backend.tryLead(key, token, opts.lockTtl).then(
-      (led) => {
+      async (led) => {
         if (!led) {
           if (this.earlyThrottle.size > 10_000) this.earlyThrottle.clear();
           this.earlyThrottle.set(key, monotonicNow() + Math.max(50, entry.delta ?? 0));
+          return;
+        }
+        // The draw was made on `entry`: if another refresh replaced it meanwhile (and let go of
+        // the lock), that refresh was this one; hand the lead back instead of running again.
+        const current = await this.backend.get(key).catch(() => undefined);
+        if (current === undefined || 'corrupt' in current || current.createdAt !== entry.createdAt) {
+          await this.commit(key, token, { mode: 'release' });
           return;
         }
         this.refreshInBackground(key, token, loader, opts, entry);
