@@ -1,6 +1,7 @@
-export { DogpileCache, type CacheResult, type CacheStatus, type CacheEvents, type CacheDecision, type StoreDecision, type GetOrComputeOptions, type Loader, type LoaderContext } from './core/cache.js';
+export { DogpileCache, type CacheResult, type CacheStatus, type StaleReason, type CacheEvents, type CacheDecision, type StoreDecision, type GetOrComputeOptions, type Loader, type LoaderContext } from './core/cache.js';
 export { createCache, getDefaultCache, setDefaultCache, getOrCompute, cacheWithoutDogpiling } from './core/default-cache.js';
 export { CACHE_DEFAULTS, type CacheOptions, type L1Options } from './core/options.js';
+export { FRESHNESS_DEFAULTS, type FreshnessOptions } from './core/freshness.js';
 export { v8Serializer, jsonSerializer, type Serializer } from './store/serializer.js';
 export * from './lock/index.js';
 export * from './shared/errors.js';

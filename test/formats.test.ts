@@ -76,7 +76,7 @@ describe('stored entry format v1', () => {
     expect(encodeEntry(EntryKind.Value, CREATED_AT, TTL, jsonSerializer.serialize(jsonValue())).equals(bytes)).toBe(true);
 
     const codec = new EntryCodec(jsonSerializer);
-    expect(storeDecodes(codec, bytes)).toEqual({ kind: EntryKind.Value, value: jsonValue(), createdAt: CREATED_AT, ttl: TTL });
+    expect(storeDecodes(codec, bytes)).toEqual({ kind: EntryKind.Value, value: jsonValue(), createdAt: CREATED_AT, ttl: TTL, stale: 0, delta: 0 });
     expect(codec.encode('k', { kind: EntryKind.Value, value: jsonValue(), createdAt: CREATED_AT, ttl: TTL }).equals(bytes)).toBe(true);
   });
 
@@ -93,7 +93,7 @@ describe('stored entry format v1', () => {
     // Whatever the serializer, the store reads and writes a marker without a payload.
     for (const serializer of [v8Serializer, jsonSerializer]) {
       const codec = new EntryCodec(serializer);
-      expect(storeDecodes(codec, bytes)).toEqual({ kind: EntryKind.HitForMiss, value: undefined, createdAt: CREATED_AT, ttl: MARKER_TTL });
+      expect(storeDecodes(codec, bytes)).toEqual({ kind: EntryKind.HitForMiss, value: undefined, createdAt: CREATED_AT, ttl: MARKER_TTL, stale: 0, delta: 0 });
       expect(codec.encode('k', { kind: EntryKind.HitForMiss, value: undefined, createdAt: CREATED_AT, ttl: MARKER_TTL }).equals(bytes)).toBe(true);
     }
   });

@@ -23,5 +23,6 @@ test('Fastify plugin options and route config types', () => {
   app.get('/c', { config: { dogpile: { ttl: 'soon' } } }, async () => 'c');
   // @ts-expect-error true is not a setting
   app.get('/d', { config: { dogpile: true } }, async () => 'd');
-  expectTypeOf<DogpileRouteConfig>().toEqualTypeOf<{ ttl: import('../src/index.js').Duration }>();
+  expectTypeOf<DogpileRouteConfig['ttl']>().toEqualTypeOf<import('../src/index.js').Duration>();
+  app.get('/e', { config: { dogpile: { ttl: '5m', staleWhileRevalidate: '1m', earlyRefresh: { beta: 2 } } } }, async () => 'e');
 });

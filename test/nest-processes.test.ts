@@ -65,6 +65,35 @@ describe.each(['express', 'fastify'])('two %s app instances in separate processe
     expect(again.map((r) => r.text)).toEqual([replies[0]!.text, replies[0]!.text]);
   });
 
+  it('a stale response is served with X-Cache: STALE and an Age past the TTL while one handler run refreshes it', async () => {
+    const run = freshId();
+    const fill = await get(instances[0]!.port, `/stale?run=${run}`, H);
+    expect(fill.xCache).toBe('MISS');
+    await new Promise((r) => setTimeout(r, 2100)); // past the 1 s TTL, inside the 30 s window
+    const timed = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const t0 = performance.now();
+        const reply = await get(instances[i % 2]!.port, `/stale?run=${run}`, H);
+        return { reply, ms: performance.now() - t0 };
+      }),
+    );
+    expect(await count('stale', run)).toBe(2);
+    const xCache = tally(timed.map((t) => t.reply));
+    expect(xCache).toEqual({ MISS: 1, STALE: 19 });
+    for (const { reply, ms } of timed) {
+      expect(reply.status).toBe(200);
+      if (reply.xCache !== 'STALE') continue;
+      expect(reply.text).toBe(fill.text);
+      expect(Number(reply.headers.age)).toBeGreaterThanOrEqual(2);
+      expect(ms).toBeLessThan(400);
+    }
+    const refreshed = timed.find((t) => t.reply.xCache === 'MISS')!.reply;
+    expect(json(refreshed)).toMatchObject({ run, n: 2 });
+    const after = await get(instances[1]!.port, `/stale?run=${run}`, H);
+    expect(after.xCache).toBe('HIT');
+    expect(after.text).toBe(refreshed.text);
+  });
+
   it("a handler error reaches every client as Nest's 404, at most one run per process, nothing cached", async () => {
     const run = freshId();
     // A long handler, so that every request is waiting before the first run fails.

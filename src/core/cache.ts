@@ -18,10 +18,11 @@ import { GuardedBackend } from './guarded-backend.js';
 import { FreshnessHints } from './hints.js';
 import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
+import { isFresh, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
 import type { CacheResult, GetOrComputeOptions, Loader } from './types.js';
 
-export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, StoreDecision, Loader, LoaderContext } from './types.js';
+export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
 export type { CacheEvents } from './events.js';
 export { AbandonedLoad } from './settled.js';
 
@@ -76,9 +77,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // Fast paths for hits, taken only with plain arguments (a key, a loader, a TTL): a hit in
     // process memory (embedded store or L1) without async machinery, then a plain GET of a
     // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
-    if (!this.closed && isPlainCall(key, loader, ttlOrOptions)) {
+    // With early refresh on, every hit draws, so hits go through resolve().
+    if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
-      if (local !== undefined && local.kind === EntryKind.Value) {
+      if (local !== undefined && local.kind === EntryKind.Value && isFresh(local, Date.now())) {
         if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
@@ -91,7 +93,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       if (!this.flights.has(key) && this.hints.believedFresh(key) && this.guarded.usable(key)) {
         return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
           (found) => {
-            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value) {
+            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && isFresh(found, Date.now())) {
               if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
               return found.value as T;
@@ -120,13 +122,16 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
     const local = this.backend.peek(key);
-    if (local?.kind === EntryKind.Value) {
+    if (local?.kind === EntryKind.Value && isFresh(local, Date.now())) {
       if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
+      this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
 
     const existing = this.flights.get<T>(key);
     if (existing) {
+      const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
+      if (stale) return result(stale);
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
       if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
       let settled;
@@ -146,6 +151,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     let settled;
     try {
       settled = await withSignal(flight, opts.signal, key);
+      // This caller leads an inline refresh (its flight's other callers took the stale value).
+      if (settled.inline) settled = await withSignal(settled.inline, opts.signal, key);
     } catch (error) {
       return this.afterRemoteError(error, key, loader, opts);
     }
@@ -158,7 +165,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     const local = this.backend.peek(key);
-    if (local) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
+    if (local && isFresh(local, Date.now())) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
     let found;
     try {
       found = await this.guarded.get(key);
@@ -171,7 +178,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       this.emit('corrupt', { key, error: found.corrupt });
       return undefined;
     }
-    if (found.kind !== EntryKind.Value) return undefined;
+    if (found.kind !== EntryKind.Value || !isFresh(found, Date.now())) return undefined;
     this.hints.remember(key, found);
     return found.value as T;
   }
@@ -181,7 +188,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     const ttlMs = toMs(ttl, 'ttl');
     this.assertOpen();
-    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl: ttlMs };
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl: ttlMs, stale: staleWindow(this.options.freshness) };
     await this.guarded.set(key, entry);
     this.hints.remember(key, entry);
   }
@@ -237,6 +244,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 }
 
 function result<T>(settled: Settled<T>, status = settled.status): CacheResult<T> {
+  if (settled.status === 'stale') return { value: settled.value, status: 'stale', staleReason: settled.staleReason, createdAt: settled.createdAt, degraded: settled.degraded };
   return { value: settled.value, status, createdAt: settled.createdAt, degraded: settled.degraded };
 }
 

@@ -1,11 +1,24 @@
 import { isDuration, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { validateKey } from '../store/key.js';
+import { resolveFreshness, type FreshnessRules } from './freshness.js';
 import type { ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, Loader } from './types.js';
 
+/**
+ * Internal (the HTTP adapters): a caller that wins the lead of a stale value inside
+ * `staleWhileRevalidate` runs the refresh itself and waits for it (its request's handler
+ * answers it), instead of starting it in the background; every other caller still gets the
+ * stale value at once.
+ */
+export const INLINE_REFRESH = Symbol('dogpile-guard.inlineRefresh');
+
 /** One call's options, with the cache's defaults applied. */
 export interface CallOptions<T> {
+  /** See `INLINE_REFRESH`. */
+  inlineRefresh?: boolean;
+  /** A refresh no caller waits for (internal: traced as a background loader run). */
+  background?: boolean;
   ttl: number;
   lockTtl: number;
   waitTimeout: number;
@@ -14,6 +27,7 @@ export interface CallOptions<T> {
   signal: AbortSignal | undefined;
   cacheable: ((value: T) => CacheDecision) | undefined;
   hitForMissTtl: number;
+  freshness: FreshnessRules;
 }
 
 /**
@@ -53,6 +67,7 @@ export function resolveCallOptions<T>(
       signal: undefined,
       cacheable: undefined,
       hitForMissTtl: defaults.hitForMissTtl,
+      freshness: defaults.freshness,
     };
   }
   const o = ttlOrOptions;
@@ -69,6 +84,8 @@ export function resolveCallOptions<T>(
     signal: o.signal,
     cacheable: o.cacheable,
     hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    freshness: resolveFreshness(o, defaults.freshness),
+    inlineRefresh: (o as { [INLINE_REFRESH]?: boolean })[INLINE_REFRESH] === true,
   };
 }
 

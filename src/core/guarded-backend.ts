@@ -66,8 +66,12 @@ export class GuardedBackend {
     return this.timed(key, 'get', this.backend.getShared(key));
   }
 
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
-    return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue));
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now?: number, tryLead?: boolean): Promise<Lookup> {
+    return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue, now, tryLead));
+  }
+
+  tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return this.timed(key, 'lead', this.backend.tryLead(key, token, lockTtl));
   }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {

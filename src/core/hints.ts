@@ -28,12 +28,15 @@ export class FreshnessHints {
    */
   remember(key: string, entry: StoredEntry): void {
     const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+    const staleLeft = left + (entry.stale ?? 0);
     if (left <= 0) {
       this.fresh?.delete(key);
+      // Past its ttl: kept only as the fallback of staleIfError (where the backend has an L1).
+      if (staleLeft > 0) this.backend.keep(key, entry, 0, staleLeft);
       return;
     }
     this.fresh?.set(key, monotonicNow() + left);
-    this.backend.keep(key, entry, left);
+    this.backend.keep(key, entry, left, staleLeft);
   }
 
   /** True when this process saw the value of `key` and it has not expired. */

@@ -1,16 +1,17 @@
 import { monotonicNow } from '../shared/clock.js';
 import { randomBytes } from 'node:crypto';
 import { Renewal } from '../lock/renewal.js';
-import { InvalidOptionError, LoaderError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
+import { BackendError, InvalidOptionError, LoaderError, LoaderTimeoutError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
 import { debug, traceLoader } from '../shared/diagnostics.js';
 import { Wakeup } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
-import type { Commit, Outcome, StoredEntry } from '../store/types.js';
+import type { Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
 import type { CallOptions } from './call-options.js';
 import type { CacheEmitter } from './events.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import { errorMessage } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
+import { earlyRefreshDue, isFresh, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
 import type { Loader } from './types.js';
 
@@ -32,6 +33,10 @@ export function isRemoteLoaderError(error: unknown): boolean {
  */
 export class MissProtocol {
   private tokenCounter = 0;
+  /** Refreshes of stored values running in this process (background or foreground), by key. */
+  private readonly refreshes = new Map<string, { settled: Promise<Settled<unknown>>; entry: StoredEntry }>();
+  /** Keys whose early refresh this process tried and found led elsewhere: no new try until then (monotonic ms). */
+  private readonly earlyThrottle = new Map<string, number>();
 
   constructor(
     private readonly backend: GuardedBackend,
@@ -62,14 +67,14 @@ export class MissProtocol {
             skipValue = true;
             continue;
           }
-          return this.hitFrom(key, found, 'hit');
+          if (isFresh(found, Date.now())) return this.hitFrom(key, found, 'hit', loader, opts);
         }
         this.hints.forget(key);
       }
       const token = this.nextToken();
       let lookup;
       try {
-        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue);
+        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, Date.now(), !this.refreshes.has(key));
       } catch (error) {
         // A fault of this key: look again past its value; if even that fails, run without Redis
         // for this call only.
@@ -83,7 +88,9 @@ export class MissProtocol {
           skipValue = true;
           continue;
         case 'hit':
-          return this.hitFrom(key, lookup.entry, 'hit');
+          return this.hitFrom(key, lookup.entry, 'hit', loader, opts);
+        case 'stale':
+          return this.fromStale(key, token, lookup, loader, opts, deadline);
         case 'lead': {
           if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
           if (debug.enabled) debug('lead key=%s: no value, this process runs the loader', key);
@@ -107,10 +114,10 @@ export class MissProtocol {
   async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const value = await this.runLoader(key, loader);
     const createdAt = Date.now();
-    const { decision, ttl } = decide(value, opts);
+    const { decision, ttl, stale } = decide(value, opts);
     let degraded = false;
     if (decision === 'store') {
-      const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl };
+      const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl, stale: stale ?? staleWindow(opts.freshness) };
       try {
         await this.backend.set(key, entry);
         this.hints.remember(key, entry);
@@ -145,16 +152,180 @@ export class MissProtocol {
    * An entry found in the store, as the answer: a hit-for-miss marker sends every caller to
    * its own loader; a value is remembered (freshness hint, L1) and answered as `status`.
    */
-  private hitFrom<T>(key: string, entry: StoredEntry, status: 'hit' | 'coalesced'): Settled<T> {
+  private hitFrom<T>(key: string, entry: StoredEntry, status: 'hit' | 'coalesced', loader?: Loader<T>, opts?: CallOptions<T>): Settled<T> {
     if (entry.kind === EntryKind.HitForMiss) return MARKER as Settled<T>;
     if (status === 'hit' && this.events.listenerCount('hit') > 0) this.events.emit('hit', { key, layer: 'store' });
     this.hints.remember(key, entry);
+    if (loader && opts) this.afterHit(key, entry, loader, opts);
     return answer(entry, status);
   }
 
-  /** Step 3–4: run the loader holding the lead, then store, release and announce. */
-  private async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T> | typeof RETRY> {
+  /**
+   * Early refresh (XFetch): on a hit, a draw decides whether this caller starts a background
+   * refresh now; it never waits for it. The lead lock makes simultaneous winners cost one run;
+   * a process that finds the lock taken does not try again for Δ (at least 50 ms).
+   */
+  afterHit<T>(key: string, entry: StoredEntry, loader: Loader<T>, opts: CallOptions<T>): void {
+    const beta = opts.freshness.earlyRefreshBeta;
+    if (beta <= 0 || entry.kind !== EntryKind.Value || this.refreshes.has(key)) return;
+    const now = Date.now();
+    if (!earlyRefreshDue(entry, now, beta)) return;
+    const throttled = this.earlyThrottle.get(key);
+    if (throttled !== undefined && throttled > monotonicNow()) return;
+    this.earlyThrottle.delete(key);
+    if (!this.backend.usable(key)) return;
+    const token = this.nextToken();
+    const gate = this.backend.tryLead(key, token, opts.lockTtl).then(
+      async (led) => {
+        if (!led) {
+          if (this.earlyThrottle.size > 10_000) this.earlyThrottle.clear();
+          this.earlyThrottle.set(key, monotonicNow() + Math.max(50, entry.delta ?? 0));
+          return;
+        }
+        // The draw was made on `entry`: if another refresh replaced it meanwhile (and let go of
+        // the lock), that refresh was this one; hand the lead back instead of running again.
+        const current = await this.backend.get(key).catch(() => undefined);
+        if (current === undefined || 'corrupt' in current || current.createdAt !== entry.createdAt) {
+          await this.commit(key, token, { mode: 'release' });
+          return;
+        }
+        this.refreshInBackground(key, token, loader, opts, entry);
+      },
+      () => {},
+    );
+    void gate;
+  }
+
+  /**
+   * While this process refreshes `key` and its stale value is inside `staleWhileRevalidate`,
+   * that value as the answer (callers of this process do not wait for the refresh either).
+   */
+  staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
+    const running = this.refreshes.get(key);
+    if (running === undefined || !withinRevalidate(running.entry, Date.now(), opts.freshness)) return undefined;
+    return this.staleAnswer(key, running.entry, 'revalidate');
+  }
+
+  /**
+   * The lookup found a value past its `ttl`. Inside `staleWhileRevalidate` it is the answer at
+   * once, and the caller that took the lead starts one refresh in the background. Past it, the
+   * stale value is the fallback of a miss: the leader loads (the value is served on failure
+   * under `staleIfError`, or after `softTimeout`), the others wait for it with the same fallback,
+   * or take it at once while a failed refresh holds the lock (`failSafeRetry`).
+   */
+  private async fromStale<T>(
+    key: string,
+    token: string,
+    lookup: Extract<Lookup, { kind: 'stale' }>,
+    loader: Loader<T>,
+    opts: CallOptions<T>,
+    deadline: number,
+  ): Promise<Settled<T>> {
+    const { entry } = lookup;
+    if (entry.kind !== EntryKind.Value) return MARKER as Settled<T>;
+    this.hints.remember(key, entry);
+    const now = Date.now();
+    const rules = opts.freshness;
+    if (withinRevalidate(entry, now, rules)) {
+      if (lookup.lead && opts.inlineRefresh) {
+        if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
+        const inline = this.trackRefresh(key, entry, this.lead(key, token, loader, opts, entry));
+        inline.catch(() => {
+          /* the caller that leads gets the error */
+        });
+        return { ...this.staleAnswer<T>(key, entry, 'revalidate'), inline };
+      }
+      if (lookup.lead) this.refreshInBackground(key, token, loader, opts, entry);
+      // While a failed refresh holds the lock (failSafeRetry), the stale value is served because of that error.
+      return this.staleAnswer(key, entry, lookup.hold ? 'error' : 'revalidate');
+    }
+    if (lookup.lead) {
+      if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
+      const refresh = this.trackRefresh(key, entry, this.lead(key, token, loader, opts, entry));
+      return this.softly(key, refresh, entry, opts);
+    }
+    if (lookup.hold && withinStaleIfError(entry, now, rules)) {
+      // A refresh failed moments ago: no new attempt before failSafeRetry, fleet-wide.
+      return this.failSafe(key, entry, new LoaderError(`the last refresh of "${key}" failed; retrying after failSafeRetry`, { key }), false);
+    }
+    if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
+    const running = this.refreshes.get(key)?.settled as Promise<Settled<T>> | undefined;
+    const waited: Promise<Settled<T>> = running
+      ? running.then((settled) => (settled.status === 'stale' ? settled : { ...settled, status: 'coalesced' }))
+      : this.waitRemote(key, loader, opts, deadline).then((w) => (w === RETRY ? this.fly(key, loader, opts) : w));
+    const guarded = waited.catch((error: unknown) => {
+      if (error instanceof WaitTimeoutError || !withinStaleIfError(entry, Date.now(), rules)) throw error;
+      return this.failSafe<T>(key, entry, error, false);
+    });
+    return this.softly(key, guarded, entry, opts);
+  }
+
+  /** The stale value as the answer, reported by a `stale` event. */
+  private staleAnswer<T>(key: string, entry: StoredEntry, reason: 'revalidate' | 'error' | 'timeout', degraded = false): Settled<T> {
+    const age = Date.now() - entry.createdAt;
+    if (this.events.listenerCount('stale') > 0) this.events.emit('stale', { key, reason, age });
+    return { value: entry.value as T, status: 'stale', staleReason: reason, createdAt: entry.createdAt, degraded, private: false };
+  }
+
+  /** A refresh or a miss failed and the stale value is served instead (`staleIfError`). */
+  private failSafe<T>(key: string, entry: StoredEntry, error: unknown, degraded: boolean): Settled<T> {
+    this.events.emit('failSafe', { key, error });
+    return this.staleAnswer(key, entry, 'error', degraded);
+  }
+
+  /** With `softTimeout`, the stale value answers callers still waiting after it; the loader goes on. */
+  private softly<T>(key: string, work: Promise<Settled<T>>, entry: StoredEntry, opts: CallOptions<T>): Promise<Settled<T>> {
+    const soft = opts.freshness.softTimeout;
+    if (soft <= 0) return work;
+    return new Promise<Settled<T>>((resolve, reject) => {
+      const timer = setTimeout(() => resolve(this.staleAnswer(key, entry, 'timeout')), soft);
+      work.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (e: unknown) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /** Remembers a refresh running in this process, so its other callers join it and no second one starts here. */
+  private trackRefresh<T>(key: string, entry: StoredEntry, refresh: Promise<Settled<T> | typeof RETRY>): Promise<Settled<T>> {
+    const settled = refresh.then((r) => {
+      if (r === RETRY) throw new LoaderError(`the lead of "${key}" was lost during its refresh`, { key });
+      return r;
+    });
+    const tracked = { settled: settled as Promise<Settled<unknown>>, entry };
+    this.refreshes.set(key, tracked);
+    const forget = () => {
+      if (this.refreshes.get(key) === tracked) this.refreshes.delete(key);
+    };
+    settled.then(forget, forget);
+    return settled;
+  }
+
+  /** One refresh, detached from every caller: its result is stored and announced when it arrives. */
+  private refreshInBackground<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, entry: StoredEntry): void {
+    // The callers' signals and waits do not apply to a refresh no one waits for.
+    const own: CallOptions<T> = { ...opts, signal: undefined, background: true };
+    this.trackRefresh(key, entry, this.lead(key, token, loader, own, entry)).catch(() => {
+      /* reported by the refresh and loaderError events */
+    });
+  }
+
+  /**
+   * Step 3–4: run the loader holding the lead, then store, release and announce. With
+   * `fallback` (a stored value being refreshed) the run is a refresh: reported by `refresh`
+   * events, and a failure under `staleIfError` answers the fallback and keeps the lock for
+   * `failSafeRetry` (no new attempt fleet-wide until then). `hardTimeout` gives the loader up:
+   * its signal aborts with `LoaderTimeoutError` and the lock is released at once.
+   */
+  private async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, fallback?: StoredEntry): Promise<Settled<T> | typeof RETRY> {
     const controller = new AbortController();
+    const rules = opts.freshness;
     const renewal = this.backend.distributed
       ? new Renewal({
           ttl: opts.lockTtl,
@@ -166,43 +337,91 @@ export class MissProtocol {
           },
         }).start()
       : undefined;
-    const loadStart = debug.enabled ? monotonicNow() : 0;
+    const started = monotonicNow();
+    const refreshEnd = (outcome: 'stored' | 'error' | 'timeout' | 'lost') => {
+      if (fallback) this.events.emit('refresh', { key, phase: 'end', duration: monotonicNow() - started, outcome });
+    };
+    if (fallback) this.events.emit('refresh', { key, phase: 'start' });
+    let hardTimer: NodeJS.Timeout | undefined;
     let value: T;
     try {
-      value = await traceLoader(key, false, false, () => loader({ key, signal: controller.signal }));
+      const run = Promise.resolve().then(() => traceLoader(key, opts.background === true, false, () => loader({ key, signal: controller.signal })));
+      value = await (rules.hardTimeout > 0
+        ? Promise.race([
+            run,
+            new Promise<never>((_, reject) => {
+              hardTimer = setTimeout(() => {
+                const error = new LoaderTimeoutError(`the loader for "${key}" did not settle within ${rules.hardTimeout} ms (hardTimeout)`, { key });
+                controller.abort(error);
+                reject(error);
+              }, rules.hardTimeout);
+            }),
+          ])
+        : run);
     } catch (error) {
+      clearTimeout(hardTimer);
       await renewal?.stop();
-      if (controller.signal.aborted && error === controller.signal.reason) return RETRY;
+      if (error instanceof LoaderTimeoutError) {
+        // Given up: release at once, so another process may lead; the callers get the stale value or this error.
+        this.events.emit('loaderError', { key, error });
+        await this.commit(key, token, errorCommit(error));
+        refreshEnd('timeout');
+        if (fallback && withinStaleIfError(fallback, Date.now(), rules)) return this.failSafe(key, fallback, error, false);
+        throw error;
+      }
+      if (controller.signal.aborted && error === controller.signal.reason) {
+        refreshEnd('lost');
+        return RETRY;
+      }
       if (error instanceof AbandonedLoad) {
         // Nothing to share and no error to announce: hand the lead back, with no marker.
         await this.commit(key, token, { mode: 'release' });
+        refreshEnd('error');
         throw error;
       }
       this.events.emit('loaderError', { key, error });
+      refreshEnd('error');
+      if (fallback && withinStaleIfError(fallback, Date.now(), rules)) {
+        await this.commit(key, token, { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs: rules.failSafeRetry });
+        return this.failSafe(key, fallback, error, false);
+      }
       await this.commit(key, token, errorCommit(error));
       throw error;
     }
+    clearTimeout(hardTimer);
     await renewal?.stop();
-    if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(monotonicNow() - loadStart));
+    const delta = monotonicNow() - started;
+    if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(delta));
 
     const createdAt = Date.now();
-    const { decision, ttl } = decide(value, opts);
+    const { decision, ttl, stale } = decide(value, opts);
     if (decision === 'private') {
       const marker: StoredEntry | undefined =
         opts.hitForMissTtl > 0 ? { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: opts.hitForMissTtl } : undefined;
       await this.commit(key, token, { mode: 'uncacheable', marker });
+      refreshEnd('stored');
       return { value, status: 'miss', createdAt, degraded: false, private: true };
     }
-    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl };
+    // Δ is stored only where early refresh reads it (an entry with neither keeps format version 1).
+    const entry: StoredEntry = {
+      kind: EntryKind.Value,
+      value,
+      createdAt,
+      ttl,
+      stale: stale ?? staleWindow(rules),
+      delta: rules.earlyRefreshBeta > 0 ? Math.max(1, Math.round(delta)) : 0,
+    };
     let committed;
     try {
       committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl });
     } catch (error) {
       // The value cannot be encoded (nothing was sent): announce the error and release.
       await this.commit(key, token, errorCommit(error));
+      refreshEnd('error');
       throw error;
     }
     if (committed && decision === 'store') this.hints.remember(key, entry);
+    refreshEnd(committed === false ? 'lost' : 'stored');
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
   }
 
@@ -240,6 +459,10 @@ export class MissProtocol {
         }
         if (lookup.kind === 'corrupt') return RETRY;
         if (lookup.kind === 'hit') return this.hitFrom(key, lookup.entry, 'coalesced');
+        if (lookup.kind === 'stale') {
+          if (lookup.lead) return await this.lead(key, token, loader, opts, lookup.entry);
+          if (withinRevalidate(lookup.entry, Date.now(), opts.freshness) || lookup.hold) return RETRY;
+        }
         if (lookup.kind === 'wait' && lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
           this.events.emit('miss', { key });
@@ -250,7 +473,8 @@ export class MissProtocol {
         if (left <= 0) return await this.waitTimedOut(key, loader, opts);
         // Woken by the announcement, or when the leader's lock runs out (leader gone).
         // No caller's signal here: the flight is shared; each caller's own signal is applied in resolve().
-        await wakeup.sleep(Math.min(left, lookup.remaining >= 0 ? lookup.remaining + 1 : opts.lockTtl));
+        const remaining = lookup.kind === 'wait' || lookup.kind === 'stale' ? lookup.remaining : -1;
+        await wakeup.sleep(Math.min(left, remaining >= 0 ? remaining + 1 : opts.lockTtl));
       }
     } finally {
       unlisten();
@@ -298,10 +522,19 @@ export class MissProtocol {
   /** Redis unusable: run the loader here (single-flight still applies); keep the value in L1 only. */
   private async runLocal<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<Settled<T>> {
     if (debug.enabled && degraded) debug('degraded key=%s: Redis unusable, the loader runs in this process', key);
+    // With staleIfError, a value this process kept (L1) is served rather than loading without Redis.
+    const kept = opts.freshness.staleIfError > 0 ? this.backend.backend.peekStale(key) : undefined;
+    if (kept?.kind === EntryKind.Value) {
+      const now = Date.now();
+      if (isFresh(kept, now) && now < kept.createdAt + kept.ttl) return { ...answer<T>(kept, 'hit'), degraded };
+      if (withinStaleIfError(kept, now, opts.freshness)) {
+        return this.failSafe(key, kept, new BackendError(`Redis is unusable; serving the stale value of "${key}"`, { key }), degraded);
+      }
+    }
     const value = await this.runLoader(key, loader, degraded);
     const createdAt = Date.now();
-    const { decision, ttl } = decide(value, opts);
-    if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl });
+    const { decision, ttl, stale } = decide(value, opts);
+    if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl, stale: stale ?? staleWindow(opts.freshness) });
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
@@ -337,7 +570,11 @@ function answer<T>(entry: StoredEntry, status: 'hit' | 'coalesced'): Settled<T> 
 }
 
 /** What to do with a result, and for how long to store it (the call's `ttl` unless the decision gives its own). */
-function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share' | 'private'; ttl: number } {
+/**
+ * What happens to a loader's result, for how long it is fresh, and, when the result says so
+ * itself (an HTTP response's own directives), how long it may be kept stale (`stale`, ms).
+ */
+function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share' | 'private'; ttl: number; stale?: number } {
   if (opts.cacheable) {
     const decision = opts.cacheable(value);
     if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl: opts.ttl };
@@ -346,7 +583,9 @@ function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share
       if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) {
         throw new InvalidOptionError('cacheable', `a { decision: 'store', ttl } result needs a ttl over 0 (ms), got ${String(ttl)}`);
       }
-      return { decision: 'store', ttl };
+      const { staleWhileRevalidate, staleIfError } = decision;
+      if (staleWhileRevalidate === undefined && staleIfError === undefined) return { decision: 'store', ttl };
+      return { decision: 'store', ttl, stale: Math.max(staleWhileRevalidate ?? 0, staleIfError ?? 0) };
     }
     throw new InvalidOptionError('cacheable', `must return 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
   }
@@ -354,5 +593,9 @@ function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share
 }
 
 function errorCommit(error: unknown): Commit {
-  return { mode: 'error', name: error instanceof Error ? error.name : 'Error', message: errorMessage(error) };
+  return { mode: 'error', name: errorName(error), message: errorMessage(error) };
+}
+
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : 'Error';
 }

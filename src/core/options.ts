@@ -5,6 +5,7 @@ import { resolveReplication, type Replication, type ReplicasOption } from '../re
 import { validatePrefix } from '../lock/common.js';
 import { v8Serializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
+import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 export interface L1Options {
   /** Most entries kept in process memory. @default 1000 */
@@ -13,7 +14,7 @@ export interface L1Options {
   ttl?: Duration;
 }
 
-export interface CacheOptions {
+export interface CacheOptions extends FreshnessOptions {
   /**
    * An ioredis `Redis` or `Cluster` instance, or a `redis://` URL (then the cache creates the
    * client and closes it in `close()`). Without it the cache lives in this process
@@ -97,6 +98,8 @@ export interface ResolvedCacheOptions {
   serializer: Serializer;
   hitForMissTtl: number;
   replication: Replication | undefined;
+  /** staleWhileRevalidate, staleIfError, failSafeRetry, softTimeout, hardTimeout, earlyRefresh (ms; 0 = off). */
+  freshness: FreshnessRules;
 }
 
 export const CACHE_DEFAULTS = {
@@ -116,7 +119,7 @@ export const CACHE_DEFAULTS = {
 
 const KNOWN = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout',
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 function positiveInt(value: unknown, option: string): number {
@@ -172,5 +175,6 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     serializer,
     hitForMissTtl: o.hitForMissTtl === undefined ? CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     replication,
+    freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
   };
 }

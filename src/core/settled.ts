@@ -1,4 +1,4 @@
-import type { CacheStatus } from './types.js';
+import type { CacheStatus, StaleReason } from './types.js';
 
 /** What a flight settles with: the answer shared by every caller of this process that joined it. */
 export interface Settled<T> {
@@ -7,6 +7,13 @@ export interface Settled<T> {
   createdAt: number;
   degraded: boolean;
   private: boolean;
+  /** With status `stale`: why. */
+  staleReason?: StaleReason;
+  /**
+   * The caller that started the flight won the lead of a stale value with an inline refresh
+   * (the HTTP adapters): it waits for this; the callers that joined its flight take the stale value.
+   */
+  inline?: Promise<Settled<T>>;
   /** A hit-for-miss marker or a "not cacheable" announcement: every caller runs its own loader. */
   marker?: true;
   /** The leader's loader gave up (`AbandonedLoad`): its callers look again and one of them leads. */

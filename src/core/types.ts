@@ -1,9 +1,13 @@
 import type { Duration } from '../shared/duration.js';
+import type { FreshnessOptions } from './freshness.js';
 
 export interface LoaderContext {
   /** The cache key being computed. */
   key: string;
-  /** Aborts with `LockLostError` if this caller's lead is lost (another process took over). */
+  /**
+   * Aborts with `LockLostError` if this caller's lead is lost (another process took over), or
+   * with `LoaderTimeoutError` when `hardTimeout` passes.
+   */
   signal: AbortSignal;
 }
 
@@ -21,8 +25,8 @@ export type CacheDecision = 'store' | 'share' | 'private' | StoreDecision;
 /**
  * `'store'` with what only the result can tell (an HTTP response's own lifetime): `ttl` (ms,
  * over 0) replaces the call's `ttl` for this result. `staleWhileRevalidate` / `staleIfError`
- * (ms) are the result's own stale windows; they are carried for the freshness lifecycle and
- * have no effect yet.
+ * (ms) are the result's own stale windows: when either is given, the entry is kept past `ttl`
+ * for the longer of the two instead of the call's windows (0 and 0: never served stale).
  */
 export interface StoreDecision {
   decision: 'store';
@@ -31,7 +35,8 @@ export interface StoreDecision {
   staleIfError?: number;
 }
 
-export interface GetOrComputeOptions<T = unknown> {
+/** The stale-serving options (staleWhileRevalidate, staleIfError, ...) override the cache's for this call. */
+export interface GetOrComputeOptions<T = unknown> extends FreshnessOptions {
   /** How long the value stays cached: ms or a string like `'30s'`, `'5m'`. */
   ttl: Duration;
   /** Overrides the cache's `lockTtl` for this call. */
@@ -51,7 +56,10 @@ export interface GetOrComputeOptions<T = unknown> {
 }
 
 /** How a call was answered. */
-export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass';
+export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass' | 'stale';
+
+/** Why a stale value was served: it is being refreshed, the refresh failed, or the loader was slow (`softTimeout`). */
+export type StaleReason = 'revalidate' | 'error' | 'timeout';
 
 export interface CacheResult<T> {
   value: T;
@@ -59,9 +67,11 @@ export interface CacheResult<T> {
    * `hit`: from the cache; `miss`: this caller ran the loader as the leader; `coalesced`:
    * another caller's loader run (in this process or another); `pass`: this caller ran its own
    * loader without coordination (a private result, a hit-for-miss marker, a wait timeout with
-   * `onWaitTimeout: 'load'`).
+   * `onWaitTimeout: 'load'`); `stale`: a value past its `ttl`, inside a stale window (see `staleReason`).
    */
   status: CacheStatus;
+  /** With `status: 'stale'`: why the stale value was served. */
+  staleReason?: StaleReason;
   /** When the value was computed (ms since the epoch). */
   createdAt: number;
   /** True when Redis could not be used for this call. */

@@ -21,7 +21,7 @@ export type DogpileGuardOptions = HttpCacheOptions<Request>;
  * app.get('/report', dogpileGuard({ ttl: '5m' }), handler);     // one route
  * ```
  *
- * Responses say `X-Cache: MISS | HIT | COALESCED` (and `Age` when served from the cache).
+ * Responses say `X-Cache: MISS | HIT | COALESCED | STALE` (and `Age` when served from the cache).
  * Use it either app-wide or on a route, not both for the same request: the first one wins.
  */
 export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {

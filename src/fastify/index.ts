@@ -13,15 +13,19 @@ import { capturePayload, isRepresentationHeader, takeTargetedField, watchClientG
 import { Readable } from 'node:stream';
 import { HttpGuard, type CachePlan } from '../http/guard.js';
 import { appendCacheStatus } from '../http/cache-status.js';
-import type { HttpCacheOptions } from '../http/options.js';
+import { pickFreshness, type HttpCacheOptions } from '../http/options.js';
+import type { FreshnessOptions } from '../core/freshness.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
 /** Options of `dogpileGuardPlugin`; see `HttpCacheOptions` for each one and its default. */
 export type DogpileGuardPluginOptions = HttpCacheOptions<FastifyRequest>;
 
-/** Per-route settings: `config: { dogpile: { ttl: '5m' } }`, or `config: { dogpile: false }`. */
-export interface DogpileRouteConfig {
+/**
+ * Per-route settings: `config: { dogpile: { ttl: '5m', staleWhileRevalidate: '1m' } }`, or
+ * `config: { dogpile: false }`. The stale-serving options override the plugin's for this route.
+ */
+export interface DogpileRouteConfig extends FreshnessOptions {
   /** How long this route's responses stay cached; overrides the plugin's `ttl`. */
   ttl: Duration;
 }
@@ -39,14 +43,16 @@ const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'child
 type RouteHook = (...args: never[]) => unknown;
 type RouteHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown;
 
-function routeTtl(config: unknown, fallback: number, route: string): number | false {
-  if (config === undefined || config === null) return fallback;
+function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptions, route: string): { ttl: number; freshness: FreshnessOptions } | false {
+  if (config === undefined || config === null) return { ttl: fallback, freshness: plugin };
   if (config === false) return false;
   if (typeof config !== 'object' || Array.isArray(config)) {
     throw new InvalidOptionError('config.dogpile', `expected { ttl } or false on route ${route}`);
   }
-  const { ttl } = config as Partial<DogpileRouteConfig>;
-  return ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true });
+  const { ttl, ...rest } = config as Partial<DogpileRouteConfig>;
+  const freshness = { ...plugin, ...pickFreshness(rest, 'config.dogpile.') };
+  pickFreshness(freshness, 'config.dogpile.');
+  return { ttl: ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true }), freshness };
 }
 
 function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {
@@ -101,8 +107,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   // after the route's own onSend hooks, sees the final headers (a Set-Cookie added by a later
   // onSend hook keeps the response out of the cache).
   fastify.addHook('onRoute', function (this: FastifyInstance, route: RouteOptions) {
-    const ttl = routeTtl(route.config?.dogpile, guard.options.ttl, `${String(route.method)} ${route.url}`);
-    if (ttl === false) return;
+    const settings = routeSettings(route.config?.dogpile, guard.options.ttl, guard.options.freshness, `${String(route.method)} ${route.url}`);
+    if (settings === false) return;
+    const { ttl, freshness } = settings;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('GET') && !methods.includes('HEAD')) return;
 
@@ -116,7 +123,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     const handler = (route.handler as RouteHandler).bind(this);
     const guarded = function (request: FastifyRequest, reply: FastifyReply): unknown {
       // Throws only for a bad `key` result; Fastify sends a handler's throw to its error handler.
-      const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl);
+      const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl, freshness);
       if (plan === undefined) {
         const bypass = guard.bypassStatus({ method: request.method, url: request.url, headers: request.headers });
         if (bypass !== undefined) bypassed.set(request, bypass);
@@ -227,7 +234,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
  * fastify.get('/me', { config: { dogpile: false } }, handler);
  * ```
  *
- * Register it before the routes it should cover. Responses say `X-Cache: MISS | HIT | COALESCED`
+ * Register it before the routes it should cover. Responses say `X-Cache: MISS | HIT | COALESCED | STALE`
  * (and `Age` when served from the cache).
  */
 export const dogpileGuardPlugin = fp(dogpileGuard, { name: 'dogpile-guard', fastify: '5.x' });

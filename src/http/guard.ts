@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision, DogpileCache, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
+import { INLINE_REFRESH } from '../core/call-options.js';
+import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
@@ -18,7 +20,7 @@ import { invalidationTargets } from './invalidation.js';
 import { requestBaseKey, RequestClaims } from './request-plan.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
-import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse } from './serve.js';
+import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 
 /** The parts of a request the cache looks at. */
 export interface HttpRequestInfo {
@@ -50,6 +52,8 @@ export interface CachePlan {
   conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
   targeted?: string;
+  /** The stale-serving options of this route (the adapter's, then the route's). */
+  freshness: FreshnessOptions;
 }
 
 /** What an adapter does for the guard; each call happens at most once per request. */
@@ -106,7 +110,7 @@ export class HttpGuard<Req> {
    * untouched. `marker` identifies the request (the raw `IncomingMessage`): a request is planned
    * at most once, whichever guard sees it first.
    */
-  plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl): CachePlan | undefined {
+  plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
     const { method, headers } = info;
     if (method !== 'GET' && method !== 'HEAD') return undefined;
     if (handled.has(marker)) return undefined;
@@ -125,7 +129,7 @@ export class HttpGuard<Req> {
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
     handled.claim(marker);
-    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range };
+    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
   }
 
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
@@ -336,9 +340,18 @@ export class HttpGuard<Req> {
       return capture.promise;
     };
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
-    // ttl must still be valid when the adapter's is 0.
-    const resolve = () =>
-      this.cache.resolve(plan.key, loader, { ttl: Math.max(plan.ttl, 1), cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl });
+    // ttl must still be valid when the adapter's is 0. A stale response inside
+    // staleWhileRevalidate: every request but one is answered with it at once (X-Cache: STALE);
+    // the one that wins the refresh lead runs its handler (X-Cache: MISS).
+    const options = {
+      ttl: Math.max(plan.ttl, 1),
+      cacheable: decide,
+      onWaitTimeout: 'load' as const,
+      hitForMissTtl: this.options.hitForMissTtl,
+      ...plan.freshness,
+      [INLINE_REFRESH]: true,
+    };
+    const resolve = () => this.cache.resolve(plan.key, loader, options);
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
@@ -375,7 +388,7 @@ export class HttpGuard<Req> {
     );
   }
 
-  private serveValue(plan: CachePlan, value: unknown, xCache: 'HIT' | 'COALESCED' | 'MISS', exchange: Exchange): void {
+  private serveValue(plan: CachePlan, value: unknown, xCache: XCache, exchange: Exchange): void {
     const record = plan.record === undefined ? toVaryRecord(value) : undefined;
     if (record !== undefined) {
       // The URL's responses vary: look up this request's variant.
@@ -394,7 +407,7 @@ export class HttpGuard<Req> {
     }
     const now = Date.now();
     const remaining = remainingFreshness(stored, now);
-    if (remaining <= 0) {
+    if (remaining <= 0 && xCache !== 'STALE') {
       // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
       // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
       if (xCache !== 'HIT' || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) exchange.proceed(undefined);
@@ -402,7 +415,7 @@ export class HttpGuard<Req> {
       return;
     }
     const entry: CacheStatusEntry =
-      xCache === 'HIT' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
+      xCache === 'HIT' || xCache === 'STALE' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
     const prepared = prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET');
     exchange.serve(plan.lookupOnly === true && prepared.status === stored.status ? rangeOf(stored, prepared, plan.headers) : prepared);
   }
@@ -467,9 +480,16 @@ export class HttpGuard<Req> {
       ageOnArrival: f.initialAge,
     });
     const decision: StoreDecision = { decision: 'store', ttl: this.storageTtl(plan, f.ttl) };
-    // Carried for the stale lifecycle of the core, which does not read them yet.
-    if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
-    if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
+    // A response that must be revalidated once stale (must-revalidate, no-cache, s-maxage...)
+    // is never kept stale; one with its own stale-while-revalidate / stale-if-error is kept
+    // stale for that long (RFC 5861) instead of the adapter's windows.
+    if (f.mustRevalidate) {
+      decision.staleWhileRevalidate = 0;
+      decision.staleIfError = 0;
+    } else {
+      if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
+      if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
+    }
     if (vary.length > 0 && !sameNames(plan.record?.names, vary)) {
       // A response that varies, under a key that does not say so: stored as a variant, and the
       // URL's key tells every process what it varies on. The requests waiting here get it as it is.

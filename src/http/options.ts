@@ -2,12 +2,17 @@ import type { DogpileCache } from '../core/cache.js';
 import { toMs, describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './cache-status.js';
+import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions } from '../core/freshness.js';
 
 /**
  * Options of the HTTP adapters (`dogpileGuard()` for Express, `dogpileGuardPlugin` for
  * Fastify). `Req` is the framework's request type, handed to `key` and `skip`.
  */
-export interface HttpCacheOptions<Req = unknown> {
+/**
+ * The stale-serving options (`staleWhileRevalidate`, `staleIfError`, `failSafeRetry`,
+ * `softTimeout`, `hardTimeout`, `earlyRefresh`) override the cache's for these responses.
+ */
+export interface HttpCacheOptions<Req = unknown> extends FreshnessOptions {
   /**
    * The cache that holds responses and coalesces misses. Give one made with
    * `createCache({ redis })` to coalesce across every process sharing that Redis; the
@@ -84,6 +89,8 @@ export interface ResolvedHttpCacheOptions<Req = unknown> {
   hitForMissTtl: number;
   /** Lower-case header names. */
   privateHeaders: readonly string[];
+  /** The stale-serving options given (validated); the cache's apply to the others. */
+  freshness: FreshnessOptions;
 }
 
 export const HTTP_CACHE_DEFAULTS = {
@@ -115,7 +122,7 @@ export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders')
   return [...names];
 }
 
-const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl', 'privateHeaders']);
+const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -171,5 +178,19 @@ export function resolveHttpCacheOptions<Req>(
     maxBodySize,
     hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     privateHeaders: o.privateHeaders === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
+    freshness: pickFreshness(o),
   };
+}
+
+/** The stale-serving options present in `o`, validated now (`InvalidOptionError` naming the option). */
+export function pickFreshness(o: FreshnessOptions, prefix = ''): FreshnessOptions {
+  const given: Record<string, unknown> = {};
+  for (const name of FRESHNESS_OPTION_NAMES) if (o[name] !== undefined) given[name] = o[name];
+  try {
+    resolveFreshness(given as FreshnessOptions, FRESHNESS_DEFAULTS);
+  } catch (error) {
+    if (prefix && error instanceof InvalidOptionError) throw new InvalidOptionError(`${prefix}${error.option}`, error.message.replace(/^Invalid [^:]+: /, ''));
+    throw error;
+  }
+  return given as FreshnessOptions;
 }

@@ -6,12 +6,16 @@ import { currentAge } from './freshness.js';
 import { headerValue, type HeaderEntry } from './headers.js';
 import { decodeResponse, type StoredResponse } from './response-format.js';
 
-/** The `X-Cache` header: `HIT` from the cache, `COALESCED` from another request's handler run, `MISS` from this request's own. */
-export type XCache = 'HIT' | 'MISS' | 'COALESCED';
+/**
+ * The `X-Cache` header: `HIT` from the cache, `COALESCED` from another request's handler run,
+ * `MISS` from this request's own, `STALE` a stored response past its TTL (staleWhileRevalidate,
+ * staleIfError, softTimeout).
+ */
+export type XCache = 'HIT' | 'MISS' | 'COALESCED' | 'STALE';
 
 /** What a call to the cache means for the `X-Cache` header (`pass`: the handler ran for this request). */
 export function xCacheFor(status: CacheStatus): XCache {
-  return status === 'hit' ? 'HIT' : status === 'coalesced' ? 'COALESCED' : 'MISS';
+  return status === 'hit' ? 'HIT' : status === 'coalesced' ? 'COALESCED' : status === 'stale' ? 'STALE' : 'MISS';
 }
 
 /** A stored response decoded once, with its headers ready to be written. */

@@ -5,6 +5,8 @@ import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, firstValueFrom, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
+import { INLINE_REFRESH } from '../core/call-options.js';
+import type { FreshnessOptions } from '../core/freshness.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
 import { formatCacheStatus, type CacheStatusEntry } from '../http/cache-status.js';
 import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
@@ -153,7 +155,8 @@ export class DogpileInterceptor implements NestInterceptor {
     // A second DogpileInterceptor on the same request (@Cached on the class and the handler,
     // or also bound globally) lets it through: the first one handles it.
     handled.claim(marker);
-    return defer(() => this.answer(context, next, key, ttl));
+    const freshness = this.optionsFor(context).freshness ?? {};
+    return defer(() => this.answer(context, next, key, ttl, freshness));
   }
 
   /**
@@ -198,7 +201,7 @@ export class DogpileInterceptor implements NestInterceptor {
     return options;
   }
 
-  private async answer(context: ExecutionContext, next: CallHandler, key: string, ttl: number): Promise<unknown> {
+  private async answer(context: ExecutionContext, next: CallHandler, key: string, ttl: number, freshness: FreshnessOptions): Promise<unknown> {
     let ran = false;
     let produced: { value: unknown } | undefined;
     const loader = async (): Promise<unknown> => {
@@ -216,7 +219,10 @@ export class DogpileInterceptor implements NestInterceptor {
     try {
       // A handler that failed in another process runs again here, once per key for the
       // requests of this process (onRemoteError), so each gets a real exception for Nest.
-      result = await this.cache.resolve(key, loader, { ttl, cacheable: decide, onWaitTimeout: 'load', onRemoteError: 'load' });
+      // A stale value inside staleWhileRevalidate: the request that wins the refresh lead runs
+      // the handler (X-Cache: MISS); every other one is answered stale at once (X-Cache: STALE).
+      const options = { ttl, cacheable: decide, onWaitTimeout: 'load' as const, onRemoteError: 'load' as const, ...freshness, [INLINE_REFRESH]: true };
+      result = await this.cache.resolve(key, loader, options);
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).
       if (error instanceof HandlerError) throw error.error;
@@ -230,7 +236,8 @@ export class DogpileInterceptor implements NestInterceptor {
       this.setXCache(context, 'MISS');
       return firstValue(next.handle());
     }
-    this.setXCache(context, xCacheFor(result.status), result.status === 'hit' || result.status === 'coalesced' ? result.createdAt : undefined, ttl);
+    const fromCache = result.status === 'hit' || result.status === 'coalesced' || result.status === 'stale';
+    this.setXCache(context, xCacheFor(result.status), fromCache ? result.createdAt : undefined, ttl);
     if (produced !== undefined && result.status === 'miss') this.warnClassInstance(context, produced.value);
     return result.value;
   }

@@ -67,7 +67,7 @@ function cachedMethod(
       key = `${label}(${argumentsKey(label, args)})`;
     }
     const ttl = await ttlFor(options, defaults, context);
-    return cache.getOrCompute(key, () => original.apply(this, args), ttl);
+    return cache.getOrCompute(key, () => original.apply(this, args), { ttl, ...options.freshness });
   };
   Object.defineProperty(cached, 'name', { value: name });
   return cached;

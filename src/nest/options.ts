@@ -3,7 +3,8 @@ import type { DogpileCache } from '../core/cache.js';
 import { describe, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import type { CacheOptions } from '../core/options.js';
-import { HTTP_CACHE_DEFAULTS, resolvePrivateHeaders } from '../http/options.js';
+import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders } from '../http/options.js';
+import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 
 /** A TTL, or a function of the request's execution context that returns one. */
 export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Promise<Duration>);
@@ -14,8 +15,11 @@ export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Pr
  */
 export type CachedKeyFactory = (context: ExecutionContext) => string | null | undefined | false | Promise<string | null | undefined | false>;
 
-/** Options of `@Cached(...)`. */
-export interface CachedOptions {
+/**
+ * Options of `@Cached(...)`. The stale-serving options (`staleWhileRevalidate`, `staleIfError`,
+ * `failSafeRetry`, `softTimeout`, `hardTimeout`, `earlyRefresh`) override the module cache's.
+ */
+export interface CachedOptions extends FreshnessOptions {
   /**
    * How long the result stays cached: ms, a string like `'5m'`, or a function of the
    * execution context. @default the module's `ttl`
@@ -43,6 +47,8 @@ export interface ResolvedCachedOptions {
   key: CachedKeyFactory | undefined;
   /** Lower-case; undefined: the module's. */
   privateHeaders?: readonly string[] | undefined;
+  /** The stale-serving options given (validated); the cache's apply to the others. */
+  freshness?: FreshnessOptions;
 }
 
 /** Options of `DogpileModule.forRoot()` / what `forRootAsync()`'s factory returns. */
@@ -76,7 +82,7 @@ export const NEST_DEFAULTS = {
   privateHeaders: HTTP_CACHE_DEFAULTS.privateHeaders,
 } as const;
 
-const CACHED_KEYS = new Set(['ttl', 'key', 'privateHeaders']);
+const CACHED_KEYS = new Set<string>(['ttl', 'key', 'privateHeaders', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates what `@Cached(...)` was given, when the decorator is applied. */
 export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefined): ResolvedCachedOptions {
@@ -95,6 +101,7 @@ export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefine
     ttl: ttl === undefined ? undefined : typeof ttl === 'function' ? ttl : toMs(ttl, 'ttl'),
     key,
     privateHeaders: privateHeaders === undefined ? undefined : resolvePrivateHeaders(privateHeaders),
+    freshness: pickFreshness(input),
   };
 }
 
@@ -107,6 +114,7 @@ export function mergeCachedOptions(
     ttl: onHandler?.ttl ?? onClass?.ttl,
     key: onHandler?.key ?? onClass?.key,
     privateHeaders: onHandler?.privateHeaders ?? onClass?.privateHeaders,
+    freshness: { ...onClass?.freshness, ...onHandler?.freshness },
   };
 }
 

@@ -111,8 +111,8 @@ export function traceCall<R extends { status: TraceOutcome; degraded: boolean }>
       ctx.outcome = answer.status;
       ctx.degraded = answer.degraded;
       if (answer.status === 'hit' || answer.status === 'stale') ctx.layer = hitLayer ?? 'store';
-      // A result that says it was served by fail-safe (the freshness lifecycle's `failSafe: true`).
-      ctx.failSafe = (answer as { failSafe?: boolean }).failSafe === true;
+      // Served by fail-safe: a stale value because its refresh failed or Redis was unreachable.
+      ctx.failSafe = (answer as { staleReason?: string }).staleReason === 'error';
       return answer;
     } finally {
       ctx.duration = monotonicNow() - started;

@@ -70,6 +70,11 @@ export class WaitTimeoutError extends DogpileError {
   override readonly code = 'E_WAIT_TIMEOUT' as const;
 }
 
+/** The loader ran longer than `hardTimeout` and was given up (its `signal` aborts with this error). */
+export class LoaderTimeoutError extends DogpileError {
+  override readonly code = 'E_LOADER_TIMEOUT' as const;
+}
+
 /** A value could not be serialised for storage (functions, symbols, cycles in JSON ...). */
 export class SerializationError extends DogpileError {
   override readonly code = 'E_SERIALIZATION' as const;
@@ -104,6 +109,7 @@ export const errors = {
   LockReplicationError,
   AbortedError,
   LoaderError,
+  LoaderTimeoutError,
   WaitTimeoutError,
   SerializationError,
   CacheClosedError,

@@ -10,15 +10,20 @@ import { LuaScript } from '../redis/lua-script.js';
  */
 
 /**
- * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value).
+ * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value),
+ * now (ms since the epoch), try lead on a stale value ('1' | '0').
  * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock
  * [, 1 when the lock had no expiry and was given lockTtl]}
- * | {4, error} (the value key holds another Redis type: a foreign value, looked past with skip).
+ * | {4, error} (the value key holds another Redis type: a foreign value, looked past with skip)
+ * | {5, value, 1} (a version 2 entry past its expiry, and the lead is ours: refresh it)
+ * | {5, value, 0, remaining ms of the lock or -2 when there is none, 1 when the lock is a
+ *   failSafeRetry hold ('F:' + token, kept after a failed refresh: no one is loading)}.
+ * The expiry of a version 2 entry is the float64 at bytes 12..19 (store/entry.ts).
  */
 /** What LOOKUP answers (bulk strings as Buffers: it is run with `runBuffer`). */
-export type LookupReply = [1, Buffer] | [2] | [3, number, 1?] | [4, Buffer];
+export type LookupReply = [1, Buffer] | [2] | [3, number, 1?] | [4, Buffer] | [5, Buffer, 1] | [5, Buffer, 0, number, 0 | 1];
 
-export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: '0' | '1'], LookupReply>(
+export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: '0' | '1', now: number, tryLead: '0' | '1'], LookupReply>(
   'lookup',
   `
 local value_key = KEYS[1]
@@ -29,7 +34,15 @@ local skip_value = ARGV[3]
 if skip_value ~= '1' then
   local v = redis.pcall('GET', value_key)
   if type(v) == 'table' and v.err then return {4, v.err} end
-  if v then return {1, v} end
+  if v then
+    if #v >= 36 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103 and string.byte(v, 3) == 2
+      and tonumber(ARGV[4]) >= struct.unpack('>d', string.sub(v, 13, 20)) then
+      if ARGV[5] == '1' and redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {5, v, 1} end
+      local holder = redis.call('GET', lock_key)
+      return {5, v, 0, redis.call('PTTL', lock_key), (holder and string.sub(holder, 1, 2) == 'F:') and 1 or 0}
+    end
+    return {1, v}
+  end
 end
 if redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {2} end
 local left = redis.call('PTTL', lock_key)
@@ -48,7 +61,8 @@ return {3, left}
  * shared ttl ms, publish command ('SPUBLISH' on a cluster with sharded pub/sub, else 'PUBLISH').
  * mode: 'store' (write + announce), 'share' (announce; a value too big to inline is left
  * under the shared key for the shared ttl, for the waiters to read once), 'uncacheable' (optional marker),
- * 'error' (announce the error), 'release' (announce nothing but the release).
+ * 'error' (announce the error), 'release' (announce nothing but the release), 'fail' (announce
+ * the error, but keep the lock for ttl ms more instead of releasing it: failSafeRetry).
  * Writes only while the lock still holds this token, so a leader that lost its lock never
  * overwrites a newer leader's value. Returns 1, or 0 when the lock was lost.
  */
@@ -70,6 +84,11 @@ local inline_max = tonumber(ARGV[6])
 local shared_ttl = ARGV[7]
 local pub = ARGV[8] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 if redis.call('GET', lock_key) ~= token then return 0 end
+if mode == 'fail' then
+  redis.call('SET', lock_key, 'F:' .. token, 'PX', ttl)
+  redis.call('PUBLISH', channel, 'e' .. bytes)
+  return 1
+end
 redis.call('DEL', lock_key)
 if mode == 'store' or mode == 'share' then
   if mode == 'store' then redis.call('SET', value_key, bytes, 'PX', ttl) end

@@ -12,6 +12,7 @@ export class EntryCodec {
   /** The bytes of `entry`; throws `SerializationError` (naming `key`) when its value cannot be serialised. */
   encode(key: string, entry: StoredEntry): Buffer {
     if (entry.kind === EntryKind.HitForMiss) return encodeEntry(entry.kind, entry.createdAt, entry.ttl, EMPTY);
+    const window = { stale: entry.stale ?? 0, delta: entry.delta ?? 0 };
     let payload: Uint8Array;
     try {
       payload = this.serializer.serialize(entry.value);
@@ -21,7 +22,7 @@ export class EntryCodec {
     if (!(payload instanceof Uint8Array)) {
       throw new SerializationError(`the serializer returned ${typeof payload} for "${key}"; serialize() must return a Buffer or Uint8Array`, { key });
     }
-    return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload);
+    return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload, window);
   }
 
   /** The entry in `bytes`, or the error that makes them unreadable (a foreign value, a serializer failure). */
@@ -29,7 +30,7 @@ export class EntryCodec {
     try {
       const header = decodeEntry(bytes);
       const value = header.kind === EntryKind.Value ? this.serializer.deserialize(header.payload) : undefined;
-      return { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl };
+      return { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl, stale: header.stale, delta: header.delta };
     } catch (error) {
       return { error: error as Error };
     }

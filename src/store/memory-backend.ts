@@ -7,12 +7,16 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
  * (not copied: do not mutate what the cache hands you). Misses are coalesced by the cache's
  * in-process single-flight, so every lookup that finds nothing leads. Values are still run
  * through the codec when stored, so a value that a shared store could not hold fails the
- * same way here (`SerializationError`).
+ * same way here (`SerializationError`). An entry lives `ttl` plus its stale window; a lead
+ * lock per key (in process memory) lets one refresh of a stale value run at a time, as the
+ * Redis lock does across processes.
  */
 export class MemoryBackend implements Backend {
   readonly distributed = false;
   readonly peekLayer = 'store';
   private readonly lru: LRUCache<string, StoredEntry>;
+  /** Lead locks of stale values being refreshed: key → holder token and expiry (monotonic ms). */
+  private readonly locks = new Map<string, { token: string; until: number; hold?: true }>();
 
   constructor(
     maxEntries: number,
@@ -33,16 +37,37 @@ export class MemoryBackend implements Backend {
     /* the store is in process memory already */
   }
 
-  async lookup(key: string, _token: string, _lockTtl: number, skipValue: boolean): Promise<Lookup> {
-    const entry = skipValue ? undefined : this.lru.get(key);
-    return entry ? { kind: 'hit', entry } : { kind: 'lead' };
+  peekStale(key: string): StoredEntry | undefined {
+    return this.lru.get(key);
   }
 
-  async commit(key: string, _token: string, commit: Commit): Promise<boolean> {
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now = Date.now(), tryLead = true): Promise<Lookup> {
+    const entry = skipValue ? undefined : this.lru.get(key);
+    if (!entry) return { kind: 'lead' };
+    if ((entry.stale ?? 0) > 0 && now >= entry.createdAt + entry.ttl) {
+      if (tryLead && this.lock(key, token, lockTtl)) return { kind: 'stale', entry, lead: true, remaining: 0, hold: false };
+      const held = this.locks.get(key);
+      return { kind: 'stale', entry, lead: false, remaining: held ? Math.max(0, held.until - performance.now()) : -2, hold: held?.hold === true };
+    }
+    return { kind: 'hit', entry };
+  }
+
+  async tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return this.lock(key, token, lockTtl);
+  }
+
+  async commit(key: string, token: string, commit: Commit): Promise<boolean> {
+    const held = this.locks.get(key);
+    if (held && held.token !== token && held.until > performance.now()) return false;
+    if (commit.mode === 'fail') {
+      this.locks.set(key, { token, until: performance.now() + commit.holdMs, hold: true });
+      return true;
+    }
+    if (held?.token === token) this.locks.delete(key);
     switch (commit.mode) {
       case 'store':
         this.codec.encode(key, commit.entry);
-        if (commit.entry.ttl) this.lru.set(key, commit.entry, { ttl: commit.entry.ttl });
+        if (commit.entry.ttl) this.lru.set(key, commit.entry, { ttl: commit.entry.ttl + (commit.entry.stale ?? 0) });
         break;
       case 'share':
         this.codec.encode(key, commit.entry);
@@ -74,14 +99,24 @@ export class MemoryBackend implements Backend {
 
   async set(key: string, entry: StoredEntry): Promise<void> {
     this.codec.encode(key, entry);
-    this.lru.set(key, entry, { ttl: entry.ttl });
+    this.lru.set(key, entry, { ttl: entry.ttl + (entry.stale ?? 0) });
   }
 
   async delete(key: string): Promise<boolean> {
+    this.locks.delete(key);
     return this.lru.delete(key);
   }
 
   async close(): Promise<void> {
     this.lru.clear();
+    this.locks.clear();
+  }
+
+  /** In process, a lead lock lives until its holder commits (a hung loader is given up by `hardTimeout`). */
+  private lock(key: string, token: string, _lockTtl: number): boolean {
+    const held = this.locks.get(key);
+    if (held && held.until > performance.now()) return false;
+    this.locks.set(key, { token, until: Number.POSITIVE_INFINITY });
+    return true;
   }
 }

@@ -53,14 +53,25 @@ export class RedisBackend implements Backend {
     return this.options.l1?.get(key);
   }
 
-  keep(key: string, entry: StoredEntry, left: number): void {
-    this.options.l1?.keep(key, entry, left);
+  peekStale(key: string): StoredEntry | undefined {
+    return this.options.l1?.stale(key);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup> {
+  keep(key: string, entry: StoredEntry, left: number, staleLeft = left): void {
+    this.options.l1?.keep(key, entry, left, staleLeft);
+  }
+
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now = Date.now(), tryLead = true): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0']);
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0', now, tryLead ? '1' : '0']);
     switch (reply[0]) {
+      case 5: {
+        const decoded = this.decode(reply[1]);
+        if ('error' in decoded) return { kind: 'corrupt', error: decoded.error };
+        return reply[2] === 1
+          ? { kind: 'stale', entry: decoded, lead: true, remaining: 0, hold: false }
+          : { kind: 'stale', entry: decoded, lead: false, remaining: Number(reply[3]), hold: reply[4] === 1 };
+      }
       case 1: {
         const decoded = this.decode(reply[1]);
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
@@ -104,7 +115,7 @@ export class RedisBackend implements Backend {
       case 'store':
       case 'share':
         bytes = this.options.codec.encode(key, commit.entry);
-        ttl = commit.entry.ttl;
+        ttl = commit.entry.ttl + (commit.entry.stale ?? 0);
         sharedTtl = commit.sharedTtl;
         break;
       case 'uncacheable':
@@ -115,6 +126,10 @@ export class RedisBackend implements Backend {
         break;
       case 'error':
         bytes = Buffer.from(JSON.stringify({ name: commit.name, message: commit.message }));
+        break;
+      case 'fail':
+        bytes = Buffer.from(JSON.stringify({ name: commit.name, message: commit.message }));
+        ttl = commit.holdMs;
         break;
       default:
         break;
@@ -132,6 +147,10 @@ export class RedisBackend implements Backend {
       pub,
     ]);
     return result === 1;
+  }
+
+  async tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return (await this.commands.call('SET', cacheKeys(this.options.prefix, key).lock, token, 'PX', Math.max(1, Math.ceil(lockTtl)), 'NX')) === 'OK';
   }
 
   async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
@@ -160,7 +179,7 @@ export class RedisBackend implements Backend {
 
   async set(key: string, entry: StoredEntry): Promise<void> {
     const bytes = this.options.codec.encode(key, entry);
-    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(entry.ttl)));
+    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))));
   }
 
   async delete(key: string): Promise<boolean> {

@@ -5,12 +5,23 @@ export interface StoredEntry {
   kind: EntryKind;
   value: unknown;
   createdAt: number;
+  /** Fresh for this long after `createdAt` (ms). */
   ttl: number;
+  /** Kept this long past `ttl`, for stale serving (the longest stale window, ms). @default 0 */
+  stale?: number;
+  /** How long the loader took (ms), for early refresh. @default 0 */
+  delta?: number;
 }
 
 /** Step 2 of the miss protocol: the value, the lead, or how long the current leader has left. */
 export type Lookup =
   | { kind: 'hit'; entry: StoredEntry }
+  /**
+   * A value past its `ttl`, inside its stale window; `lead`: this caller took the lead lock;
+   * else the lock has `remaining` ms (-2: no lock), and `hold` tells a lock kept after a failed
+   * refresh (failSafeRetry: no one is loading) from a running leader's.
+   */
+  | { kind: 'stale'; entry: StoredEntry; lead: boolean; remaining: number; hold: boolean }
   | { kind: 'corrupt'; error: Error }
   | { kind: 'lead' }
   | { kind: 'wait'; remaining: number; /** The lock had no expiry and was given one (reported as corrupt). */ repaired?: Error };
@@ -39,7 +50,9 @@ export type Commit =
   /** Announce the loader's error. */
   | { mode: 'error'; name: string; message: string }
   /** Announce nothing but the release (the loader's work was abandoned). */
-  | { mode: 'release' };
+  | { mode: 'release' }
+  /** Announce the loader's error but keep the lead lock for `holdMs` more (no new attempt fleet-wide until then: failSafeRetry). */
+  | { mode: 'fail'; name: string; message: string; holdMs: number };
 
 /** Where entries live and how a miss is coordinated. Backends encode and decode entries themselves. */
 export interface Backend {
@@ -49,9 +62,21 @@ export interface Backend {
   readonly peekLayer: 'store' | 'l1';
   /** Synchronous hit path: an entry held in process memory, or undefined (no promise per hit). */
   peek(key: string): StoredEntry | undefined;
-  /** Keeps a value this process learnt of, for at most `left` ms, where `peek` can find it (a no-op without an L1). */
-  keep(key: string, entry: StoredEntry, left: number): void;
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean): Promise<Lookup>;
+  /**
+   * Keeps a value this process learnt of, for at most `left` ms, where `peek` can find it, and
+   * for `staleLeft` ms (default `left`) where `peekStale` can (a no-op without an L1).
+   */
+  keep(key: string, entry: StoredEntry, left: number, staleLeft?: number): void;
+  /** An entry held in process memory, fresh or stale (the fallback while the store is unreachable). */
+  peekStale(key: string): StoredEntry | undefined;
+  /**
+   * Step 2: the value, or the lead, or the leader's remaining lock time. A value past its
+   * `ttl` (at `now`, ms since the epoch) is answered as `stale`, and the lead lock is tried in
+   * the same call unless `tryLead` is false.
+   */
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now?: number, tryLead?: boolean): Promise<Lookup>;
+  /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
+  tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
   commit(key: string, token: string, commit: Commit): Promise<boolean>;
   renew(key: string, token: string, lockTtl: number): Promise<boolean>;

@@ -177,6 +177,59 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         expect(await backend.renew(key, token, LOCK_TTL)).toBe(true);
         expect(await backend.commit(key, token, { mode: 'release' })).toBe(true);
       });
+      /** A value made `age` ms ago, fresh for `ttl`, kept `stale` ms more. */
+      const aged = (value: unknown, age: number, ttl: number, stale: number): StoredEntry => ({
+        kind: EntryKind.Value,
+        value,
+        createdAt: Date.now() - age,
+        ttl,
+        stale,
+        delta: 0,
+      });
+
+      it('a value past its ttl inside its stale window is stale: the first lookup takes the lead, the next ones do not', async () => {
+        const key = freshId('k');
+        const old = aged('old', 200, 100, 60_000);
+        await backend.set(key, old);
+        const t1 = freshId('t');
+        const first = await backend.lookup(key, t1, LOCK_TTL, false, Date.now());
+        expect(first).toMatchObject({ kind: 'stale', lead: true, hold: false });
+        expectEntry((first as Extract<Lookup, { kind: 'stale' }>).entry, old);
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: false, hold: false });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now(), false)).toMatchObject({ kind: 'stale', lead: false });
+        const fresh = aged('new', 0, 60_000, 60_000);
+        expect(await backend.commit(key, t1, store(fresh))).toBe(true);
+        const after = await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now());
+        expect(after.kind).toBe('hit');
+        expectEntry((after as Extract<Lookup, { kind: 'hit' }>).entry, fresh);
+      });
+
+      it('a stale value is not led when asked not to (tryLead false), and the lock stays free', async () => {
+        const key = freshId('k');
+        await backend.set(key, aged('old', 200, 100, 60_000));
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now(), false)).toMatchObject({ kind: 'stale', lead: false, hold: false });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: true });
+      });
+
+      it('commit "fail" keeps the lock as a hold for holdMs: lookups of the stale value say hold, and lead again after it', async () => {
+        const key = freshId('k');
+        await backend.set(key, aged('old', 200, 100, 60_000));
+        const token = freshId('t');
+        expect(await backend.lookup(key, token, LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: true });
+        expect(await backend.commit(key, token, { mode: 'fail', name: 'Error', message: 'boom', holdMs: 300 })).toBe(true);
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: false, hold: true });
+        await sleep(350);
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: true });
+      });
+
+      it('tryLead takes a free lead lock once', async () => {
+        const key = freshId('k');
+        const token = freshId('t');
+        expect(await backend.tryLead(key, token, LOCK_TTL)).toBe(true);
+        expect(await backend.tryLead(key, freshId('t'), LOCK_TTL)).toBe(false);
+        expect(await backend.commit(key, token, { mode: 'release' })).toBe(true);
+        expect(await backend.tryLead(key, freshId('t'), LOCK_TTL)).toBe(true);
+      });
     });
 
     describe('a local backend', () => {

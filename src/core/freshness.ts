@@ -1,0 +1,111 @@
+import { toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError } from '../shared/errors.js';
+import type { StoredEntry } from '../store/types.js';
+
+/**
+ * The life of an entry past its `ttl` (see "The life of an entry" in DESIGN.md): fresh until
+ * `createdAt + ttl`; then, for `staleWhileRevalidate`, served at once while one refresh runs;
+ * for `staleIfError`, served when a refresh or a miss fails; gone after the longer of the two.
+ */
+
+/** The stale-serving options as the user gives them (createCache, per call, adapters). */
+export interface FreshnessOptions {
+  /** After `ttl`, serve the stale value at once for this long while one refresh runs in the background. @default 0 */
+  staleWhileRevalidate?: Duration;
+  /** After `ttl`, serve the stale value for this long when a refresh or a miss fails. @default 0 */
+  staleIfError?: Duration;
+  /** After a failed refresh, no new attempt for this long, fleet-wide (the stale value is served). @default 1000 (ms) */
+  failSafeRetry?: Duration;
+  /** With a stale value at hand, callers waiting for a loader get it after this long; the loader goes on. */
+  softTimeout?: Duration;
+  /** The loader is given up after this long: its signal aborts with `LoaderTimeoutError`. */
+  hardTimeout?: Duration;
+  /** Probabilistic early refresh (XFetch) of a value about to expire; `beta` scales how early. @default false */
+  earlyRefresh?: boolean | { beta?: number };
+}
+
+/** Resolved: milliseconds, 0 for "off". */
+export interface FreshnessRules {
+  staleWhileRevalidate: number;
+  staleIfError: number;
+  failSafeRetry: number;
+  softTimeout: number;
+  hardTimeout: number;
+  /** XFetch's β; 0 when early refresh is off. */
+  earlyRefreshBeta: number;
+}
+
+export const FRESHNESS_DEFAULTS: FreshnessRules = {
+  staleWhileRevalidate: 0,
+  staleIfError: 0,
+  failSafeRetry: 1000,
+  softTimeout: 0,
+  hardTimeout: 0,
+  earlyRefreshBeta: 0,
+};
+
+export const FRESHNESS_OPTION_NAMES = ['staleWhileRevalidate', 'staleIfError', 'failSafeRetry', 'softTimeout', 'hardTimeout', 'earlyRefresh'] as const;
+
+/** Validates the stale-serving options (`InvalidOptionError` naming the option) over `defaults`. */
+export function resolveFreshness(o: FreshnessOptions, defaults: FreshnessRules): FreshnessRules {
+  const rules: FreshnessRules = {
+    staleWhileRevalidate: o.staleWhileRevalidate === undefined ? defaults.staleWhileRevalidate : toMs(o.staleWhileRevalidate, 'staleWhileRevalidate', { allowZero: true }),
+    staleIfError: o.staleIfError === undefined ? defaults.staleIfError : toMs(o.staleIfError, 'staleIfError', { allowZero: true }),
+    failSafeRetry: o.failSafeRetry === undefined ? defaults.failSafeRetry : toMs(o.failSafeRetry, 'failSafeRetry'),
+    softTimeout: o.softTimeout === undefined ? defaults.softTimeout : toMs(o.softTimeout, 'softTimeout'),
+    hardTimeout: o.hardTimeout === undefined ? defaults.hardTimeout : toMs(o.hardTimeout, 'hardTimeout'),
+    earlyRefreshBeta: o.earlyRefresh === undefined ? defaults.earlyRefreshBeta : earlyBeta(o.earlyRefresh),
+  };
+  if (rules.softTimeout > 0 && rules.hardTimeout > 0 && rules.softTimeout >= rules.hardTimeout) {
+    throw new InvalidOptionError('softTimeout', `must be shorter than hardTimeout (${rules.hardTimeout} ms), got ${rules.softTimeout} ms`);
+  }
+  return rules;
+}
+
+function earlyBeta(value: unknown): number {
+  if (value === false) return 0;
+  if (value === true) return 1;
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const beta = (value as { beta?: unknown }).beta;
+    if (beta === undefined) return 1;
+    if (typeof beta !== 'number' || !Number.isFinite(beta) || beta <= 0) {
+      throw new InvalidOptionError('earlyRefresh.beta', `must be a finite number greater than zero, got ${String(beta)}`);
+    }
+    return beta;
+  }
+  throw new InvalidOptionError('earlyRefresh', 'expected true, false or { beta }');
+}
+
+/** How long an entry is kept past its `ttl`: the longer stale window. */
+export function staleWindow(rules: FreshnessRules): number {
+  return Math.max(rules.staleWhileRevalidate, rules.staleIfError);
+}
+
+export function expiresAt(entry: StoredEntry): number {
+  return entry.createdAt + entry.ttl;
+}
+
+/** Fresh at `now` (ms since the epoch). An entry with no stale window is fresh as long as it is stored. */
+export function isFresh(entry: StoredEntry, now: number): boolean {
+  return !entry.stale || now < entry.createdAt + entry.ttl;
+}
+
+/** A stale entry may be served at once while it is refreshed. */
+export function withinRevalidate(entry: StoredEntry, now: number, rules: FreshnessRules): boolean {
+  return now < expiresAt(entry) + rules.staleWhileRevalidate;
+}
+
+/** A stale entry may be served instead of an error. */
+export function withinStaleIfError(entry: StoredEntry, now: number, rules: FreshnessRules): boolean {
+  return now < expiresAt(entry) + rules.staleIfError;
+}
+
+/**
+ * XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015): refresh early when
+ * `now − Δ·β·ln(random()) ≥ expiresAt`. Δ is the loader duration stored with the entry.
+ */
+export function earlyRefreshDue(entry: StoredEntry, now: number, beta: number, random: () => number = Math.random): boolean {
+  const delta = entry.delta ?? 0;
+  if (beta <= 0 || delta <= 0) return false;
+  return now - delta * beta * Math.log(random()) >= expiresAt(entry);
+}
