@@ -353,3 +353,29 @@ describe('dogpile-guard/prometheus', () => {
     expect(() => registerDogpileMetrics({ registry: new Registry(), buckets: [] })).toThrow(/buckets/);
   });
 });
+
+describe('NODE_DEBUG=dogpile-guard and the freshness lifecycle', () => {
+  it('logs a stale value served and the background refresh that replaces it', async () => {
+    const { execFile } = await import('node:child_process');
+    const { fileURLToPath } = await import('node:url');
+    const entry = fileURLToPath(new URL('../src/index.ts', import.meta.url));
+    const script = `
+      const { createCache } = await import(${JSON.stringify(entry)});
+      const cache = createCache({ staleWhileRevalidate: '5s' });
+      const load = async () => { await new Promise((r) => setTimeout(r, 50)); return Date.now(); };
+      await cache.getOrCompute('k', load, 100);
+      await new Promise((r) => setTimeout(r, 150));
+      await cache.getOrCompute('k', load, 100);
+      await new Promise((r) => setTimeout(r, 300));
+      await cache.close();
+    `;
+    const stderr = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env: { ...process.env, NODE_DEBUG: 'dogpile-guard' }, timeout: 30_000 }, (error, _out, err) =>
+        error ? reject(error) : resolve(err),
+      );
+    });
+    expect(stderr).toMatch(/stale key=k: a stale value served \(revalidate\)/);
+    expect(stderr).toMatch(/refresh key=k started/);
+    expect(stderr).toMatch(/refresh key=k ended after \d+ ms: stored/);
+  });
+});

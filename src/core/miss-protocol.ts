@@ -263,6 +263,7 @@ export class MissProtocol {
   /** The stale value as the answer, reported by a `stale` event. */
   private staleAnswer<T>(key: string, entry: StoredEntry, reason: 'revalidate' | 'error' | 'timeout', degraded = false): Settled<T> {
     const age = Date.now() - entry.createdAt;
+    if (debug.enabled) debug('stale key=%s: a stale value served (%s), %d ms old', key, reason, age);
     if (this.events.listenerCount('stale') > 0) this.events.emit('stale', { key, reason, age });
     return { value: entry.value as T, status: 'stale', staleReason: reason, createdAt: entry.createdAt, degraded, private: false };
   }
@@ -339,9 +340,15 @@ export class MissProtocol {
       : undefined;
     const started = monotonicNow();
     const refreshEnd = (outcome: 'stored' | 'error' | 'timeout' | 'lost') => {
-      if (fallback) this.events.emit('refresh', { key, phase: 'end', duration: monotonicNow() - started, outcome });
+      if (!fallback) return;
+      const duration = monotonicNow() - started;
+      if (debug.enabled) debug('refresh key=%s ended after %d ms: %s', key, Math.round(duration), outcome);
+      this.events.emit('refresh', { key, phase: 'end', duration, outcome });
     };
-    if (fallback) this.events.emit('refresh', { key, phase: 'start' });
+    if (fallback) {
+      if (debug.enabled) debug('refresh key=%s started', key);
+      this.events.emit('refresh', { key, phase: 'start' });
+    }
     let hardTimer: NodeJS.Timeout | undefined;
     let value: T;
     try {
