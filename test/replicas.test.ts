@@ -14,7 +14,12 @@ beforeAll(async () => {
   await replica.start();
   await replica.command('REPLICAOF', master.host, master.port);
   const deadline = performance.now() + 15_000;
-  while (!String(await replica.command('INFO', 'replication')).includes('master_link_status:up')) {
+  // Synced as both ends see it: the replica's link is up and the master counts it online
+  // (the number 'majority' is taken from).
+  while (
+    !String(await replica.command('INFO', 'replication')).includes('master_link_status:up') ||
+    !/slave0:.*state=online/.test(String(await master.command('INFO', 'replication')))
+  ) {
     if (performance.now() > deadline) throw new Error('the replica did not sync');
     await new Promise((r) => setTimeout(r, 50));
   }
