@@ -1,6 +1,6 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { isRedisClient, type RedisClient } from '../redis/client.js';
+import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
 import { validatePrefix } from '../lock/common.js';
 import { v8Serializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
@@ -121,7 +121,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     if (!KNOWN.has(k)) throw new InvalidOptionError(k, `unknown option; known options are ${[...KNOWN].join(', ')}`);
   }
   if (o.redis !== undefined && typeof o.redis !== 'string' && !isRedisClient(o.redis)) {
-    throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance, or a redis:// URL');
+    throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
   }
   if (typeof o.redis === 'string' && !/^rediss?:\/\//.test(o.redis)) {
     throw new InvalidOptionError('redis', `expected a URL starting with redis:// or rediss://, got ${JSON.stringify(o.redis)}`);

@@ -1,5 +1,6 @@
 import { ClusterSubscriberConnection } from './cluster-connection.js';
 import { isCluster, type RedisClient } from './client.js';
+import { isNodeRedis, NodeRedisSubscriberConnection, type NodeRedis } from './node-redis.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
 export type ChannelListener = (message: Buffer | null) => void;
@@ -24,8 +25,8 @@ export const CHANNEL_LINGER_MS = 1000;
  * wait), so no subscription outlives the waits that needed it by more than that. After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
-/** What a `Subscriber` listens on: an ioredis client, or the node connection of a cluster. */
-type PubSubConnection = RedisClient | ClusterSubscriberConnection;
+/** What a `Subscriber` listens on: an ioredis client, the node connection of a cluster, or a node-redis duplicate. */
+type PubSubConnection = Exclude<RedisClient, NodeRedis> | ClusterSubscriberConnection | NodeRedisSubscriberConnection;
 
 export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
@@ -205,7 +206,11 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
     // sent while the new connection is still connecting must wait for it, not fail. On a
     // cluster it is one connection to one node, not a duplicate Cluster (see
     // ClusterSubscriberConnection for why).
-    const connection = isCluster(client) ? new ClusterSubscriberConnection(client) : client.duplicate({ enableOfflineQueue: true });
+    const connection = isNodeRedis(client)
+      ? new NodeRedisSubscriberConnection(client)
+      : isCluster(client)
+        ? new ClusterSubscriberConnection(client)
+        : client.duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,
