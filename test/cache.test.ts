@@ -13,6 +13,7 @@ import {
   WaitTimeoutError,
   CacheClosedError,
   LockLostError,
+  LoaderError,
   RedisLock,
   type CacheEvents,
 } from '../src/index.js';
@@ -385,6 +386,50 @@ describe('coordination through Redis (two caches = two processes)', () => {
     expect(await a.resolve(key, () => 'a-again', 10_000)).toMatchObject({ value: results[0]!.value, status: 'hit' });
     await a.close();
     await b.close();
+  });
+
+  it.each([
+    ['per call', {}, { onRemoteError: 'load' as const }],
+    ['on createCache', { onRemoteError: 'load' as const }, {}],
+  ])('onRemoteError: a loader error in another process is thrown by default, or with "load" (%s) one own loader run serves this process', async (_where, cacheOptions, callOptions) => {
+    const a = createCache({ redis: server.client() });
+    const plain = createCache({ redis: server.client() });
+    const loading = createCache({ redis: server.client(), ...cacheOptions });
+    try {
+      for (const [b, mode] of [[plain, 'throw'], [loading, 'load']] as const) {
+        const key = uniq(`remote-error-${mode}`);
+        const leader = a.resolve(key, async () => {
+          await sleep(150);
+          throw new Error('database down');
+        }, 10_000);
+        await sleep(50);
+        let runs = 0;
+        const waiters = Array.from({ length: 3 }, () =>
+          b.resolve(key, async () => {
+            runs++;
+            await sleep(20);
+            return 'own';
+          }, { ttl: 10_000, ...(mode === 'load' ? callOptions : {}) }),
+        );
+        await expect(leader).rejects.toThrow('database down');
+        const settled = await Promise.allSettled(waiters);
+        if (mode === 'throw') {
+          expect(runs).toBe(0);
+          for (const r of settled) {
+            expect(r.status).toBe('rejected');
+            expect((r as PromiseRejectedResult).reason).toBeInstanceOf(LoaderError);
+            expect(((r as PromiseRejectedResult).reason as LoaderError).code).toBe('E_LOADER');
+          }
+        } else {
+          expect(runs).toBe(1);
+          const results = settled.map((r) => (r as PromiseFulfilledResult<{ value: string; status: string }>).value);
+          expect(results.map((r) => r.value)).toEqual(['own', 'own', 'own']);
+          expect(results.map((r) => r.status).sort()).toEqual(['coalesced', 'coalesced', 'miss']);
+        }
+      }
+    } finally {
+      await Promise.all([a.close(), plain.close(), loading.close()]);
+    }
   });
 
   it('a large value is stored, announced without inlining, and read by the waiter', async () => {

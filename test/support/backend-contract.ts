@@ -4,17 +4,17 @@
  * on another process's lead, announcements, lock expiry) run where `backend.distributed` is
  * true; a local backend promises instead that every miss leads and nothing is announced.
  * Faults that need access to the store itself (foreign bytes, a wrong Redis type, a lock
- * without expiry) run where the harness provides `raw`.
+ * without expiry) run where the harness provides `raw`. The backend encodes entries itself
+ * (its `EntryCodec`), so the suite hands it entries only, never bytes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EntryKind } from '../../src/core/entry.js';
+import { encodeEntry, EntryKind } from '../../src/store/entry.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../../src/store/types.js';
 import { freshId, sleep, waitUntil } from '../../tools/basics.js';
 
 export interface BackendHarness {
+  /** The backend under test, its codec on the v8 serializer. */
   backend: Backend;
-  /** The bytes the cache would hand the backend for this entry (its encoder and serializer). */
-  encode(entry: StoredEntry): Buffer;
   /** Values whose encoding is larger than this are announced without the bytes. */
   inlineMax?: number;
   /** Direct access to the store, for faults no cache call produces. */
@@ -43,6 +43,10 @@ export interface BackendTraits {
   distributed: boolean;
   /** Its harness provides `raw` store access for the fault tests. */
   storeAccess: boolean;
+  /** Which layer `peek` reads: the store itself, or an L1 in front of a shared store. */
+  peekLayer: Backend['peekLayer'];
+  /** With `peekLayer: 'l1'`: the ttl (ms) of the backend's L1, or undefined when it has none. */
+  l1Ttl?: number;
 }
 
 export function backendContract(name: string, traits: BackendTraits, setup: () => Promise<BackendHarness>): void {
@@ -57,7 +61,8 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
       await h?.close();
     });
 
-    const store = (e: StoredEntry): Commit => ({ mode: 'store', bytes: h.encode(e), entry: e, ttl: e.ttl });
+    const store = (e: StoredEntry): Commit => ({ mode: 'store', entry: e, sharedTtl: 1_000 });
+    const share = (e: StoredEntry, sharedTtl = 1_000): Commit => ({ mode: 'share', entry: e, sharedTtl });
     const lead = async (key: string, token = freshId('t')) => {
       expect(await backend.lookup(key, token, LOCK_TTL, false)).toEqual({ kind: 'lead' });
       return token;
@@ -80,21 +85,21 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
       it('set then get returns the entry: kind, value, createdAt, ttl', async () => {
         const key = freshId('k');
         const e = entry({ a: [1, 'two'], n: null });
-        await backend.set(key, e, h.encode(e), e.ttl);
+        await backend.set(key, e);
         expectEntry(await backend.get(key), e);
       });
 
       it('a value expires after its ttl', async () => {
         const key = freshId('k');
         const e = entry('short', 30);
-        await backend.set(key, e, h.encode(e), 30);
+        await backend.set(key, e);
         await waitUntil('the value to expire', async () => (await backend.get(key)) === undefined, 5_000);
       });
 
       it('delete says whether something was deleted', async () => {
         const key = freshId('k');
         const e = entry(1);
-        await backend.set(key, e, h.encode(e), e.ttl);
+        await backend.set(key, e);
         expect(await backend.delete(key)).toBe(true);
         expect(await backend.get(key)).toBeUndefined();
         expect(await backend.delete(key)).toBe(false);
@@ -104,7 +109,7 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         const a = freshId('k');
         const b = `${a}:other`;
         const e = entry('a');
-        await backend.set(a, e, h.encode(e), e.ttl);
+        await backend.set(a, e);
         expect(await backend.get(b)).toBeUndefined();
         expect((await backend.lookup(b, 't', LOCK_TTL, false)).kind).toBe('lead');
       });
@@ -125,14 +130,14 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
       it('skipValue looks past a stored value', async () => {
         const key = freshId('k');
         const e = entry('old');
-        await backend.set(key, e, h.encode(e), e.ttl);
+        await backend.set(key, e);
         expect((await backend.lookup(key, freshId('t'), LOCK_TTL, true)).kind).toBe('lead');
       });
 
       it('commit "store" replaces the value', async () => {
         const key = freshId('k');
         const old = entry('old');
-        await backend.set(key, old, h.encode(old), old.ttl);
+        await backend.set(key, old);
         const token = freshId('t');
         expect(await backend.lookup(key, token, LOCK_TTL, true)).toEqual({ kind: 'lead' });
         const e = entry('new');
@@ -144,12 +149,12 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         const withMarker = freshId('k');
         const marker = entry(undefined, 60_000, EntryKind.HitForMiss);
         const t1 = await lead(withMarker);
-        expect(await backend.commit(withMarker, t1, { mode: 'uncacheable', bytes: h.encode(marker), entry: marker, ttl: marker.ttl })).toBe(true);
+        expect(await backend.commit(withMarker, t1, { mode: 'uncacheable', marker })).toBe(true);
         expect(await backend.get(withMarker)).toMatchObject({ kind: EntryKind.HitForMiss, createdAt: marker.createdAt, ttl: marker.ttl });
 
         const without = freshId('k');
         const t2 = await lead(without);
-        expect(await backend.commit(without, t2, { mode: 'uncacheable' })).toBe(true);
+        expect(await backend.commit(without, t2, { mode: 'uncacheable', marker: undefined })).toBe(true);
         expect(await backend.get(without)).toBeUndefined();
       });
 
@@ -158,8 +163,8 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         const token = await lead(key);
         const e = entry('not stored');
         const commit: Commit =
-          mode === 'share' ? { mode, bytes: h.encode(e), entry: e, ttl: e.ttl, sharedTtl: 1_000 }
-          : mode === 'error' ? { mode, bytes: Buffer.from(JSON.stringify({ name: 'Error', message: 'boom' })) }
+          mode === 'share' ? share(e)
+          : mode === 'error' ? { mode, name: 'Error', message: 'boom' }
           : { mode };
         expect(await backend.commit(key, token, commit)).toBe(true);
         expect(await backend.get(key)).toBeUndefined();
@@ -269,7 +274,7 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         onlyDistributed('share: a small value travels with the announcement and is not stored', async () => {
           const key = freshId('k');
           const e = small();
-          const o = await announced(key, () => ({ mode: 'share', bytes: h.encode(e), entry: e, ttl: e.ttl, sharedTtl: 1_000 }));
+          const o = await announced(key, () => share(e));
           expect(o).toMatchObject({ kind: 'value', stored: false });
           expectEntry((o as Extract<Outcome, { kind: 'value' }>).entry, e);
           expect(await backend.get(key)).toBeUndefined();
@@ -278,7 +283,7 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         onlyDistributed('share: a big value is left aside for the waiters (getShared) for its shared ttl', async () => {
           const key = freshId('k');
           const e = big();
-          const o = await announced(key, () => ({ mode: 'share', bytes: h.encode(e), entry: e, ttl: e.ttl, sharedTtl: 300 }));
+          const o = await announced(key, () => share(e, 300));
           expect(o).toEqual({ kind: 'shared' });
           expect(await backend.get(key)).toBeUndefined();
           expectEntry(await backend.getShared(key), e);
@@ -286,8 +291,8 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         });
 
         onlyDistributed('uncacheable, error and release are announced', async () => {
-          expect(await announced(freshId('k'), () => ({ mode: 'uncacheable' }))).toEqual({ kind: 'uncacheable' });
-          expect(await announced(freshId('k'), () => ({ mode: 'error', bytes: Buffer.from(JSON.stringify({ name: 'TypeError', message: 'boom' })) }))).toEqual({
+          expect(await announced(freshId('k'), () => ({ mode: 'uncacheable', marker: undefined }))).toEqual({ kind: 'uncacheable' });
+          expect(await announced(freshId('k'), () => ({ mode: 'error', name: 'TypeError', message: 'boom' }))).toEqual({
             kind: 'error',
             name: 'TypeError',
             message: 'boom',
@@ -311,6 +316,135 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
       });
     });
 
+    describe('peek and keep', () => {
+      const inStore = it.runIf(traits.peekLayer === 'store');
+      const withL1 = it.runIf(traits.peekLayer === 'l1' && traits.l1Ttl !== undefined);
+      const withoutL1 = it.runIf(traits.peekLayer === 'l1' && traits.l1Ttl === undefined);
+
+      it('says which layer peek reads', () => {
+        expect(backend.peekLayer).toBe(traits.peekLayer);
+      });
+
+      it('peek of an unknown key is undefined, synchronously', () => {
+        expect(backend.peek(freshId('k'))).toBeUndefined();
+      });
+
+      inStore('peek reads the store synchronously: what set and commit stored, nothing once deleted or expired', async () => {
+        const key = freshId('k');
+        const e = entry({ peeked: [1, 2] });
+        await backend.set(key, e);
+        expectEntry(backend.peek(key), e);
+        const token = freshId('t');
+        expect(await backend.lookup(key, token, LOCK_TTL, true)).toEqual({ kind: 'lead' });
+        const next = entry('next');
+        expect(await backend.commit(key, token, store(next))).toBe(true);
+        expectEntry(backend.peek(key), next);
+        expect(await backend.delete(key)).toBe(true);
+        expect(backend.peek(key)).toBeUndefined();
+
+        const marked = freshId('k');
+        const marker = entry(undefined, 60_000, EntryKind.HitForMiss);
+        expect(await backend.commit(marked, await lead(marked), { mode: 'uncacheable', marker })).toBe(true);
+        expect(backend.peek(marked)).toMatchObject({ kind: EntryKind.HitForMiss, createdAt: marker.createdAt, ttl: marker.ttl });
+
+        const short = freshId('k');
+        await backend.set(short, entry('short', 30));
+        await waitUntil('the peeked value to expire', () => backend.peek(short) === undefined, 5_000);
+      });
+
+      inStore('keep is a no-op: it stores nothing', async () => {
+        const key = freshId('k');
+        backend.keep(key, entry('kept'), 60_000);
+        expect(backend.peek(key)).toBeUndefined();
+        expect(await backend.get(key)).toBeUndefined();
+        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
+      });
+
+      withL1('peek reads only what was kept, not the shared store; keep writes nothing to the store', async () => {
+        const key = freshId('k');
+        const e = entry({ stored: true });
+        await backend.set(key, e);
+        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('hit');
+        expectEntry(await backend.get(key), e);
+        expect(backend.peek(key)).toBeUndefined();
+        backend.keep(key, e, 60_000);
+        expectEntry(backend.peek(key), e);
+
+        const keptOnly = freshId('k');
+        const k = entry('kept only');
+        backend.keep(keptOnly, k, 60_000);
+        expectEntry(backend.peek(keptOnly), k);
+        expect(await backend.get(keptOnly)).toBeUndefined();
+        expect((await backend.lookup(keptOnly, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
+      });
+
+      withL1('a kept value lasts the L1 ttl, or less when the entry has less left', async () => {
+        const l1Ttl = traits.l1Ttl!;
+        const long = freshId('k');
+        const short = freshId('k');
+        const started = performance.now();
+        backend.keep(long, entry('long'), 60_000);
+        backend.keep(short, entry('short'), 30);
+        await waitUntil('the short-lived kept value to go', () => backend.peek(short) === undefined, 5_000);
+        if (performance.now() - started < l1Ttl / 2) expect(backend.peek(long)).toBeDefined();
+        await waitUntil('the kept value to go after the L1 ttl', () => backend.peek(long) === undefined, l1Ttl + 5_000);
+        expect(performance.now() - started).toBeGreaterThanOrEqual(l1Ttl - 5);
+      });
+
+      withL1('delete drops the kept copy too', async () => {
+        const key = freshId('k');
+        const e = entry('both');
+        await backend.set(key, e);
+        backend.keep(key, e, 60_000);
+        expectEntry(backend.peek(key), e);
+        expect(await backend.delete(key)).toBe(true);
+        expect(backend.peek(key)).toBeUndefined();
+        expect(await backend.get(key)).toBeUndefined();
+      });
+
+      withoutL1('without an L1, keep is a no-op and peek finds nothing, not even a stored value', async () => {
+        const key = freshId('k');
+        const e = entry('stored');
+        await backend.set(key, e);
+        backend.keep(key, e, 60_000);
+        expect(backend.peek(key)).toBeUndefined();
+        expectEntry(await backend.get(key), e);
+      });
+    });
+
+    describe('encoding (the backend encodes entries itself)', () => {
+      const unencodable = () => entry({ fn: () => 1 });
+
+      it('set rejects a value that cannot be encoded with SerializationError naming the key, and stores nothing', async () => {
+        const key = freshId('k');
+        await expect(backend.set(key, unencodable())).rejects.toMatchObject({ name: 'SerializationError', code: 'E_SERIALIZATION', key });
+        expect(await backend.get(key)).toBeUndefined();
+        expect(backend.peek(key)).toBeUndefined();
+      });
+
+      it.each(['store', 'share'] as const)('commit "%s" rejects such a value before anything is sent: nothing stored or announced, the lead kept', async (mode) => {
+        const key = freshId('k');
+        const heard: (Outcome | null)[] = [];
+        const stop = await backend.listen(key, (o) => heard.push(o));
+        try {
+          const token = await lead(key);
+          const e = unencodable();
+          await expect(backend.commit(key, token, mode === 'store' ? store(e) : share(e))).rejects.toMatchObject({ name: 'SerializationError', key });
+          expect(await backend.get(key)).toBeUndefined();
+          expect(await backend.getShared(key)).toBeUndefined();
+          if (traits.distributed) {
+            expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('wait');
+            expect(await backend.renew(key, token, LOCK_TTL)).toBe(true);
+          }
+          await sleep(20);
+          expect(heard.filter((o) => o !== null)).toEqual([]);
+          expect(await backend.commit(key, token, { mode: 'release' })).toBe(true);
+        } finally {
+          stop();
+        }
+      });
+    });
+
     describe('faults in the store', () => {
       const withRaw = it.runIf(traits.storeAccess);
 
@@ -330,8 +464,8 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
 
       withRaw('a right header with a payload the serializer cannot read is corrupt', async () => {
         const key = freshId('k');
-        const good = h.encode(entry('x'));
-        await h.raw!.writeValue(key, Buffer.concat([good.subarray(0, 20), Buffer.from([0xff, 0x00, 0xff])]));
+        // The header of a value entry (as the codec writes it) around bytes the v8 serializer rejects.
+        await h.raw!.writeValue(key, encodeEntry(EntryKind.Value, Date.now(), 60_000, Buffer.from([0xff, 0x00, 0xff])));
         expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('corrupt');
       });
 
