@@ -61,6 +61,7 @@ export async function libraryClient(url: string): Promise<RedisClient> {
   if (NODE_REDIS_SELECTED) return nodeRedisClient(url);
   const client = new IoRedis.Redis(url);
   client.on('error', () => {});
+  await client.ping();
   return client;
 }
 
