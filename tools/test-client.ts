@@ -10,6 +10,7 @@
  */
 import { createRequire } from 'node:module';
 import type { RedisClient } from '../src/redis/client.js';
+import type { NodeRedisClient } from '../src/redis/node-redis.js';
 
 export const TEST_CLIENTS = ['ioredis5', 'ioredis6', 'iovalkey', 'node-redis', 'node-redis5'] as const;
 export type TestClientName = (typeof TEST_CLIENTS)[number];
@@ -39,9 +40,7 @@ export const IoRedis = require(IO_PACKAGES[TEST_CLIENT]) as typeof import('iored
 
 /** The node-redis package of `name` (`redis` is v6, `redis5` v5). */
 export interface NodeRedisModule {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   createClient(options: { url: string }): any;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   createCluster(options: { rootNodes: { url: string }[] }): any;
 }
 export function nodeRedisModule(version: 5 | 6 = TEST_CLIENT === 'node-redis5' ? 5 : 6): NodeRedisModule {
@@ -49,11 +48,11 @@ export function nodeRedisModule(version: 5 | 6 = TEST_CLIENT === 'node-redis5' ?
 }
 
 /** A connected node-redis client of `url` (errors absorbed: fault tests cause them). */
-export async function nodeRedisClient(url: string, version?: 5 | 6): Promise<RedisClient> {
+export async function nodeRedisClient(url: string, version?: 5 | 6): Promise<NodeRedisClient> {
   const client = nodeRedisModule(version).createClient({ url });
   client.on('error', () => {});
   await client.connect();
-  return client as RedisClient;
+  return client as NodeRedisClient;
 }
 
 /** The client the library is given in tests: the selected one, connected to `url`. */

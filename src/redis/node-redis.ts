@@ -9,17 +9,12 @@ export interface NodeRedisClient {
   readonly isOpen: boolean;
   readonly isReady: boolean;
   // The argument and reply types of node-redis are generic over its modules and RESP version.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   sendCommand(args: any, options?: any): Promise<any>;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   duplicate(...args: any[]): any;
   connect(): Promise<unknown>;
   // Both are EventEmitters ('ready', 'error', 'end', ...).
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   on(event: string, listener: (...args: any[]) => void): unknown;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   once(event: string, listener: (...args: any[]) => void): unknown;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   off(event: string, listener: (...args: any[]) => void): unknown;
 }
 
@@ -27,19 +22,13 @@ export interface NodeRedisClient {
 export interface NodeRedisCluster {
   readonly isOpen: boolean;
   readonly masters: readonly unknown[];
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   nodeClient(node: any): Promise<any>;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   sendCommand(firstKey: any, isReadonly: any, args: any, options?: any): Promise<any>;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   duplicate(...args: any[]): any;
   connect(): Promise<unknown>;
   // Both are EventEmitters ('ready', 'error', 'end', ...).
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   on(event: string, listener: (...args: any[]) => void): unknown;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   once(event: string, listener: (...args: any[]) => void): unknown;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   off(event: string, listener: (...args: any[]) => void): unknown;
 }
 
@@ -142,7 +131,6 @@ export function isNodeRedisReplyError(error: Error): boolean {
  * and `error`.
  */
 export class NodeRedisSubscriberConnection extends EventEmitter {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   private readonly connection: any;
   private readonly connecting: Promise<void>;
   private closed = false;
