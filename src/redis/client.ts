@@ -3,15 +3,32 @@ import type { Redis, Cluster } from 'ioredis';
 import { InvalidOptionError } from '../shared/errors.js';
 import { closeNodeRedis, isNodeRedis, NodeRedisCommands, nodeRedisMasters, type NodeRedis } from './node-redis.js';
 
-/** An ioredis (v5, v6) or iovalkey `Redis` or `Cluster`: the same interface. */
+/** An ioredis (v5, v6) or iovalkey `Redis` or `Cluster`: one interface, typed here as ioredis 5's. */
 export type IoRedisClient = Redis | Cluster;
+
+/**
+ * What the public types ask of an ioredis-like client: the members the library uses. It is
+ * structural, so that ioredis 5 and 6 and iovalkey (separate packages with their own class
+ * declarations) all fit; at run time every one of them is used as ioredis 5's interface.
+ */
+export interface IoRedisLike extends CommandClient {
+  readonly status: string;
+  evalsha(...args: any[]): Promise<unknown>;
+  duplicate(...args: any[]): unknown;
+  subscribe(...args: any[]): Promise<unknown>;
+  quit(): Promise<unknown>;
+  disconnect(...args: any[]): void;
+  on(event: string | symbol, listener: (...args: any[]) => void): unknown;
+  once(event: string | symbol, listener: (...args: any[]) => void): unknown;
+  off(event: string | symbol, listener: (...args: any[]) => void): unknown;
+}
 
 /**
  * The Redis clients the library accepts: ioredis 5 and 6 or iovalkey (`Redis`, `Cluster`), and
  * node-redis 5 and 6 (`createClient()`, `createCluster()`). Only the commands listed in
  * `CommandClient` are sent on it, and the library never closes a client the user passed in.
  */
-export type RedisClient = IoRedisClient | NodeRedis;
+export type RedisClient = IoRedisLike | NodeRedis;
 
 /** What the `redis` options say they accept (the error message of a wrong value). */
 export const ACCEPTED_CLIENTS =
@@ -37,7 +54,7 @@ export function isRedisClient(value: unknown): value is RedisClient {
   return isIoRedis(value) || isNodeRedis(value);
 }
 
-function isIoRedis(value: unknown): value is IoRedisClient {
+function isIoRedis(value: unknown): value is IoRedisLike {
   return (
     typeof value === 'object' &&
     value !== null &&
@@ -47,7 +64,7 @@ function isIoRedis(value: unknown): value is IoRedisClient {
   );
 }
 
-export function isCluster(client: RedisClient): client is Cluster {
+export function isCluster(client: RedisClient | IoRedisClient): client is Cluster {
   return !isNodeRedis(client) && typeof (client as Cluster).nodes === 'function' && (client as { isCluster?: boolean }).isCluster === true;
 }
 
@@ -66,7 +83,8 @@ export function commandClient(client: RedisClient): CommandClient {
 /** The masters to SCAN (every master of a cluster, else the client itself). */
 export async function masterClients(client: RedisClient): Promise<CommandClient[]> {
   if (isNodeRedis(client)) return nodeRedisMasters(client);
-  return isCluster(client) ? client.nodes('master') : [client];
+  const io = client as IoRedisClient;
+  return isCluster(io) ? io.nodes('master') : [io];
 }
 
 /**

@@ -1,6 +1,7 @@
 import { ClusterSubscriberConnection } from './cluster-connection.js';
-import { isCluster, type RedisClient } from './client.js';
-import { isNodeRedis, NodeRedisSubscriberConnection, type NodeRedis } from './node-redis.js';
+import type { Redis } from 'ioredis';
+import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
+import { isNodeRedis, NodeRedisSubscriberConnection } from './node-redis.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
 export type ChannelListener = (message: Buffer | null) => void;
@@ -26,7 +27,7 @@ export const CHANNEL_LINGER_MS = 1000;
  * listener is called with `null`, since a message may have been published meanwhile.
  */
 /** What a `Subscriber` listens on: an ioredis client, the node connection of a cluster, or a node-redis duplicate. */
-type PubSubConnection = Exclude<RedisClient, NodeRedis> | ClusterSubscriberConnection | NodeRedisSubscriberConnection;
+type PubSubConnection = IoRedisClient | ClusterSubscriberConnection | NodeRedisSubscriberConnection;
 
 export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
@@ -210,7 +211,7 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
       ? new NodeRedisSubscriberConnection(client)
       : isCluster(client)
         ? new ClusterSubscriberConnection(client)
-        : client.duplicate({ enableOfflineQueue: true });
+        : (client as unknown as Redis).duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,
