@@ -6,6 +6,8 @@ export default defineConfig({
     'express/index': 'src/express/index.ts',
     'fastify/index': 'src/fastify/index.ts',
     'nest/index': 'src/nest/index.ts',
+    'otel/index': 'src/otel/index.ts',
+    'prometheus/index': 'src/prometheus/index.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,
@@ -27,5 +29,7 @@ export default defineConfig({
     'rxjs',
     'rxjs/operators',
     'reflect-metadata',
+    '@opentelemetry/api',
+    'prom-client',
   ],
 });

@@ -2,7 +2,10 @@
  * Child process of `bench/core.bench.ts`: runs one side of a stampede, or the hit-path
  * measurements, for the contenders compared there.
  *
- *   node --expose-gc --import tsx bench/core-worker.ts <redis url>
+ *   node --expose-gc --import tsx bench/core-worker.ts <redis url> [<baseline checkout>]
+ *
+ * With a baseline checkout (CORE_BENCH_BASELINE in the parent), the worker also imports that
+ * checkout's `src/index.ts` and offers its `createCache` as the `…@baseline` contenders.
  *
  * Parent → worker: JSON lines on stdin. Worker → parent: JSON lines on stdout, each prefixed
  * with `@@ ` (anything else a library prints is ignored by the parent).
@@ -17,6 +20,8 @@
  * The worker exits by itself when stdin closes (the parent is gone).
  */
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import v8 from 'node:v8';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -35,7 +40,32 @@ import { createCache, jsonSerializer, type DogpileCache } from '../src/index.js'
 import { LOOKUP } from '../src/store/cache-scripts.js';
 
 const url = process.argv[2];
-if (!url) throw new Error('usage: core-worker.ts <redis url>');
+if (!url) throw new Error('usage: core-worker.ts <redis url> [<baseline checkout>]');
+
+/** The part of another checkout's `src/index.ts` used here (its types are its own). */
+interface BaselineCache {
+  getOrCompute(key: string, loader: () => Promise<unknown>, ttl: number): Promise<unknown>;
+  close(): Promise<void>;
+}
+interface BaselineModule {
+  createCache(options?: { redis?: Redis; l1?: boolean; prefix?: string; serializer?: unknown }): BaselineCache;
+  jsonSerializer: unknown;
+}
+/**
+ * dogpile-guard as built from another checkout: its sources, run by tsx like ours. Its imports
+ * of ioredis etc. resolve to the same node_modules (the checkouts link the same directory).
+ */
+const baseline = process.argv[3]
+  ? ((await import(pathToFileURL(path.join(process.argv[3], 'src', 'index.ts')).href)) as BaselineModule)
+  : undefined;
+/** The baseline's Redis prefixes on the hit path: as long as ours, so that keys cost the same. */
+const BASELINE_PREFIX = 'dogbase';
+const BASELINE_JSON_PREFIX = 'dogbase-json';
+
+function baselineModule(): BaselineModule {
+  if (!baseline) throw new Error('no baseline checkout given to this worker');
+  return baseline;
+}
 
 /** How long a computed value stays cached in every contender (stampedes). */
 const TTL_MS = 60_000;
@@ -134,7 +164,7 @@ async function lockedCacheAside(
   }
 }
 
-type ContenderName = 'dogpile' | 'dogpile-l1' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
+type ContenderName = 'dogpile' | 'dogpile-l1' | 'dogpile@baseline' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
 
 async function makeContender(name: ContenderName, ttlMs = TTL_MS): Promise<Contender> {
   switch (name) {
@@ -144,6 +174,17 @@ async function makeContender(name: ContenderName, ttlMs = TTL_MS): Promise<Conte
       const cache = createCache({ redis: client, l1: name === 'dogpile-l1' });
       return {
         call: (key, loader) => cache.getOrCompute(key, loader, ttlMs),
+        close: async () => {
+          await cache.close();
+          await client.quit();
+        },
+      };
+    }
+    case 'dogpile@baseline': {
+      const client = await connect();
+      const cache = baselineModule().createCache({ redis: client });
+      return {
+        call: (key, loader) => cache.getOrCompute(key, loader, ttlMs) as Promise<Product>,
         close: async () => {
           await cache.close();
           await client.quit();
@@ -334,6 +375,15 @@ async function hitSetup(keyCount: number): Promise<void> {
   const dogpileL1 = createCache({ redis: client, l1: true });
   const embedded = createCache();
   const closers: (() => Promise<unknown>)[] = [dogpile, dogpileJson, dogpileL1, embedded].map((c) => () => c.close());
+  // The baseline's caches, configured like ours (the JSON one too, so that both builds' code
+  // sees the same mix of configurations); its Redis caches write their own values.
+  const base = baseline && {
+    redis: baseline.createCache({ redis: client, prefix: BASELINE_PREFIX }),
+    json: baseline.createCache({ redis: client, prefix: BASELINE_JSON_PREFIX, serializer: baseline.jsonSerializer }),
+    l1: baseline.createCache({ redis: client, prefix: BASELINE_PREFIX, l1: true }),
+    embedded: baseline.createCache(),
+  };
+  if (base) for (const c of Object.values(base)) closers.push(() => c.close());
   const peers: Partial<Record<ContenderName, Contender>> = {};
   for (const name of ['acd', 'bento', 'cm'] as const) {
     const c = await makeContender(name, HIT_TTL_MS);
@@ -345,6 +395,11 @@ async function hitSetup(keyCount: number): Promise<void> {
     await dogpile.getOrCompute(key, load, HIT_TTL_MS);
     await dogpileJson.getOrCompute(key, load, HIT_TTL_MS);
     await embedded.getOrCompute(key, load, HIT_TTL_MS);
+    if (base) {
+      await base.redis.getOrCompute(key, load, HIT_TTL_MS);
+      await base.json.getOrCompute(key, load, HIT_TTL_MS);
+      await base.embedded.getOrCompute(key, load, HIT_TTL_MS);
+    }
     for (const c of Object.values(peers)) await c.call(key, load);
   }
   // The raw baselines read exactly what dogpile-guard stored: its Redis key, and its value.
@@ -355,7 +410,11 @@ async function hitSetup(keyCount: number): Promise<void> {
   const lru = new LRUCache<string, Product>({ max: 1000 });
   for (const key of keys) lru.set(key, value);
   const asyncLruGet = async (key: string) => lru.get(key);
-  const dp = (cache: DogpileCache) => (slot: number) => cache.getOrCompute(keys[slot]!, load, HIT_TTL_MS);
+  const dp = (cache: DogpileCache | BaselineCache) => (slot: number) => cache.getOrCompute(keys[slot]!, load, HIT_TTL_MS);
+  if (base) {
+    const bytes = await client.getBuffer(`${BASELINE_PREFIX}:v:{${keys[0]!}}`);
+    if (bytes?.length !== stored.length) throw new Error(`the baseline stored ${bytes?.length ?? 'no'} bytes, ours ${stored.length}`);
+  }
   hit = {
     closers,
     fns: {
@@ -374,6 +433,12 @@ async function hitSetup(keyCount: number): Promise<void> {
       acd: (slot) => peers.acd!.call(keys[slot]!, load),
       bento: (slot) => peers.bento!.call(keys[slot]!, load),
       cm: (slot) => peers.cm!.call(keys[slot]!, load),
+      ...(base && {
+        'dogpile@baseline': dp(base.redis),
+        'dogpile-json@baseline': dp(base.json),
+        'dogpile-l1@baseline': dp(base.l1),
+        'dogpile-embedded@baseline': dp(base.embedded),
+      }),
     },
   };
   send({ ev: 'hitReady', bytes: stored.length });
@@ -407,7 +472,8 @@ async function runReads(fn: (slot: number) => unknown, mode: HitMode, ops: numbe
 /**
  * One interleaved measurement: after a warm-up of each contender, `slices` rounds in which
  * every contender runs one slice (a fixed number of reads, or batches of 1000 reads until
- * `sliceMs` passed), in an order rotated every round. Interleaving keeps slow drifts of the
+ * `sliceMs` passed), in an order rotated every round (a contender and its baseline also trade
+ * places every other round). Interleaving keeps slow drifts of the
  * machine from favouring whichever contender happened to run at a quiet moment.
  */
 async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: number; opsPerSlice?: number; sliceMs?: number; warmup: number }): Promise<void> {
@@ -418,9 +484,18 @@ async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: numb
   });
   for (const c of fns) await runReads(c.fn, msg.mode, msg.warmup, c.sync);
   settleHeap();
+  // A contender and its baseline (`x` and `x@baseline`) sit next to each other in the list, so
+  // one would always run right after the other (and inherit its garbage): in every other slice
+  // they trade places.
+  const partner = new Map<number, number>();
+  fns.forEach((c, i) => {
+    const j = fns.findIndex((o) => o.id === `${c.id}@baseline`);
+    if (j !== -1) partner.set(i, j).set(j, i);
+  });
   for (let s = 0; s < msg.slices; s++) {
     for (let i = 0; i < fns.length; i++) {
-      const c = fns[(i + s) % fns.length]!;
+      const at = (i + s) % fns.length;
+      const c = fns[s % 2 === 1 ? (partner.get(at) ?? at) : at]!;
       const t0 = performance.now();
       if (msg.opsPerSlice !== undefined) {
         await runReads(c.fn, msg.mode, msg.opsPerSlice, c.sync);

@@ -12,7 +12,15 @@
  *
  * `CORE_BENCH_ONLY=dogpile,acd npm run bench -- core` restricts the stampedes to some
  * contenders (for investigation; the section then lacks the others).
+ *
+ * `CORE_BENCH_BASELINE=<another checkout> npm run bench -- core` adds, in the same run,
+ * dogpile-guard built from that checkout's `src/index.ts` (run by tsx; the checkouts share
+ * node_modules) next to the current one — in the stampedes (`dogpile@baseline`) and in the
+ * Redis, L1 and embedded hit measurements — interleaved like every other contender, and a
+ * "current vs baseline" table of per-repeat ratios. For "did this change make it slower?".
  */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sleep } from '../tools/basics.js';
@@ -24,8 +32,59 @@ import { NodeChild, root } from '../tools/child-process.js';
 
 // --- contenders ---------------------------------------------------------------------------
 
-type StampedeContender = 'dogpile' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
+type StampedeContender = 'dogpile' | 'dogpile@baseline' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
 
+/** Another checkout of dogpile-guard measured next to this one (CORE_BENCH_BASELINE). */
+interface Baseline {
+  dir: string;
+  /** "dogpile-guard @baseline (<short commit>)". */
+  label: string;
+  /** Short commit of this checkout, for the comparison table. */
+  current: string;
+}
+
+/** Short commit of a checkout, with "+changes" when its src/ differs from that commit. */
+function commitOf(dir: string): string {
+  const git = (...args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    const dirty = git('status', '--porcelain', '--', 'src') !== '';
+    return `${git('rev-parse', '--short', 'HEAD')}${dirty ? '+changes' : ''}`;
+  } catch {
+    return path.basename(dir);
+  }
+}
+
+function baselineFromEnv(value: string | undefined): Baseline | undefined {
+  if (!value) return undefined;
+  const dir = path.resolve(value);
+  if (!existsSync(path.join(dir, 'src', 'index.ts'))) throw new Error(`CORE_BENCH_BASELINE: no src/index.ts in ${dir}`);
+  return { dir, label: `dogpile-guard @baseline (${commitOf(dir)})`, current: commitOf(root) };
+}
+
+/** The contenders of the stampedes, tables and ratios: the peers, plus the baseline's if any. */
+interface Contenders {
+  stampede: { id: StampedeContender; name: string; scope: 'cross-process' | 'in-process' | 'none' }[];
+  hitRedis: { id: string; name: string }[];
+  hitMemory: { id: string; name: string }[];
+}
+
+function contenders(baseline: Baseline | undefined): Contenders {
+  if (!baseline) return { stampede: STAMPEDE, hitRedis: HIT_REDIS, hitMemory: HIT_MEMORY };
+  const after = <T extends { id: string }>(list: T[], id: string, added: T) => list.flatMap((c) => (c.id === id ? [c, added] : [c]));
+  return {
+    stampede: after(STAMPEDE, 'dogpile', { id: 'dogpile@baseline', name: `${baseline.label} (\`createCache({ redis })\`)`, scope: 'cross-process' }),
+    hitRedis: after(after(HIT_REDIS, 'dogpile', { id: 'dogpile@baseline', name: `${baseline.label}, Redis (no L1)` }), 'dogpile-json', {
+      id: 'dogpile-json@baseline',
+      name: `${baseline.label}, Redis, \`serializer: jsonSerializer\``,
+    }),
+    hitMemory: after(after(HIT_MEMORY, 'dogpile-l1', { id: 'dogpile-l1@baseline', name: `${baseline.label}, Redis + \`l1: true\` (L1 hit)` }), 'dogpile-embedded', {
+      id: 'dogpile-embedded@baseline',
+      name: `${baseline.label}, embedded (no Redis)`,
+    }),
+  };
+}
+
+/** dogpile-guard and its peers (the baseline's contender is added by `contenders()`). */
 const STAMPEDE: { id: StampedeContender; name: string; scope: 'cross-process' | 'in-process' | 'none' }[] = [
   { id: 'dogpile', name: 'dogpile-guard (`createCache({ redis })`)', scope: 'cross-process' },
   { id: 'none', name: 'no protection (GET, load, SET)', scope: 'none' },
@@ -36,10 +95,11 @@ const STAMPEDE: { id: StampedeContender; name: string; scope: 'cross-process' | 
   { id: 'semaphore', name: 'cache-aside + redis-semaphore `Mutex`', scope: 'cross-process' },
 ];
 
+/** Orders of the repeats; the baseline, when there is one, runs next to dogpile-guard, before or after it. */
 const STAMPEDE_ORDERS: StampedeContender[][] = [
-  ['dogpile', 'none', 'acd', 'bento', 'cm', 'redlock', 'semaphore'],
-  ['semaphore', 'redlock', 'cm', 'bento', 'acd', 'none', 'dogpile'],
-  ['acd', 'dogpile', 'redlock', 'none', 'semaphore', 'cm', 'bento'],
+  ['dogpile', 'dogpile@baseline', 'none', 'acd', 'bento', 'cm', 'redlock', 'semaphore'],
+  ['semaphore', 'redlock', 'cm', 'bento', 'acd', 'none', 'dogpile@baseline', 'dogpile'],
+  ['acd', 'dogpile@baseline', 'redlock', 'dogpile', 'none', 'semaphore', 'cm', 'bento'],
 ];
 
 const SCENARIOS = [
@@ -82,8 +142,8 @@ interface WorkerMsg {
 class Worker extends NodeChild {
   private readonly inbox: WorkerMsg[] = [];
 
-  constructor(url: string) {
-    super('core worker', ['--expose-gc', '--import', 'tsx', path.join(root, 'bench', 'core-worker.ts'), url]);
+  constructor(url: string, baseline?: Baseline) {
+    super('core worker', ['--expose-gc', '--import', 'tsx', path.join(root, 'bench', 'core-worker.ts'), url, ...(baseline ? [baseline.dir] : [])]);
   }
 
   protected override onLine(line: string): void {
@@ -286,9 +346,9 @@ interface HitPlan {
  * Redis-backed reads: a fixed number per contender, in 20 slices; in-memory reads: 10 time
  * slices. Fine slices make the contenders of one measurement see the same machine load.
  */
-function hitPlans(quick: boolean): HitPlan[] {
-  const redis = HIT_REDIS.map((c) => c.id);
-  const memory = HIT_MEMORY.map((c) => c.id);
+function hitPlans(quick: boolean, list: Contenders): HitPlan[] {
+  const redis = list.hitRedis.map((c) => c.id);
+  const memory = list.hitMemory.map((c) => c.id);
   const seq = quick ? 5000 : 10_000;
   const flight = quick ? 10_000 : 25_000;
   const warmup = quick ? 500 : 2000;
@@ -372,6 +432,11 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
   const started = Date.now();
   const loadStart = os.loadavg()[0]!;
   const repeats = ctx.quick ? 1 : 3;
+  const baseline = baselineFromEnv(process.env.CORE_BENCH_BASELINE);
+  const list = contenders(baseline);
+  // The baseline's contenders lengthen every repeat; the budgets grow with them.
+  const budgetScale = baseline ? 1.25 : 1;
+  if (baseline) ctx.log(`baseline: ${baseline.label} from ${baseline.dir}, against ${baseline.current}`);
   const redis: RedisServer = await startRedis();
   const workers: Worker[] = [];
   let control: Redis | undefined;
@@ -383,20 +448,20 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
 
     // Stampedes: 4 long-lived worker processes; a fresh contender instance (fresh connections,
     // warmed up on another key) in each process for every stampede.
-    for (let i = 0; i < 4; i++) workers.push(new Worker(redis.url));
+    for (let i = 0; i < 4; i++) workers.push(new Worker(redis.url, baseline));
     await Promise.all(workers.map((w) => w.next('up', 30_000)));
     counter = await CommandCounter.open(control);
     const only = (process.env.CORE_BENCH_ONLY ?? '').split(',').filter(Boolean);
     let stampedeRepeats = 0;
     for (let r = 0; r < repeats; r++) {
-      if (r > 0 && Date.now() - started > STAMPEDE_BUDGET_S * (ctx.quick ? 0.3 : 1) * 1000) {
+      if (r > 0 && Date.now() - started > STAMPEDE_BUDGET_S * budgetScale * (ctx.quick ? 0.3 : 1) * 1000) {
         ctx.log(`stampedes: time budget spent, stopping after ${r} repeats`);
         break;
       }
       stampedeRepeats++;
       // A different order in each repeat, so that no contender always runs first, last, or
       // right after the same other one.
-      const order = STAMPEDE_ORDERS[r % STAMPEDE_ORDERS.length]!.map((id) => STAMPEDE.find((c) => c.id === id)!);
+      const order = STAMPEDE_ORDERS[r % STAMPEDE_ORDERS.length]!.flatMap((id) => list.stampede.filter((c) => c.id === id));
       for (const scenario of SCENARIOS) {
         for (const c of order) {
           if (only.length > 0 && !only.includes(c.id)) continue;
@@ -421,17 +486,17 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
 
     // Hit path: one fresh worker process, contenders interleaved within each repeat.
     const hitStarted = Date.now();
-    const hitWorker = new Worker(redis.url);
+    const hitWorker = new Worker(redis.url, baseline);
     workers.push(hitWorker);
     await hitWorker.next('up', 30_000);
     const setup = await hitWorker.request({ op: 'hitSetup', keys: HIT_KEYS }, 'hitReady', 60_000);
     const hits = new Map<string, number[]>();
     const ratios = new Map<string, number[]>();
-    const plans = hitPlans(ctx.quick);
+    const plans = hitPlans(ctx.quick, list);
     await control.config('RESETSTAT');
     let hitRepeats = 0;
     for (let r = 0; r < repeats; r++) {
-      if (r > 0 && Date.now() - started > TOTAL_BUDGET_S * (ctx.quick ? 0.3 : 1) * 1000) {
+      if (r > 0 && Date.now() - started > TOTAL_BUDGET_S * budgetScale * (ctx.quick ? 0.3 : 1) * 1000) {
         ctx.log(`hit path: time budget spent, stopping after ${r} repeats`);
         break;
       }
@@ -461,6 +526,8 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
 
     return report({
       ctx,
+      baseline,
+      list,
       repeats: [stampedeRepeats, hitRepeats],
       stampede,
       hits,
@@ -483,6 +550,8 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
 
 interface ReportInput {
   ctx: BenchContext;
+  baseline: Baseline | undefined;
+  list: Contenders;
   /** Repeats done: stampedes, hit path. */
   repeats: [number, number];
   stampede: Map<string, StampedeRun[]>;
@@ -496,6 +565,64 @@ interface ReportInput {
   plans: HitPlan[];
   serverStats: Record<string, number>;
   load: [number, number];
+}
+
+/**
+ * "current vs baseline": per measurement, the medians of both and the median over the repeats
+ * of current ÷ baseline taken within each repeat (both ran in the same repeat, interleaved).
+ */
+function baselineTable(baseline: Baseline, stampede: Map<string, StampedeRun[]>, hits: Map<string, number[]>): string[] {
+  const rows: { name: string; unit: string; better: 'lower' | 'higher'; current: number[]; base: number[] }[] = [];
+  const stampedeRows: [string, string, (r: StampedeRun) => number][] = [
+    ['loader runs', '', (r) => r.loaderRuns],
+    ['excess p50', ' ms', (r) => percentile(r.excess, 50)],
+    ['excess p99', ' ms', (r) => percentile(r.excess, 99)],
+    ['excess max', ' ms', (r) => Math.max(...r.excess)],
+    ['Redis commands', '', (r) => r.commands.client],
+  ];
+  for (const scenario of SCENARIOS) {
+    const current = stampede.get(`${scenario.id}:dogpile`) ?? [];
+    const base = stampede.get(`${scenario.id}:dogpile@baseline`) ?? [];
+    for (const [what, unit, f] of stampedeRows) {
+      rows.push({ name: `Stampede ${scenario.id} (${scenario.processes} × ${scenario.callers}): ${what}`, unit, better: 'lower', current: current.map(f), base: base.map(f) });
+    }
+  }
+  const hitRows: [string, string, HitMode][] = [
+    ['Redis hit, sequential', 'dogpile', 'seq'],
+    ['Redis hit, 100 in flight, 1 key', 'dogpile', 'inflight-same'],
+    ['Redis hit, 100 in flight, 100 keys', 'dogpile', 'inflight-distinct'],
+    ['Redis hit, JSON, 100 in flight, 100 keys', 'dogpile-json', 'inflight-distinct'],
+    ['L1 hit, sequential', 'dogpile-l1', 'seq'],
+    ['L1 hit, 100 in flight', 'dogpile-l1', 'inflight-distinct'],
+    ['embedded hit, sequential', 'dogpile-embedded', 'seq'],
+    ['embedded hit, 100 in flight', 'dogpile-embedded', 'inflight-distinct'],
+  ];
+  for (const [name, id, mode] of hitRows) {
+    const k = (v: number[] | undefined) => (v ?? []).map((x) => x / 1000);
+    rows.push({ name, unit: ' k ops/s', better: 'higher', current: k(hits.get(`${id}:${mode}`)), base: k(hits.get(`${id}@baseline:${mode}`)) });
+  }
+  const out = [
+    `### Current vs baseline: ${baseline.current} against ${baseline.label}`,
+    '',
+    `The baseline is dogpile-guard built from \`${baseline.dir}/src/index.ts\` (run by tsx, same node_modules), measured in this run ` +
+      'next to the current code: in the stampedes (in each repeat right before or after the current one, both fresh instances on fresh keys) ' +
+      'and in the hit-path rounds (one more contender in the same interleaved slices; its Redis values under its own prefix, as many bytes as ours). ' +
+      'Ratio: current ÷ baseline within each repeat, median over the repeats [min–max]; for latencies and counts below 1× means the current code is ' +
+      'lower, for reads per second above 1× means it is faster. Excess p50 is a few milliseconds at most, so its ratio swings widely.',
+    '',
+    '| measurement | current | baseline | current ÷ baseline | better |',
+    '|---|---:|---:|---:|---|',
+  ];
+  for (const row of rows) {
+    const n = Math.min(row.current.length, row.base.length);
+    const ratios = Array.from({ length: n }, (_, i) => row.current[i]! / row.base[i]!).filter((v) => Number.isFinite(v));
+    const f = (v: number) => `${v.toFixed(2)}×`;
+    const cell =
+      ratios.length === 0 ? 'n/a' : ratios.length === 1 ? f(ratios[0]!) : `${f(median(ratios))} [${f(Math.min(...ratios))}–${f(Math.max(...ratios))}]`;
+    const digits = row.unit === '' ? 0 : 1;
+    out.push(`| ${row.name} | ${summary(row.current, digits)}${row.unit} | ${summary(row.base, digits)}${row.unit} | ${cell} | ${row.better} |`);
+  }
+  return out;
 }
 
 /** usec_per_call per command from `INFO commandstats`. */
@@ -521,7 +648,7 @@ function report(input: ReportInput): string {
   const flightOps = (redisPlan('inflight-same').opsPerSlice ?? 0) * redisPlan('inflight-same').slices;
   const memPlan = input.plans.find((p) => p.group === 'memory')!;
   const usec = (cmd: string) => input.serverStats[cmd];
-  const skews = STAMPEDE.flatMap((c) => stampede.get(`A:${c.id}`) ?? []).map((r) => r.startSkew);
+  const skews = input.list.stampede.flatMap((c) => stampede.get(`A:${c.id}`) ?? []).map((r) => r.startSkew);
 
   out.push('## Cache core: stampede and hit path (`bench/core.bench.ts`)');
   out.push('');
@@ -569,7 +696,7 @@ function report(input: ReportInput): string {
     out.push('');
     out.push('| contender | coordinates | loader runs | excess p50 (ms) | excess p99 (ms) | excess max (ms) | Redis commands | per process | in scripts | client commands (median run) | errors |');
     out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|');
-    for (const c of STAMPEDE) {
+    for (const c of input.list.stampede) {
       const runs = stampede.get(`${scenario.id}:${c.id}`) ?? [];
       if (runs.length === 0) continue;
       const s = stampedeStats(runs);
@@ -617,14 +744,14 @@ function report(input: ReportInput): string {
   out.push('');
   out.push('| Redis-backed | sequential (k ops/s) | vs raw GET | 100 in flight, 1 key (k ops/s) | vs raw GET | 100 in flight, 100 keys (k ops/s) | vs raw GET |');
   out.push('|---|---:|---:|---:|---:|---:|---:|');
-  for (const c of HIT_REDIS) {
+  for (const c of input.list.hitRedis) {
     const cells = (['seq', 'inflight-same', 'inflight-distinct'] as const).map((m) => `${kops(hits.get(`${c.id}:${m}`) ?? [])} | ${ratCell(c.id, m)}`);
     out.push(`| ${c.name} | ${cells.join(' | ')} |`);
   }
   out.push('');
   out.push('| in memory | sequential (k ops/s) | vs raw lru-cache `get` | 100 in flight (k ops/s) | vs raw lru-cache `get` |');
   out.push('|---|---:|---:|---:|---:|');
-  for (const c of HIT_MEMORY) {
+  for (const c of input.list.hitMemory) {
     const seq = `${kops(hits.get(`${c.id}:seq`) ?? [])} | ${ratCell(c.id, 'seq')}`;
     const flight = c.id === 'raw-lru' ? '— | —' : `${kops(hits.get(`${c.id}:inflight-distinct`) ?? [])} | ${ratCell(c.id, 'inflight-distinct')}`;
     out.push(`| ${c.name} | ${seq} | ${flight} |`);
@@ -634,6 +761,7 @@ function report(input: ReportInput): string {
     `Redis's own time per call during the hit path (\`INFO commandstats\` usec_per_call): \`GET\` ${usec('get')?.toFixed(2) ?? 'n/a'} µs, ` +
       `\`EVALSHA\` of the lookup script ${usec('evalsha')?.toFixed(2) ?? 'n/a'} µs.`,
   );
+  if (input.baseline) out.push('', ...baselineTable(input.baseline, stampede, hits));
 
   // Targets.
   const redisSeq = rat('dogpile', 'seq');

@@ -74,6 +74,13 @@ describe.each(SERVERS)('examples/$name', ({ file, signal }) => {
       const stats = await get(port, '/stats');
       expect(stats.xCache).toBeUndefined(); // not cached
       expect(json(stats).dbQueries).toBe(2); // one per product, however many requests
+      if (file === 'examples/express/server.ts') {
+        // the Prometheus scrape counts the same: two misses (one handler run each), the rest answered without one
+        const scrape = await get(port, '/metrics');
+        expect(scrape.headers['content-type']).toMatch(/^text\/plain/);
+        expect(scrape.text).toContain('dogpile_guard_calls_total{outcome="miss",layer="none"} 2');
+        expect(scrape.text).toMatch(/dogpile_guard_loader_duration_seconds_count\{background="false",outcome="ok"\} 2/);
+      }
 
       expect(await app.stop(signal)).toEqual({ code: 0, signal: null });
       expect(app.stdout).toContain(`${signal}: closing`);

@@ -20,7 +20,7 @@ beforeAll(() => {
   mkdirSync(target, { recursive: true });
   execFileSync('tar', ['-xzf', path.join(project, packed), '-C', target, '--strip-components=1']);
   // The consumer's other dependencies come from this repository's install (no network needed).
-  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types']) {
+  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client']) {
     const from = path.join(root, 'node_modules', dep);
     if (existsSync(from)) symlinkSync(from, path.join(project, 'node_modules', dep));
   }
@@ -48,6 +48,8 @@ describe('npm pack', () => {
         if (!main[name]) throw new Error('missing ' + name);
       }
       for (const sub of ['express', 'fastify', 'nest']) require('dogpile-guard/' + sub);
+      if (typeof require('dogpile-guard/otel').instrumentDogpile !== 'function') throw new Error('missing instrumentDogpile');
+      if (typeof require('dogpile-guard/prometheus').registerDogpileMetrics !== 'function') throw new Error('missing registerDogpileMetrics');
       main.createCache().getOrCompute('k', () => 'cjs-ok', 1000).then((v) => console.log(v));
     `;
     expect(execFileSync(process.execPath, ['-e', cjs], { cwd: project }).toString().trim()).toBe('cjs-ok');
@@ -55,6 +57,10 @@ describe('npm pack', () => {
       import { createCache, errors } from 'dogpile-guard';
       await import('dogpile-guard/express'); await import('dogpile-guard/fastify'); await import('dogpile-guard/nest');
       if (!errors.LockTimeoutError) throw new Error('no errors map');
+      const { instrumentDogpile } = await import('dogpile-guard/otel');
+      const { registerDogpileMetrics } = await import('dogpile-guard/prometheus');
+      instrumentDogpile()();
+      registerDogpileMetrics().dispose();
       console.log(await createCache().getOrCompute('k', () => 'esm-ok', 1000));
     `;
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', esm], { cwd: project }).toString().trim()).toBe('esm-ok');
@@ -67,10 +73,15 @@ describe('npm pack', () => {
       const n: Promise<number> = cache.getOrCompute('k', async ({ key, signal }) => key.length + (signal.aborted ? 1 : 0), '1m');
       const r: Promise<CacheResult<string>> = cache.resolve('k', () => 'x', { ttl: 1000 });
       const e: string = new LockTimeoutError('x').code;
-      export { n, r, e, RedisLock };
+      import { instrumentDogpile, type GetOrComputeTrace } from 'dogpile-guard/otel';
+      import { registerDogpileMetrics, type DogpileMetrics } from 'dogpile-guard/prometheus';
+      const stop: () => void = instrumentDogpile({ keyGroup: (key: string) => key.split(':')[0]! });
+      const metrics: DogpileMetrics = registerDogpileMetrics({ prefix: 'app_' });
+      const trace: GetOrComputeTrace = { key: 'k', outcome: 'stale', layer: 'l1', degraded: false };
+      export { n, r, e, RedisLock, stop, metrics, trace };
     `;
     writeFileSync(path.join(project, 'consumer.mts'), source);
-    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock };'));
+    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock, stop, metrics, trace };'));
     writeFileSync(
       path.join(project, 'tsconfig.json'),
       JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false, lib: ['ES2023', 'ESNext.Disposable'] }, files: ['consumer.mts', 'consumer.cts'] }),

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
 import { CacheClosedError } from '../shared/errors.js';
+import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
@@ -78,8 +79,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       const local = this.backend.peek(key);
       if (local !== undefined && local.kind === EntryKind.Value) {
         if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
+        if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
       }
+      // Traced calls that are not answered from process memory go through resolve().
+      if (getOrComputeChannel.hasSubscribers) return this.resolve(key, loader, ttlOrOptions).then(valueOf);
       // A value this process saw in Redis and that has not expired: one bounded GET, shared by
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
@@ -101,7 +105,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
-  async resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
+  resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
+    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions);
+    // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
+    // synchronously, so a hit it answers was read from the layer this peek finds.
+    const hitLayer = typeof key === 'string' && key !== '' && this.backend.peek(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
+    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions));
+  }
+
+  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
     const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions);
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
@@ -115,6 +127,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const existing = this.flights.get<T>(key);
     if (existing) {
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
+      if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
       let settled;
       try {
         settled = await this.flights.join(existing, key, opts);
@@ -123,7 +136,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       }
       if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
-      if (settled.abandoned) return this.resolve(key, loader, ttlOrOptions);
+      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions);
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
 

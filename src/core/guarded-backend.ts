@@ -1,5 +1,6 @@
 import { monotonicNow } from '../shared/clock.js';
 import { isKeyError } from '../redis/errors.js';
+import { debug, publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, SerializationError } from '../shared/errors.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
@@ -50,7 +51,10 @@ export class GuardedBackend {
     if (this.breaker.isOpen()) return false;
     if (this.backend.available()) return true;
     this.breaker.trip();
-    this.events.emit('backendError', { key, operation: 'connect', error: new BackendError('the Redis client is not connected', { key }) });
+    const error = new BackendError('the Redis client is not connected', { key });
+    this.events.emit('backendError', { key, operation: 'connect', error });
+    publishBackendError(key, 'connect', error);
+    if (debug.enabled) debug('degraded key=%s: %s; Redis skipped for %d ms', key, error.message, this.options.backendCooldown);
     return false;
   }
 
@@ -118,6 +122,8 @@ export class GuardedBackend {
         }
         this.breaker.trip();
         this.events.emit('backendError', { key, operation, error });
+        publishBackendError(key, operation, error);
+        if (debug.enabled) debug('degraded key=%s: %s; Redis skipped for %d ms', key, error.message, this.options.backendCooldown);
         reject(error);
       };
       call.fail = settle;

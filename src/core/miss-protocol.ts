@@ -2,6 +2,7 @@ import { monotonicNow } from '../shared/clock.js';
 import { randomBytes } from 'node:crypto';
 import { Renewal } from '../lock/renewal.js';
 import { InvalidOptionError, LoaderError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
+import { debug, traceLoader } from '../shared/diagnostics.js';
 import { Wakeup } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import type { Commit, Outcome, StoredEntry } from '../store/types.js';
@@ -85,6 +86,7 @@ export class MissProtocol {
           return this.hitFrom(key, lookup.entry, 'hit');
         case 'lead': {
           if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
+          if (debug.enabled) debug('lead key=%s: no value, this process runs the loader', key);
           const led = await this.lead(key, token, loader, opts);
           if (led === RETRY) continue;
           return led;
@@ -92,6 +94,7 @@ export class MissProtocol {
         case 'wait': {
           if (lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
           if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
+          if (debug.enabled) debug('wait key=%s: another process leads, its lock expires in %d ms', key, lookup.remaining);
           const waited = await this.waitRemote(key, loader, opts, deadline);
           if (waited === RETRY) continue;
           return waited;
@@ -163,9 +166,10 @@ export class MissProtocol {
           },
         }).start()
       : undefined;
+    const loadStart = debug.enabled ? monotonicNow() : 0;
     let value: T;
     try {
-      value = await loader({ key, signal: controller.signal });
+      value = await traceLoader(key, false, false, () => loader({ key, signal: controller.signal }));
     } catch (error) {
       await renewal?.stop();
       if (controller.signal.aborted && error === controller.signal.reason) return RETRY;
@@ -179,6 +183,7 @@ export class MissProtocol {
       throw error;
     }
     await renewal?.stop();
+    if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(monotonicNow() - loadStart));
 
     const createdAt = Date.now();
     const decision = decide(value, opts);
@@ -204,6 +209,7 @@ export class MissProtocol {
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
   private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number): Promise<Settled<T> | typeof RETRY> {
     const wakeup = new Wakeup();
+    const waitStart = debug.enabled ? monotonicNow() : 0;
     let outcome: Outcome | null = null;
     let unlisten: () => void;
     try {
@@ -219,6 +225,7 @@ export class MissProtocol {
         const announced = outcome as Outcome | null;
         outcome = null;
         if (announced) {
+          if (debug.enabled) debug('wake key=%s after %d ms: the leader announced %s', key, Math.round(monotonicNow() - waitStart), announced.kind);
           const result = announced.kind === 'shared' ? await this.readShared(key, loader, opts) : this.fromOutcome<T>(key, announced);
           if (result !== RETRY) return await result;
         }
@@ -236,6 +243,7 @@ export class MissProtocol {
         if (lookup.kind === 'wait' && lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
           this.events.emit('miss', { key });
+          if (debug.enabled) debug('takeover key=%s after %d ms: the leader\'s lock ran out, this process leads', key, Math.round(monotonicNow() - waitStart));
           return await this.lead(key, token, loader, opts);
         }
         const left = deadline - monotonicNow();
@@ -289,16 +297,17 @@ export class MissProtocol {
 
   /** Redis unusable: run the loader here (single-flight still applies); keep the value in L1 only. */
   private async runLocal<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<Settled<T>> {
-    const value = await this.runLoader(key, loader);
+    if (debug.enabled && degraded) debug('degraded key=%s: Redis unusable, the loader runs in this process', key);
+    const value = await this.runLoader(key, loader, degraded);
     const createdAt = Date.now();
     const decision = decide(value, opts);
     if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl: opts.ttl });
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
-  private async runLoader<T>(key: string, loader: Loader<T>): Promise<T> {
+  private async runLoader<T>(key: string, loader: Loader<T>, degraded = false): Promise<T> {
     try {
-      return await loader({ key, signal: new AbortController().signal });
+      return await traceLoader(key, false, degraded, () => loader({ key, signal: new AbortController().signal }));
     } catch (error) {
       if (!(error instanceof AbandonedLoad)) this.events.emit('loaderError', { key, error });
       throw error;

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { CacheDecision, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
+import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
@@ -154,7 +155,8 @@ export class HttpGuard<Req> {
       }
       return capture.promise;
     };
-    this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl }).then(
+    const resolve = () => this.cache.resolve(plan.key, loader, { ttl: plan.ttl, cacheable: decide, onWaitTimeout: 'load', hitForMissTtl: this.options.hitForMissTtl });
+    (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (ran) return;

@@ -5,6 +5,7 @@ import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldErr
 import { resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
 import { Renewal } from './renewal.js';
 import { abortReason } from '../shared/wait.js';
+import { lockChannel, traceLock } from '../shared/diagnostics.js';
 import type { AcquireOptions, Lock, LockOptions } from './types.js';
 
 type State = 'idle' | 'acquiring' | 'held';
@@ -69,7 +70,17 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   protected abstract releaseRaw(value: string): Promise<boolean>;
   abstract getOwnerId(): Promise<string | null>;
 
-  async acquire(options: AcquireOptions = {}): Promise<number> {
+  acquire(options: AcquireOptions = {}): Promise<number> {
+    if (!lockChannel.hasSubscribers) return this.acquireLock(options);
+    return traceLock(this.name, 'acquire', () => this.acquireLock(options)) as Promise<number>;
+  }
+
+  tryAcquire(): Promise<number | false> {
+    if (!lockChannel.hasSubscribers) return this.tryAcquireLock();
+    return traceLock(this.name, 'tryAcquire', () => this.tryAcquireLock());
+  }
+
+  private async acquireLock(options: AcquireOptions): Promise<number> {
     if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
     const timeout = options.timeout === undefined ? this.options.timeout : toMs(options.timeout, 'timeout', { allowZero: true });
     const signal = options.signal;
@@ -94,7 +105,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
     }
   }
 
-  async tryAcquire(): Promise<number | false> {
+  private async tryAcquireLock(): Promise<number | false> {
     this.beginAcquire();
     try {
       const value = newLockValue(this.options.id);
