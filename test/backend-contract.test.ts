@@ -7,6 +7,8 @@ import { RedisBackend } from '../src/store/redis-backend.js';
 import { v8Serializer } from '../src/store/serializer.js';
 import { backendContract, type BackendHarness } from './support/backend-contract.js';
 import { useRedis } from './support/use-redis.js';
+import type { RedisClient } from '../src/redis/client.js';
+import { closeLibraryClient, nodeRedisClient, TEST_CLIENT } from '../tools/test-client.js';
 
 const codec = () => new EntryCodec(v8Serializer);
 
@@ -20,9 +22,13 @@ const PREFIX = 'contract';
 const INLINE_MAX = 512;
 const L1_TTL = 300;
 
-function redisHarness(prefix: string, l1: L1 | undefined): BackendHarness {
+/**
+ * The backend runs on `client` (by default the client the tests hand to the library,
+ * `DOGPILE_TEST_CLIENT`); the faults are written through a separate ioredis connection.
+ */
+async function redisHarness(prefix: string, l1: L1 | undefined, client?: RedisClient): Promise<BackendHarness> {
   const redis = server.client();
-  const backend = new RedisBackend(redis, { prefix, codec: codec(), inlineMax: INLINE_MAX, l1, ownsClient: false });
+  const backend = new RedisBackend(client ?? (await server.libraryClient()), { prefix, codec: codec(), inlineMax: INLINE_MAX, l1, ownsClient: false });
   return {
     backend,
     inlineMax: INLINE_MAX,
@@ -32,12 +38,24 @@ function redisHarness(prefix: string, l1: L1 | undefined): BackendHarness {
       writeLockWithoutExpiry: async (key, token) => void (await redis.set(cacheKeys(prefix, key).lock, token)),
       lockTtl: (key) => redis.pttl(cacheKeys(prefix, key).lock),
     },
-    close: () => backend.close(),
+    close: async () => {
+      await backend.close();
+      if (client) await closeLibraryClient(client);
+    },
   };
 }
 
-backendContract('RedisBackend with an L1', { distributed: true, storeAccess: true, peekLayer: 'l1', l1Ttl: L1_TTL }, async () =>
+backendContract(`RedisBackend with an L1 (${TEST_CLIENT})`, { distributed: true, storeAccess: true, peekLayer: 'l1', l1Ttl: L1_TTL }, async () =>
   redisHarness(PREFIX, new L1(1_000, L1_TTL)),
 );
 
-backendContract('RedisBackend without an L1', { distributed: true, storeAccess: true, peekLayer: 'l1' }, async () => redisHarness(`${PREFIX}-no-l1`, undefined));
+backendContract(`RedisBackend without an L1 (${TEST_CLIENT})`, { distributed: true, storeAccess: true, peekLayer: 'l1' }, async () =>
+  redisHarness(`${PREFIX}-no-l1`, undefined),
+);
+
+// node-redis 6 and 5 in every run, whichever client the rest of the suite uses.
+for (const version of [6, 5] as const) {
+  backendContract(`RedisBackend on node-redis ${version}`, { distributed: true, storeAccess: true, peekLayer: 'l1' }, async () =>
+    redisHarness(`${PREFIX}-node-redis-${version}`, undefined, await nodeRedisClient(server.url, version)),
+  );
+}

@@ -11,7 +11,8 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { IoRedis } from '../tools/test-client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLock, Subscriber, lockKeys } from '../src/index.js';
 import { useRedis } from './support/use-redis.js';
@@ -84,7 +85,7 @@ let redis: Redis;
  * again, and ioredis arms a 2 s timer on a second disconnect that no socket close ever clears.)
  */
 function connection(options: RedisOptions = {}): Redis {
-  const c = new Redis({ host: server.host, port: server.port, ...options });
+  const c = new IoRedis.Redis({ host: server.host, port: server.port, ...options });
   c.on('error', () => {
     /* expected while a test restarts the server */
   });

@@ -15,17 +15,22 @@ import {
   type Lock,
 } from '../src/index.js';
 import { useRedis } from './support/use-redis.js';
+import type { RedisClient } from '../src/redis/client.js';
 import { startRedis } from '../tools/redis-server.js';
 
 const server = useRedis();
+/** For inspection: an ioredis connection. */
 let redis: Redis;
+/** What the locks run on: the client selected by DOGPILE_TEST_CLIENT (see tools/test-client.ts). */
+let lib: RedisClient;
 
-beforeAll(() => {
+beforeAll(async () => {
   redis = server.client();
+  lib = await server.libraryClient();
 });
 
 const backends: [string, (name: string, opts?: any) => Lock][] = [
-  ['RedisLock', (name, opts) => new RedisLock(redis, name, opts)],
+  ['RedisLock', (name, opts) => new RedisLock(lib, name, opts)],
   ['MemoryLock', (name, opts) => new MemoryLock(name, { registry: memRegistry, ...opts })],
 ];
 const memRegistry = new MemoryLockRegistry();
@@ -163,7 +168,7 @@ describe.each(backends)('%s', (_label, make) => {
   it('withLock releases in finally when fn throws and passes the fencing token', async () => {
     const name = uniq('with');
     const seen: number[] = [];
-    const opts = _label === 'RedisLock' ? { redis } : { registry: memRegistry };
+    const opts = _label === 'RedisLock' ? { redis: lib } : { registry: memRegistry };
     await expect(
       withLock(name, ({ fencingToken }) => {
         seen.push(fencingToken);
@@ -203,7 +208,7 @@ describe.each(backends)('%s', (_label, make) => {
 
 describe('RedisLock specifics', () => {
   it('stores namespaced keys with a shared hash tag and no leftover waiter queue', async () => {
-    const lock = new RedisLock(redis, 'ns-test', { prefix: 'app' });
+    const lock = new RedisLock(lib, 'ns-test', { prefix: 'app' });
     await lock.acquire();
     expect(await redis.exists('app:lock:{ns-test}')).toBe(1);
     expect(await redis.get('app:lock:{ns-test}:fence')).toBe(String(lock.fencingToken));
@@ -212,8 +217,8 @@ describe('RedisLock specifics', () => {
   });
 
   it('never releases or extends the lock of the next holder (wrong-owner release)', async () => {
-    const a = new RedisLock(redis, 'wrong-owner', { ttl: 100, autoRenew: false });
-    const b = new RedisLock(redis, 'wrong-owner', { ttl: 5000 });
+    const a = new RedisLock(lib, 'wrong-owner', { ttl: 100, autoRenew: false });
+    const b = new RedisLock(lib, 'wrong-owner', { ttl: 5000 });
     await a.acquire();
     await new Promise((r) => setTimeout(r, 150));
     await b.acquire({ timeout: 0 });
@@ -223,17 +228,17 @@ describe('RedisLock specifics', () => {
   });
 
   it('reset and resetAll free held locks and wake waiters', async () => {
-    const a = new RedisLock(redis, 'reset-me');
-    const b = new RedisLock(redis, 'reset-me');
+    const a = new RedisLock(lib, 'reset-me');
+    const b = new RedisLock(lib, 'reset-me');
     await a.acquire();
     const waiting = b.acquire({ timeout: 5000 });
     await new Promise((r) => setTimeout(r, 30));
-    expect(await RedisLock.reset(redis, 'reset-me')).toBe(true);
+    expect(await RedisLock.reset(lib, 'reset-me')).toBe(true);
     await waiting;
     expect(b.isHeld).toBe(true);
-    const c = new RedisLock(redis, 'reset-other');
+    const c = new RedisLock(lib, 'reset-other');
     await c.acquire();
-    expect(await RedisLock.resetAll(redis)).toBeGreaterThanOrEqual(2);
+    expect(await RedisLock.resetAll(lib)).toBeGreaterThanOrEqual(2);
     expect(await redis.exists('dogpile:lock:{reset-me}', 'dogpile:lock:{reset-other}')).toBe(0);
     expect(await redis.exists('dogpile:lock:{reset-me}:fence')).toBe(1);
     await a.release();
@@ -244,7 +249,7 @@ describe('RedisLock specifics', () => {
   it('fencing tokens never go back, also when Redis restarts empty or loses the counter', async () => {
     const own = await startRedis();
     try {
-      const tokensOf = async (client: Redis, count: number) => {
+      const tokensOf = async (client: RedisClient, count: number) => {
         const tokens: number[] = [];
         for (let i = 0; i < count; i++) {
           const lock = new RedisLock(client, 'fenced');
@@ -253,17 +258,16 @@ describe('RedisLock specifics', () => {
         }
         return tokens;
       };
-      const before = await tokensOf(own.client(), 3);
+      const before = await tokensOf(await own.libraryClient(), 3);
       expect(before[1]).toBe(before[0]! + 1);
       expect(before[2]).toBe(before[1]! + 1);
       await own.restart(); // nothing is persisted: the counter is gone
-      const after = await tokensOf(own.client(), 2);
+      const after = await tokensOf(await own.libraryClient(), 2);
       expect(after[0]).toBeGreaterThan(before[2]!);
       expect(after[1]).toBe(after[0]! + 1);
       // the counter alone is lost (evicted, deleted): still no step back
-      const client = own.client();
-      await client.del('dogpile:lock:{fenced}:fence');
-      const evicted = await tokensOf(client, 1);
+      await own.client().del('dogpile:lock:{fenced}:fence');
+      const evicted = await tokensOf(await own.libraryClient(), 1);
       expect(evicted[0]).toBeGreaterThan(after[1]!);
       expect(Number.isSafeInteger(evicted[0])).toBe(true);
     } finally {
@@ -276,7 +280,7 @@ describe('RedisLock specifics', () => {
     const realNow = Date.now.bind(Date);
     let step: { mockRestore(): void } | undefined;
     try {
-      const lock = new RedisLock(own.client(), 'renew-clock', { ttl: 600 });
+      const lock = new RedisLock(await own.libraryClient(), 'renew-clock', { ttl: 600 });
       await lock.acquire();
       const lost = new Promise<unknown>((resolve) => lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)));
       own.freeze(); // renewals go unanswered
@@ -293,8 +297,12 @@ describe('RedisLock specifics', () => {
     }
   });
 
-  it('rejects a client that is not ioredis', () => {
-    expect(() => new RedisLock({} as never, 'x')).toThrow(/Invalid redis/);
+  it('rejects an object that is no accepted client, saying which clients are accepted', async () => {
+    for (const wrong of [{}, { get: () => null }, 'redis://127.0.0.1:1']) {
+      expect(() => new RedisLock(wrong as never, 'x')).toThrow(InvalidOptionError);
+      expect(() => new RedisLock(wrong as never, 'x')).toThrow(/Invalid redis: expected an ioredis or iovalkey Redis or Cluster instance, or a node-redis client \(createClient\(\) or createCluster\(\)\)/);
+    }
+    await expect(withLock('x', () => 1, { redis: {} as never })).rejects.toThrow(/node-redis client/);
   });
 
   it('replicas: rejects a bad value naming the option; waits only where replicas exist', async () => {

@@ -11,7 +11,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
+import type { Redis, Cluster, RedisOptions, ClusterOptions } from 'ioredis';
+import type { RedisClient } from '../src/redis/client.js';
+import { closeLibraryClient, IoRedis, libraryClient } from './test-client.js';
 
 const execFileAsync = promisify(execFile);
 const HOST = '127.0.0.1';
@@ -79,6 +81,7 @@ export class RedisServer {
   readonly host = HOST;
   private child: ChildProcess | undefined;
   private readonly clients = new Set<Redis>();
+  private readonly libraryClients = new Set<RedisClient>();
   private dir: string | undefined;
   private assignedPort: number | undefined;
   private readonly extraArgs: string[];
@@ -155,7 +158,7 @@ export class RedisServer {
 
   /** A new ioredis client for this server, closed by `stop()`. */
   client(options: RedisOptions = {}): Redis {
-    const client = new Redis({ host: HOST, port: this.port, lazyConnect: false, ...options });
+    const client = new IoRedis.Redis({ host: HOST, port: this.port, lazyConnect: false, ...options });
     client.on('error', () => {
       /* connection errors are expected in fault tests */
     });
@@ -163,9 +166,19 @@ export class RedisServer {
     return client;
   }
 
+  /**
+   * A new client of the kind the tests hand to the library (`DOGPILE_TEST_CLIENT`: node-redis,
+   * ioredis 5/6 or iovalkey; see test-client.ts), connected, closed by `stop()`.
+   */
+  async libraryClient(): Promise<RedisClient> {
+    const client = await libraryClient(this.url);
+    this.libraryClients.add(client);
+    return client;
+  }
+
   /** Blocks the whole server for `ms` (DEBUG SLEEP), from a separate connection. */
   async debugSleep(ms: number): Promise<void> {
-    const c = new Redis({ host: HOST, port: this.port });
+    const c = new IoRedis.Redis({ host: HOST, port: this.port });
     try {
       await c.call('DEBUG', 'SLEEP', String(ms / 1000));
     } finally {
@@ -175,7 +188,7 @@ export class RedisServer {
 
   /** Starts DEBUG SLEEP without waiting for it to end; resolves when the server is asleep. */
   debugSleepInBackground(ms: number): Promise<void> {
-    const c = new Redis({ host: HOST, port: this.port });
+    const c = new IoRedis.Redis({ host: HOST, port: this.port });
     c.on('error', () => {});
     const done = c.call('DEBUG', 'SLEEP', String(ms / 1000)).finally(() => c.disconnect());
     done.catch(() => {});
@@ -184,7 +197,7 @@ export class RedisServer {
 
   /** CLIENT PAUSE: the server stops serving client commands for `ms`. */
   async clientPause(ms: number, mode: 'ALL' | 'WRITE' = 'ALL'): Promise<void> {
-    const c = new Redis({ host: HOST, port: this.port });
+    const c = new IoRedis.Redis({ host: HOST, port: this.port });
     try {
       await c.call('CLIENT', 'PAUSE', String(ms), mode);
     } finally {
@@ -224,13 +237,15 @@ export class RedisServer {
   async stop(): Promise<void> {
     for (const c of this.clients) c.disconnect();
     this.clients.clear();
+    for (const c of this.libraryClients) await closeLibraryClient(c);
+    this.libraryClients.clear();
     await this.kill();
     if (this.dir !== undefined) rmSync(this.dir, { recursive: true, force: true });
   }
 
   /** Runs a command on a short-lived connection (for inspection from tests). */
   async command(...args: (string | number)[]): Promise<unknown> {
-    const c = new Redis({ host: HOST, port: this.port });
+    const c = new IoRedis.Redis({ host: HOST, port: this.port });
     try {
       return await c.call(String(args[0]), ...args.slice(1).map(String));
     } finally {
@@ -309,7 +324,7 @@ export class RedisTestCluster {
   }
 
   client(options: ClusterOptions = {}): Cluster {
-    const c = new Cluster(this.startupNodes, options);
+    const c = new IoRedis.Cluster(this.startupNodes, options);
     c.on('error', () => {});
     this.clients.add(c);
     return c;
@@ -393,7 +408,7 @@ export class RedisSentinelSetup {
 
   /** An ioredis client that finds the master through the sentinels; closed by `stop()`. */
   client(options: RedisOptions = {}): Redis {
-    const client = new Redis({ sentinels: this.sentinelAddresses, name: this.name, ...options });
+    const client = new IoRedis.Redis({ sentinels: this.sentinelAddresses, name: this.name, ...options });
     client.on('error', () => {});
     this.clients.add(client);
     return client;
@@ -411,7 +426,7 @@ export class RedisSentinelSetup {
       for (const port of this.sentinelPorts) {
         await waitFor(
           async () => {
-            const c = new Redis({ host: HOST, port });
+            const c = new IoRedis.Redis({ host: HOST, port });
             try {
               const replicas = (await c.call('SENTINEL', 'REPLICAS', this.name)) as unknown[];
               const sentinels = (await c.call('SENTINEL', 'SENTINELS', this.name)) as unknown[];
@@ -433,7 +448,7 @@ export class RedisSentinelSetup {
 
   /** The address the sentinels give for the master now. */
   async masterPort(): Promise<number> {
-    const c = new Redis({ host: HOST, port: this.sentinelPorts[0]! });
+    const c = new IoRedis.Redis({ host: HOST, port: this.sentinelPorts[0]! });
     try {
       const [, port] = (await c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', this.name)) as [string, string];
       return Number(port);

@@ -1,6 +1,7 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { isRedisClient, type RedisClient } from '../redis/client.js';
+import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
+import { isNodeRedis } from '../redis/node-redis.js';
 import { resolveReplication, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { validatePrefix } from '../lock/common.js';
 import { v8Serializer, type Serializer } from '../store/serializer.js';
@@ -136,7 +137,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     if (!KNOWN.has(k)) throw new InvalidOptionError(k, `unknown option; known options are ${[...KNOWN].join(', ')}`);
   }
   if (o.redis !== undefined && typeof o.redis !== 'string' && !isRedisClient(o.redis)) {
-    throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance, or a redis:// URL');
+    throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
   }
   if (typeof o.redis === 'string' && !/^rediss?:\/\//.test(o.redis)) {
     throw new InvalidOptionError('redis', `expected a URL starting with redis:// or rediss://, got ${JSON.stringify(o.redis)}`);
@@ -157,6 +158,9 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   }
   const commandTimeout = o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout');
   const replication = resolveReplication(o.replicas, o.replicaTimeout);
+  if (replication && o.redis !== undefined && typeof o.redis !== 'string' && isNodeRedis(o.redis)) {
+    throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lead); with node-redis, leave replicas at 0');
+  }
   if (replication && replication.timeout >= commandTimeout) {
     throw new InvalidOptionError('replicaTimeout', `must be shorter than commandTimeout (${commandTimeout} ms), got ${replication.timeout} ms`);
   }

@@ -6,8 +6,9 @@ import { BaseLock, ownerOf } from './base-lock.js';
 import { validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
-import { isCluster, isRedisClient, type RedisClient } from '../redis/client.js';
+import { ACCEPTED_CLIENTS, commandClient, isRedisClient, masterClients, type CommandClient, type RedisClient } from '../redis/client.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
+import { isNodeRedis } from '../redis/node-redis.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 import { abortReason, Wakeup } from '../shared/wait.js';
@@ -60,21 +61,26 @@ export function lockKeys(prefix: string, name: string) {
  */
 export class RedisLock extends BaseLock {
   private readonly client: RedisClient;
+  private readonly commands: CommandClient;
   private readonly keys: ReturnType<typeof lockKeys>;
   private readonly subscriber: Subscriber | undefined;
   private readonly replication: Replication | undefined;
 
   constructor(redis: RedisClient, name: string, options: RedisLockOptions = {}) {
-    if (!isRedisClient(redis)) throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance');
+    if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
     super(name, options);
     this.client = redis;
+    this.commands = commandClient(redis);
     this.keys = lockKeys(this.options.prefix, this.name);
     this.subscriber = options.subscriber;
     this.replication = resolveReplication(options.replicas, options.replicaTimeout);
+    if (this.replication && isNodeRedis(redis)) {
+      throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lock); with node-redis, leave replicas at 0');
+    }
   }
 
   protected async tryOnce(value: string): Promise<number | false> {
-    const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
+    const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
     return ok === 1 ? this.replicated(value, n) : false;
   }
 
@@ -115,7 +121,7 @@ export class RedisLock extends BaseLock {
         if (signal?.aborted) throw abortReason(signal, this.name);
         const left = Math.ceil(deadline - performance.now());
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        const [ok, n] = await ACQUIRE.run(this.client, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left]);
+        const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left]);
         if (ok === 1) {
           queued = false;
           return await this.replicated(value, n);
@@ -128,7 +134,7 @@ export class RedisLock extends BaseLock {
     } catch (err) {
       if (queued) {
         await this.publisher()
-          .then((pub) => LEAVE.run(this.client, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs, pub]))
+          .then((pub) => LEAVE.run(this.commands, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs, pub]))
           .catch(() => {});
       }
       throw err;
@@ -142,12 +148,12 @@ export class RedisLock extends BaseLock {
   }
 
   protected async extendRaw(value: string, ms: number): Promise<boolean> {
-    return (await EXTEND.run(this.client, [this.keys.lock], [value, ms])) === 1;
+    return (await EXTEND.run(this.commands, [this.keys.lock], [value, ms])) === 1;
   }
 
   protected async releaseRaw(value: string): Promise<boolean> {
     const pub = await this.publisher();
-    return (await RELEASE.run(this.client, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs, pub])) === 1;
+    return (await RELEASE.run(this.commands, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs, pub])) === 1;
   }
 
   /** The command the scripts wake waiters with: SPUBLISH on a cluster with sharded pub/sub, else PUBLISH. */
@@ -161,7 +167,7 @@ export class RedisLock extends BaseLock {
   }
 
   async getOwnerId(): Promise<string | null> {
-    return ownerOf(await this.client.get(this.keys.lock));
+    return ownerOf(await this.commands.get(this.keys.lock));
   }
 
   /**
@@ -172,7 +178,7 @@ export class RedisLock extends BaseLock {
   static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
     const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
     const pub = publishCommand(await pubSubMode(redis));
-    return (await FORCE_RELEASE.run(redis, [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS, pub])) === 1;
+    return (await FORCE_RELEASE.run(commandClient(redis), [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS, pub])) === 1;
   }
 
   /**
@@ -182,14 +188,16 @@ export class RedisLock extends BaseLock {
    */
   static async resetAll(redis: RedisClient, options: { prefix?: string } = {}): Promise<number> {
     const prefix = validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix);
-    const nodes = isCluster(redis) ? redis.nodes('master') : [redis];
+    if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
+    const nodes = await masterClients(redis);
     let count = 0;
     for (const node of nodes) {
       let cursor = '0';
       do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:lock:{*`, 'COUNT', 500);
-        cursor = next;
-        for (const key of keys) {
+        const [next, keys] = (await node.call('SCAN', cursor, 'MATCH', `${prefix}:lock:{*`, 'COUNT', 500)) as [string | Buffer, (string | Buffer)[]];
+        cursor = String(next);
+        for (const raw of keys) {
+          const key = String(raw);
           if (!key.endsWith('}')) continue; // fence counters and queues
           const name = key.slice(`${prefix}:lock:{`.length, -1);
           if (await RedisLock.reset(redis, name, { prefix })) count++;

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from '../shared/errors.js';
 import { MemoryLock, type MemoryLockOptions } from './memory-lock.js';
-import { isRedisClient, type RedisClient } from '../redis/client.js';
+import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
 import { RedisLock, type RedisLockOptions } from './redis-lock.js';
 import type { AcquireOptions, Lock } from './types.js';
 
@@ -36,7 +36,7 @@ export async function withLock<T>(
   let lock: Lock;
   if (typeof nameOrLock === 'string') {
     if (options.redis !== undefined && !isRedisClient(options.redis)) {
-      throw new InvalidOptionError('redis', 'expected an ioredis Redis or Cluster instance');
+      throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
     }
     lock = options.redis ? new RedisLock(options.redis, nameOrLock, options) : new MemoryLock(nameOrLock, options);
   } else if (nameOrLock instanceof RedisLock || nameOrLock instanceof MemoryLock) {

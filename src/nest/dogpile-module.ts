@@ -1,7 +1,6 @@
 import { Inject, Logger, Module, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
-import type { Redis } from 'ioredis';
-import { createClientFromUrl } from '../redis/client.js';
+import { closeClient, createClientFromUrl, type RedisClient } from '../redis/client.js';
 import { DogpileCache } from '../core/cache.js';
 import { createCache } from '../core/default-cache.js';
 import { resolveCacheOptions } from '../core/options.js';
@@ -14,7 +13,7 @@ import { splitModuleOptions, type DogpileDefaults, type DogpileModuleOptions } f
 interface CacheHandle {
   cache: DogpileCache;
   owned: boolean;
-  client: Redis | undefined;
+  client: RedisClient | undefined;
 }
 
 const CACHE_HANDLE = Symbol('dogpile-guard:cache-handle');
@@ -30,7 +29,7 @@ const logger = new Logger('DogpileModule');
  * Redis is not there, the app starts anyway; requests run their handlers (with in-process
  * coalescing) until it is.
  */
-async function connect(url: string): Promise<Redis> {
+async function connect(url: string): Promise<RedisClient> {
   // The offline queue stays on (see createClientFromUrl): the cache's subscriber connection is
   // a duplicate of this client, and a waiter's SUBSCRIBE sent while that duplicate is still
   // connecting must not fail. While Redis is down the cache skips it (the client is
@@ -133,6 +132,6 @@ export class DogpileModule extends DogpileConfigurableModule implements OnModule
     if (!this.handle.owned) return;
     await this.handle.cache.close();
     const { client } = this.handle;
-    if (client) await client.quit().catch(() => client.disconnect());
+    if (client) await closeClient(client);
   }
 }

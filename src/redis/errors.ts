@@ -1,9 +1,12 @@
+import { isNodeRedisReplyError } from './node-redis.js';
+
 /**
  * Which Redis failures mean "Redis is unavailable" (every key goes on without Redis for
  * `backendCooldown`) and which concern only the key at hand (that key's miss, reported as
  * `corrupt`; every other key keeps coordinating).
  *
- * Unavailable: anything that is not an error reply from the server (timeouts, a lost or
+ * Unavailable: anything that is not an error reply from the server (ioredis's `ReplyError`,
+ * node-redis's `ErrorReply`) (timeouts, a lost or
  * refused connection, a client giving up its retries), and the error replies that say the
  * server, not the key, cannot serve now:
  * - `LOADING` (loading its dataset), `BUSY` (a script or function is running too long),
@@ -34,7 +37,7 @@ const UNAVAILABLE = new Set([
 
 /** True when `error` is the server's error reply about one key, not about Redis being unusable. */
 export function isKeyError(error: unknown): boolean {
-  if (!(error instanceof Error) || error.name !== 'ReplyError') return false;
+  if (!(error instanceof Error) || (error.name !== 'ReplyError' && !isNodeRedisReplyError(error))) return false;
   const code = /^-?([A-Z]+)\b/.exec(error.message)?.[1];
   return code !== undefined && !UNAVAILABLE.has(code);
 }

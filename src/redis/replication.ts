@@ -1,6 +1,7 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { isCluster, type RedisClient } from './client.js';
+import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
+import { isNodeRedis } from './node-redis.js';
 
 /**
  * How many replicas must hold a write before it counts: `'majority'` (at least half of the
@@ -40,14 +41,19 @@ export function resolveReplication(replicas: unknown, replicaTimeout: Duration |
  * many confirmed.
  */
 export async function waitForReplicas(client: RedisClient, key: string, replication: Replication): Promise<{ needed: number; confirmed: number }> {
+  if (isNodeRedis(client)) {
+    throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lock); with node-redis, leave replicas at 0');
+  }
+  // Every ioredis-like client (ioredis 5 and 6, iovalkey) is used through ioredis 5's interface.
+  const io = client as unknown as IoRedisClient;
   let needed: number;
   if (replication.replicas === 'majority') {
-    needed = Math.ceil((await replicaCount(client, key)) / 2);
+    needed = Math.ceil((await replicaCount(io, key)) / 2);
   } else {
     needed = replication.replicas;
   }
   if (needed === 0) return { needed, confirmed: 0 };
-  const confirmed = firstReply(await client.pipeline().call('WAIT', needed, replication.timeout).pttl(key).exec());
+  const confirmed = firstReply(await io.pipeline().call('WAIT', needed, replication.timeout).pttl(key).exec());
   return { needed, confirmed: Number(confirmed) };
 }
 
@@ -56,7 +62,7 @@ export async function waitForReplicas(client: RedisClient, key: string, replicat
  * knows for it and does not consider failed (CLUSTER NODES), also one whose link is down for
  * a moment, since a failover may still promote it. Elsewhere: the connected ones (ROLE).
  */
-async function replicaCount(client: RedisClient, key: string): Promise<number> {
+async function replicaCount(client: IoRedisClient, key: string): Promise<number> {
   if (isCluster(client)) {
     const nodes = String(firstReply(await client.pipeline().call('CLUSTER', 'NODES').pttl(key).exec()));
     const lines = nodes.split('\n').map((line) => line.split(' '));

@@ -1,6 +1,8 @@
 import type { ClusterSubscriberConnection } from './cluster-connection.js';
 import { ShardedSubscriberConnection } from './sharded-connection.js';
-import { isCluster, type RedisClient } from './client.js';
+import type { Redis } from 'ioredis';
+import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
+import { isNodeRedis, NodeRedisSubscriberConnection } from './node-redis.js';
 
 /** Called with a message, or with `null` when the connection came back and messages may have been lost. */
 export type ChannelListener = (message: Buffer | null) => void;
@@ -25,8 +27,8 @@ export const CHANNEL_LINGER_MS = 1000;
  * wait), so no subscription outlives the waits that needed it by more than that. After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
-/** What a `Subscriber` listens on: an ioredis client, or the node connection of a cluster. */
-type PubSubConnection = RedisClient | ClusterSubscriberConnection | ShardedSubscriberConnection;
+/** What a `Subscriber` listens on: an ioredis client, the sharded or node connections of a cluster, or a node-redis duplicate. */
+type PubSubConnection = IoRedisClient | ClusterSubscriberConnection | ShardedSubscriberConnection | NodeRedisSubscriberConnection;
 
 export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
@@ -207,7 +209,11 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
     // cluster it is one connection per master owning a subscribed channel (sharded pub/sub),
     // or one connection to one node on servers without it; never a duplicate Cluster (see
     // ClusterSubscriberConnection for why).
-    const connection = isCluster(client) ? new ShardedSubscriberConnection(client) : client.duplicate({ enableOfflineQueue: true });
+    const connection = isNodeRedis(client)
+      ? new NodeRedisSubscriberConnection(client)
+      : isCluster(client)
+        ? new ShardedSubscriberConnection(client)
+        : (client as unknown as Redis).duplicate({ enableOfflineQueue: true });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,

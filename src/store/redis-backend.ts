@@ -2,7 +2,7 @@ import type { EntryCodec } from './codec.js';
 import { CorruptEntryError } from './entry.js';
 import { cacheKeys, valueKey } from './key.js';
 import type { L1 } from './l1.js';
-import type { CommandClient, RedisClient } from '../redis/client.js';
+import { clientAvailable, closeClient, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
@@ -40,13 +40,12 @@ export class RedisBackend implements Backend {
     private readonly client: RedisClient,
     private readonly options: RedisBackendOptions,
   ) {
-    this.commands = client;
+    this.commands = commandClient(client);
   }
 
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */
   available(): boolean {
-    const status = this.client.status;
-    return status !== 'reconnecting' && status !== 'close' && status !== 'end';
+    return clientAvailable(this.client);
   }
 
   peek(key: string): StoredEntry | undefined {
@@ -190,7 +189,7 @@ export class RedisBackend implements Backend {
   async close(): Promise<void> {
     this.options.l1?.clear();
     if (this.options.ownsClient) {
-      await this.client.quit().catch(() => this.client.disconnect());
+      await closeClient(this.client);
     }
   }
 
