@@ -1,4 +1,4 @@
-import { fieldLines, fieldValue, singletonField, type HeaderBag } from './header-bag.js';
+import { CONNECTION_FIELDS, fieldLines, fieldValue, singletonField, type HeaderBag } from './header-bag.js';
 import { parseHttpDate } from './http-date.js';
 
 /** An entity-tag split into its weakness and opaque part; undefined when malformed. */
@@ -124,17 +124,7 @@ export function revalidationHeaders(storedHeaders: HeaderBag): { 'if-none-match'
  * which §3.2 allows to keep), and what the cache sets itself (`Age`, `X-Cache`, `Cache-Status`).
  */
 const NOT_UPDATED = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'set-cookie',
-  'content-length',
+  ...CONNECTION_FIELDS,
   'content-encoding',
   'content-range',
   'age',

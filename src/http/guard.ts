@@ -223,41 +223,58 @@ export class HttpGuard<Req> {
   }
 
   /**
+   * The loader that makes this request the leader: its handler runs with a capture that hands
+   * the response to `finish`. The handler must produce the full response for the others, not a
+   * 304 for this client's copy, so this client's conditional headers are taken off the request
+   * (its own client still gets the answer to them: leaderNotModified); `prepare` adjusts the
+   * request further before the handler sees it. `ran` tells whether the loader ran here.
+   */
+  private leaderLoader(
+    plan: CachePlan,
+    exchange: Exchange,
+    finish: (response: CapturedResponse) => Buffer | null,
+    prepare?: () => void,
+  ): { loader: () => Promise<Buffer | null>; ran: boolean } {
+    const lead = {
+      ran: false,
+      loader: (): Promise<Buffer | null> => {
+        lead.ran = true;
+        const capture = new ResponseCapture(this.options.maxBodySize, finish, (c) => this.pending.delete(c), this.cache.options.waitTimeout);
+        this.pending.add(capture);
+        plan.conditional = {};
+        for (const name of ['if-none-match', 'if-modified-since'] as const) {
+          if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
+          delete plan.headers[name];
+        }
+        prepare?.();
+        try {
+          exchange.proceed(capture);
+        } catch (error) {
+          capture.share(null);
+          exchange.fail(error);
+        }
+        return capture.promise;
+      },
+    };
+    return lead;
+  }
+
+  /**
    * A stored response that may not be reused without the handler (`no-cache`, `max-age=0`
    * with a validator): the handler runs with `If-None-Match` / `If-Modified-Since` from it,
    * once for every request that needs it meanwhile (RFC 9111 §4.3.1). A 304 renews the
    * stored response, a full response replaces it.
    */
   private revalidate(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
-    let ran = false;
-    const loader = (): Promise<Buffer | null> => {
-      ran = true;
-      const capture = new ResponseCapture(
-        this.options.maxBodySize,
-        (response) => this.finishRevalidation(plan, stored, response),
-        (c) => this.pending.delete(c),
-        this.cache.options.waitTimeout,
-      );
-      this.pending.add(capture);
-      plan.conditional = {};
-      for (const name of ['if-none-match', 'if-modified-since'] as const) {
-        if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
-        delete plan.headers[name];
-      }
+    const lead = this.leaderLoader(plan, exchange, (response) => this.finishRevalidation(plan, stored, response), () => {
       Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
       plan.revalidating = stored;
-      try {
-        exchange.proceed(capture);
-      } catch (error) {
-        capture.share(null);
-        exchange.fail(error);
-      }
-      return capture.promise;
-    };
+    });
+    const { loader } = lead;
     const cacheable = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'share');
     this.cache.resolve(`${plan.key}\n#revalidate`, loader, { ttl: 1000, cacheable, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
       (result) => {
-        if (ran) return;
+        if (lead.ran) return;
         try {
           this.serveValue(plan, result.value, 'COALESCED', exchange);
         } catch (error) {
@@ -265,7 +282,7 @@ export class HttpGuard<Req> {
         }
       },
       (error: unknown) => {
-        if (ran) return;
+        if (lead.ran) return;
         if (error instanceof CacheClosedError) exchange.proceed(undefined);
         else exchange.fail(error);
       },
@@ -314,31 +331,8 @@ export class HttpGuard<Req> {
   }
 
   private handleGet(plan: CachePlan, exchange: Exchange): void {
-    let ran = false;
-    const loader = (): Promise<Buffer | null> => {
-      ran = true;
-      const capture = new ResponseCapture(
-        this.options.maxBodySize,
-        (response) => this.finish(plan, response),
-        (c) => this.pending.delete(c),
-        this.cache.options.waitTimeout,
-      );
-      this.pending.add(capture);
-      // The handler must produce the full response for the others, not a 304 for this client's copy.
-      // Its own client still gets the answer to its conditional request (leaderNotModified).
-      plan.conditional = {};
-      for (const name of ['if-none-match', 'if-modified-since'] as const) {
-        if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
-        delete plan.headers[name];
-      }
-      try {
-        exchange.proceed(capture);
-      } catch (error) {
-        capture.share(null);
-        exchange.fail(error);
-      }
-      return capture.promise;
-    };
+    const lead = this.leaderLoader(plan, exchange, (response) => this.finish(plan, response));
+    const { loader } = lead;
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
     // ttl must still be valid when the adapter's is 0. A stale response inside
     // staleWhileRevalidate: every request but one is answered with it at once (X-Cache: STALE);
@@ -355,7 +349,7 @@ export class HttpGuard<Req> {
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
-        if (ran) return;
+        if (lead.ran) return;
         try {
           this.serveValue(plan, result.value, xCacheFor(result.status), exchange);
         } catch (error) {
@@ -363,7 +357,7 @@ export class HttpGuard<Req> {
         }
       },
       (error: unknown) => {
-        if (ran) return;
+        if (lead.ran) return;
         // A closed cache (shutting down) still lets the app answer.
         if (error instanceof CacheClosedError) exchange.proceed(undefined);
         else exchange.fail(error);

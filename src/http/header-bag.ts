@@ -38,3 +38,22 @@ export function singletonField(headers: HeaderBag, name: string): { value?: stri
   if (lines.some((s) => s !== lines[0])) return { conflict: true };
   return { value: lines[0], conflict: false };
 }
+
+/**
+ * Fields that describe one connection or one client and never belong to a stored response:
+ * the hop-by-hop fields (RFC 9110 §7.6.1), `Set-Cookie`, and `Content-Length` (the stored
+ * body's own length is sent).
+ */
+export const CONNECTION_FIELDS = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'set-cookie',
+  'content-length',
+] as const;

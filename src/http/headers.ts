@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { CONNECTION_FIELDS } from './header-bag.js';
 
 /** A header as it is stored and served: lower-case name, value(s) as latin1 strings. */
 export type HeaderEntry = [name: string, value: string | string[]];
@@ -11,17 +12,7 @@ export type HeaderEntry = [name: string, value: string | string[]];
  * a response served from the cache carries the origin's `Date` (RFC 9110 §6.6.1).
  */
 const NOT_STORED = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'set-cookie',
-  'content-length',
+  ...CONNECTION_FIELDS,
   'x-cache',
   'age',
   'cache-status',
