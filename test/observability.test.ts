@@ -300,6 +300,31 @@ describe('dogpile-guard/otel', () => {
     }
   });
 
+  it('after a fail-safe: the call span says stale and fail-safe, and the fail_safe counter counts it', async () => {
+    const cache = createCache({ staleIfError: '30s' });
+    try {
+      const key = uniq('safe');
+      let fail = false;
+      const loader = () => {
+        if (fail) throw new Error('database down');
+        return 'v1';
+      };
+      await cache.getOrCompute(key, loader, 100);
+      await sleep(150);
+      fail = true;
+      const result = await cache.resolve(key, loader, 100);
+      expect(result).toMatchObject({ value: 'v1', status: 'stale', staleReason: 'error' });
+      const last = named('cache.getOrCompute').at(-1)!;
+      expect(last.attributes).toMatchObject({ 'dogpile_guard.outcome': 'stale', 'dogpile_guard.fail_safe': true });
+      const metrics = await collected();
+      const failSafe = metrics.get('dogpile_guard.fail_safe')!.dataPoints;
+      expect(failSafe.reduce((n, p) => n + (p.value as number), 0)).toBe(1);
+      expect(metrics.get('dogpile_guard.calls')!.dataPoints.some((p) => p.attributes.outcome === 'stale')).toBe(true);
+    } finally {
+      await cache.close();
+    }
+  });
+
   it('records cache.lock spans for RedisLock acquisitions', async () => {
     const name = uniq('lock');
     const a = new RedisLock(server.client(), name, { ttl: 5000 });
@@ -346,6 +371,30 @@ describe('dogpile-guard/prometheus', () => {
       await own.stop();
     }
     expect(await registry.metrics()).not.toContain('dogpile_guard_');
+  });
+
+  it('a scrape after a fail-safe counts it and the stale call', async () => {
+    const registry = new Registry();
+    const metrics = registerDogpileMetrics({ registry });
+    const cache = createCache({ staleIfError: '30s' });
+    try {
+      const key = uniq('safe');
+      let fail = false;
+      const loader = () => {
+        if (fail) throw new Error('database down');
+        return 'v1';
+      };
+      await cache.getOrCompute(key, loader, 100);
+      await sleep(150);
+      fail = true;
+      expect(await cache.getOrCompute(key, loader, 100)).toBe('v1');
+      const text = await registry.metrics();
+      expect(text).toMatch(/dogpile_guard_fail_safe_total 1\b/);
+      expect(text).toMatch(/dogpile_guard_calls_total\{outcome="stale",layer="[a-z]+"\} 1\b/);
+    } finally {
+      metrics.dispose();
+      await cache.close();
+    }
   });
 
   it('rejects a bad prefix or buckets, naming the option', () => {
