@@ -230,8 +230,11 @@ describe('HTTP adapters across processes sharing one Redis', () => {
     const send = (target: Server, method = 'GET') => fetchReply(target.port, path, { agent, method, headers: { host: HOST } });
     const first = await send(servers.express[0]!);
     expect(first.xCache).toBe('MISS');
-    expect((await send(servers.fastify[0]!)).xCache).toBe('HIT');
-    expect((await send(servers.express[1]!)).xCache).toBe('HIT');
+    // The leader's response reaches its client before its store lands in Redis: a request
+    // right after it may still join that run (COALESCED) instead of reading the entry (HIT).
+    expect(['HIT', 'COALESCED']).toContain((await send(servers.fastify[0]!)).xCache);
+    expect(['HIT', 'COALESCED']).toContain((await send(servers.express[1]!)).xCache);
+    expect(await runs('slow', id)).toBe(1);
     const write = await send(servers.express[1]!, 'POST');
     expect(write.status).toBe(200);
     const after = await send(servers.fastify[1]!);
@@ -249,10 +252,16 @@ describe('HTTP adapters across processes sharing one Redis', () => {
     const send = (target: Server, lang: string) => fetchReply(target.port, path, { agent, headers: { host: HOST, 'accept-language': lang } });
     expect((await send(servers.express[0]!, 'de')).xCache).toBe('MISS');
     expect((await send(servers.express[0]!, 'en')).xCache).toBe('MISS');
+    // A varying response is stored (variant, then the URL's record) after it was sent: let
+    // those writes land before asking the other processes.
+    await sleep(300);
     for (const target of [...servers.fastify, servers.express[1]!]) {
       for (const lang of ['en', 'de']) {
         const reply = await send(target, lang);
-        expect([target.framework, lang, reply.xCache, reply.text]).toEqual([target.framework, lang, 'HIT', `lang=${lang}`]);
+        // Served by the runs of the first process: read from the store (HIT), or, right after
+        // the leader answered and before its store landed, by joining its run (COALESCED).
+        expect([target.framework, lang, reply.text]).toEqual([target.framework, lang, `lang=${lang}`]);
+        expect(['HIT', 'COALESCED']).toContain(reply.xCache);
       }
     }
     expect(await runs('vary', id)).toBe(2);

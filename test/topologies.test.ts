@@ -118,13 +118,15 @@ describe('replicas: a lock counts once replicas hold it', () => {
 });
 
 describe('sharded subscriptions follow the slot', () => {
-  it('a manual failover (CLUSTER FAILOVER: the master demoted, not dead) re-subscribes a waiting channel in its shard and the wake-up arrives', async () => {
+  // The failover and the cluster settling can take tens of seconds on a busy machine: the wait
+  // is long, and the holder's TTL longer still, so only a wake-up can end it in time.
+  it('a manual failover (CLUSTER FAILOVER: the master demoted, not dead) re-subscribes a waiting channel in its shard and the wake-up arrives', { timeout: 240_000 }, async () => {
     const cluster = await replicatedCluster();
     try {
-      const holder = new RedisLock(cluster.client(), 'manual', { ttl: 60_000, autoRenew: false });
+      const holder = new RedisLock(cluster.client(), 'manual', { ttl: 600_000, autoRenew: false });
       const waiter = new RedisLock(cluster.client(), 'manual', { ttl: 60_000, autoRenew: false });
       await holder.acquire();
-      const waiting = waiter.acquire({ timeout: 30_000 }).catch((e: unknown) => e);
+      const waiting = waiter.acquire({ timeout: 150_000 }).catch((e: unknown) => e);
       const channel = lockKeys('dogpile', 'manual').channel;
       const slot = keySlot(channel);
       const master = await cluster.masterOf(slot);
@@ -140,7 +142,7 @@ describe('sharded subscriptions follow the slot', () => {
       const shard = [replica, master];
       await until(async () => (await Promise.all(shard.map((n) => n.command('PUBSUB', 'SHARDCHANNELS') as Promise<string[]>))).flat().includes(channel));
       await holder.release();
-      // The holder's TTL is a minute: only a wake-up hands the lock over within the wait.
+      // The holder's TTL is ten minutes: only a wake-up hands the lock over within the wait.
       const token = await waiting;
       if (typeof token !== 'number') throw token;
       expect(token).toBeGreaterThan(0);
