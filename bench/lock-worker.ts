@@ -8,15 +8,19 @@
  * Answers `prepared` and `done` (per acquisition: acquire start, acquire end, release end, as
  * wall-clock ms comparable across processes, and which client; and the commands this process
  * wrote to Redis).
+ * With `--baseline <dir>`, lib `dogpile-guard-baseline` is the `RedisLock` of `<dir>/src` (an
+ * earlier revision of this library, for before/after numbers in one run).
  */
 import { createRequire } from 'node:module';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Command, Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { RedisLock } from '../src/index.js';
 
-export type Lib = 'dogpile-guard' | 'redlock' | 'redis-semaphore';
+export type Lib = 'dogpile-guard' | 'dogpile-guard-baseline' | 'redlock' | 'redis-semaphore';
 
 /** The slice of the redlock 4 API used here (the package ships no types). */
 interface RedlockLock {
@@ -33,12 +37,17 @@ const TTL = 10_000;
 /** Long enough never to give up in this benchmark. */
 const ACQUIRE_TIMEOUT = 120_000;
 
-function arg(name: string): string {
+function arg(name: string, fallback?: string): string {
   const i = process.argv.indexOf(`--${name}`);
-  const value = process.argv[i + 1];
-  if (i === -1 || value === undefined) throw new Error(`missing --${name}`);
+  const value = i === -1 ? fallback : process.argv[i + 1];
+  if (value === undefined) throw new Error(`missing --${name}`);
   return value;
 }
+
+const baselineDir = arg('baseline', '');
+const BaselineRedisLock = baselineDir
+  ? ((await import(pathToFileURL(path.join(baselineDir, 'src', 'index.ts')).href)) as { RedisLock: typeof RedisLock }).RedisLock
+  : undefined;
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -63,8 +72,11 @@ interface Contender {
 
 function contender(lib: Lib, client: Redis, name: string): Contender {
   switch (lib) {
-    case 'dogpile-guard': {
-      const lock = new RedisLock(client, name, { ttl: TTL });
+    case 'dogpile-guard':
+    case 'dogpile-guard-baseline': {
+      const Lock = lib === 'dogpile-guard' ? RedisLock : BaselineRedisLock;
+      if (!Lock) throw new Error('dogpile-guard-baseline needs --baseline <dir>');
+      const lock = new Lock(client, name, { ttl: TTL });
       return {
         acquire: async () => {
           await lock.acquire({ timeout: ACQUIRE_TIMEOUT });

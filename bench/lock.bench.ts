@@ -3,7 +3,12 @@
  * one throwaway Redis. 8 clients in 4 processes (2 per process) contend for one lock, each
  * holding it 5 ms, 400 acquisitions in all. Reports acquisitions/s, the idle gap between a
  * release and the next acquisition, and Redis commands per acquisition.
+ *
+ * BENCH_LOCK_BASELINE=<git revision> adds that revision's RedisLock (its `src/`, extracted with
+ * `git archive` into a temporary directory) to the same run, for before/after numbers.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +21,7 @@ import { JsonChild } from '../tools/child-process.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const LIBS: Lib[] = ['dogpile-guard', 'redlock', 'redis-semaphore'];
+const root = path.join(here, '..');
 const PROCESSES = 4;
 const CLIENTS_PER_PROCESS = 2;
 const ACQUISITIONS = 400;
@@ -26,8 +32,31 @@ const RUN_TIMEOUT_MS = 45_000;
 const BETWEEN_RUNS_MS = 1300;
 
 /** One benchmark process with its lock clients. */
-function newWorker(port: number): JsonChild {
-  return new JsonChild('lock worker', ['--import', 'tsx', path.join(here, 'lock-worker.ts'), '--port', String(port), '--clients', String(CLIENTS_PER_PROCESS)]);
+function newWorker(port: number, baselineDir: string | undefined): JsonChild {
+  return new JsonChild('lock worker', [
+    '--import',
+    'tsx',
+    path.join(here, 'lock-worker.ts'),
+    '--port',
+    String(port),
+    '--clients',
+    String(CLIENTS_PER_PROCESS),
+    ...(baselineDir ? ['--baseline', baselineDir] : []),
+  ]);
+}
+
+/** The library's `src/` at an earlier revision, in a temporary directory that resolves this checkout's node_modules. */
+interface Baseline {
+  revision: string;
+  dir: string;
+}
+
+function extractBaseline(revision: string): Baseline {
+  const sha = execFileSync('git', ['rev-parse', '--short', revision], { cwd: root }).toString().trim();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dogpile-lock-baseline-'));
+  execFileSync('tar', ['-x', '-C', dir], { input: execFileSync('git', ['archive', '--format=tar', sha, 'src'], { cwd: root, maxBuffer: 1 << 28 }) });
+  symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+  return { revision: sha, dir };
 }
 
 interface RunResult {
@@ -170,6 +199,9 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
   const repeats = ctx.quick ? 1 : 3;
   const started = Date.now();
   const loadBefore = os.loadavg()[0]!;
+  const baselineRevision = process.env.BENCH_LOCK_BASELINE;
+  const baseline = baselineRevision ? extractBaseline(baselineRevision) : undefined;
+  const libs: Lib[] = baseline ? ['dogpile-guard', 'dogpile-guard-baseline', 'redlock', 'redis-semaphore'] : LIBS;
   const server = await startRedis();
   const inspector = new Redis({ host: server.host, port: server.port });
   const workers: JsonChild[] = [];
@@ -180,11 +212,11 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
     await new Promise((resolve) => inspector.once('ready', resolve));
     const inspectorSource = `${inspector.stream.localAddress}:${inspector.stream.localPort}`;
     monitor = await CommandMonitor.start(server, inspectorSource);
-    for (let i = 0; i < PROCESSES; i++) workers.push(newWorker(server.port));
+    for (let i = 0; i < PROCESSES; i++) workers.push(newWorker(server.port, baseline?.dir));
     await Promise.all(workers.map((w) => w.take('started', 60_000)));
     for (let run = 0; run < repeats; run++) {
       // Rotate the order, so that no library always runs first or last.
-      const order = LIBS.map((_, i) => LIBS[(i + run) % LIBS.length]!);
+      const order = libs.map((_, i) => libs[(i + run) % libs.length]!);
       for (const lib of order) {
         const r = await runOnce(lib, run, workers, inspector, monitor);
         results.push(r);
@@ -201,37 +233,50 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
     monitor?.stop();
     inspector.disconnect();
     await server.stop();
+    if (baseline) rmSync(baseline.dir, { recursive: true, force: true });
   }
   const seconds = (Date.now() - started) / 1000;
-  return report(results, repeats, seconds, exitedCleanly, [loadBefore, os.loadavg()[0]!]);
+  return report(results, libs, baseline?.revision, repeats, seconds, exitedCleanly, [loadBefore, os.loadavg()[0]!]);
 }
 
-function report(results: RunResult[], repeats: number, seconds: number, exitedCleanly: boolean, load: [number, number]): string {
+function report(
+  results: RunResult[],
+  libs: Lib[],
+  baseline: string | undefined,
+  repeats: number,
+  seconds: number,
+  exitedCleanly: boolean,
+  load: [number, number],
+): string {
   const of = (lib: Lib) => results.filter((r) => r.lib === lib);
   const med = (lib: Lib, key: keyof RunResult) => median(of(lib).map((r) => r[key] as number));
   const col = (lib: Lib, key: keyof RunResult, digits: number) => summary(of(lib).map((r) => r[key] as number), digits);
   const us: Lib = 'dogpile-guard';
   const peers: Lib[] = ['redlock', 'redis-semaphore'];
+  const label = (lib: Lib) => (lib === 'dogpile-guard-baseline' ? `dogpile-guard before (${baseline})` : lib);
 
-  const rows = LIBS.map(
+  const rows = libs.map(
     (lib) =>
-      `| ${lib} | ${col(lib, 'acquisitionsPerSec', 0)} | ${col(lib, 'gapP50', 2)} | ${col(lib, 'gapP99', 2)} | ${col(lib, 'sentPerAcq', 2)} | ${col(lib, 'executedPerAcq', 2)} |`,
+      `| ${label(lib)} | ${col(lib, 'acquisitionsPerSec', 0)} | ${col(lib, 'gapP50', 2)} | ${col(lib, 'gapP99', 2)} | ${col(lib, 'sentPerAcq', 2)} | ${col(lib, 'executedPerAcq', 2)} |`,
   );
-  const fairnessRows = LIBS.map(
+  const fairnessRows = libs.map(
     (lib) =>
-      `| ${lib} | ${summary(of(lib).map((r) => r.handOverShare * 100), 0)} | ${col(lib, 'handOverGapP50', 2)} | ${col(lib, 'handOverGapP99', 2)} | ` +
+      `| ${label(lib)} | ${summary(of(lib).map((r) => r.handOverShare * 100), 0)} | ${col(lib, 'handOverGapP50', 2)} | ${col(lib, 'handOverGapP99', 2)} | ` +
       `${col(lib, 'waitP99', 0)} | ${col(lib, 'waitMax', 0)} |`,
   );
-  const ratioRows = peers.map(
+  const ratioRows = (baseline ? ['dogpile-guard-baseline' as const, ...peers] : peers).map(
     (peer) =>
-      `| dogpile-guard vs ${peer} | ${ratio(med(us, 'acquisitionsPerSec'), med(peer, 'acquisitionsPerSec'))} | ${ratio(med(us, 'gapP50'), med(peer, 'gapP50'))} | ` +
+      `| dogpile-guard vs ${label(peer)} | ${ratio(med(us, 'acquisitionsPerSec'), med(peer, 'acquisitionsPerSec'))} | ${ratio(med(us, 'gapP50'), med(peer, 'gapP50'))} | ` +
       `${ratio(med(us, 'gapP99'), med(peer, 'gapP99'))} | ${ratio(med(us, 'sentPerAcq'), med(peer, 'sentPerAcq'))} | ${ratio(med(us, 'executedPerAcq'), med(peer, 'executedPerAcq'))} |`,
   );
   // Per-command breakdown from the run with the median number of commands sent.
-  const breakdown = LIBS.map((lib) => {
+  const medianRun = (lib: Lib) => {
     const runs = [...of(lib)].sort((a, b) => a.sentPerAcq - b.sentPerAcq);
-    const r = runs[Math.floor((runs.length - 1) / 2)]!;
-    return `| ${lib} | ${perAcq(r.sentByCommand)} | ${perAcq(r.writtenByCommand)} | ${perAcq(r.executedByCommand)} |`;
+    return runs[Math.floor((runs.length - 1) / 2)]!;
+  };
+  const breakdown = libs.map((lib) => {
+    const r = medianRun(lib);
+    return `| ${label(lib)} | ${perAcq(r.sentByCommand)} | ${perAcq(r.writtenByCommand)} | ${perAcq(r.executedByCommand)} |`;
   });
   // Commands the sockets wrote that MONITOR did not see, other than the CLIENT SETINFO Redis 7.0 rejects.
   const unexplained = results
@@ -242,33 +287,39 @@ function report(results: RunResult[], repeats: number, seconds: number, exitedCl
   const gapP99 = med(us, 'gapP99');
   const sentUs = med(us, 'sentPerAcq');
   const fewest = peers.every((p) => sentUs < med(p, 'sentPerAcq'));
+  // Scripts sent beyond 2 per acquisition, in the median run: each client's first acquisition of
+  // a run tries once before it subscribes (the run starts without a subscriber).
+  const usRun = medianRun(us);
+  const clients = PROCESSES * CLIENTS_PER_PROCESS;
+  const scriptsBeyondTwo = (usRun.sentByCommand.evalsha ?? 0) + (usRun.sentByCommand.eval ?? 0) - 2 * ACQUISITIONS;
+  const otherSent = sum(usRun.sentByCommand) - (usRun.sentByCommand.evalsha ?? 0) - (usRun.sentByCommand.eval ?? 0);
+  const atMostTwo = scriptsBeyondTwo <= clients;
+  const before = baseline ? `, before ${med('dogpile-guard-baseline', 'gapP99').toFixed(2)} ms` : '';
+  const sentBefore = baseline ? `, before ${med('dogpile-guard-baseline', 'sentPerAcq').toFixed(2)}` : '';
   const targets = [
-    `- Idle gap p99 under 2 ms: **${gapP99 < 2 ? 'met' : 'missed'}** (${gapP99.toFixed(2)} ms; redlock ${med('redlock', 'gapP99').toFixed(1)} ms, ` +
+    `- Idle gap p99 under 2 ms: **${gapP99 < 2 ? 'met' : 'missed'}** (${gapP99.toFixed(2)} ms${before}; redlock ${med('redlock', 'gapP99').toFixed(1)} ms, ` +
       `redis-semaphore ${med('redis-semaphore', 'gapP99').toFixed(1)} ms; at hand-overs to another client ${med(us, 'handOverGapP99').toFixed(1)} ms ` +
-      `against ${med('redlock', 'handOverGapP99').toFixed(1)} and ${med('redis-semaphore', 'handOverGapP99').toFixed(1)} ms).`,
+      `against ${med('redlock', 'handOverGapP99').toFixed(1)} and ${med('redis-semaphore', 'handOverGapP99').toFixed(1)} ms; ` +
+      `runs ${of(us).map((r) => r.gapP99.toFixed(2)).join(', ')} ms; the worker processes' event loops ran late by up to ` +
+      `${med(us, 'loopDelayP99').toFixed(1)} ms at p99).`,
     ...(gapP99 < 2
       ? []
       : [
-          `  Why: almost every dogpile-guard acquisition is a hand-over, so the gap is a pub/sub message to another process, that ` +
-            `process being scheduled, and one round trip. The median is ${med(us, 'gapP50').toFixed(1)} ms; the tail is most likely ` +
-            `scheduling: this 2-core machine was shared (load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end), ` +
-            `and the worker processes' event loops ran late by up to ${med(us, 'loopDelayP99').toFixed(0)} ms at p99 and ` +
-            `${med(us, 'loopDelayMax').toFixed(0)} ms at worst (monitorEventLoopDelay, median over runs of the worst process); a ` +
-            `hand-over passes through two processes (the releaser's reply, the woken waiter), so one late wake-up on that path ` +
-            `is enough. Not measured on an idle machine. The polling locks avoid most hand-overs by letting the releaser ` +
+          `  Why: almost every dogpile-guard acquisition is a hand-over, so the gap is a pub/sub message to another process and ` +
+            `that process being scheduled (no round trip any more: the message carries the lock). The median is ` +
+            `${med(us, 'gapP50').toFixed(2)} ms; the tail is scheduling: this 2-core machine was shared (load average ` +
+            `${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end), and the worker processes' event loops ran late by ` +
+            `up to ${med(us, 'loopDelayP99').toFixed(0)} ms at p99 and ${med(us, 'loopDelayMax').toFixed(0)} ms at worst ` +
+            `(monitorEventLoopDelay, median over runs of the worst process); one late wake-up of the new holder's process is ` +
+            `enough. Not measured on an idle machine. The polling locks avoid most hand-overs by letting the releaser ` +
             `re-acquire, which is what keeps their overall gap small (and their waiters waiting: see the table above).`,
         ]),
-    `- Fewer Redis commands per acquisition than either peer: **${fewest ? 'met' : 'missed'}** (${sentUs.toFixed(2)} sent per acquisition; ` +
+    `- At most 2 Redis commands per acquisition under contention: **${atMostTwo ? 'met' : 'missed'}** (${sentUs.toFixed(2)} sent per acquisition${sentBefore}: ` +
+      `in the median run ${2 * ACQUISITIONS + scriptsBeyondTwo} scripts for ${ACQUISITIONS} acquisitions, that is 2 each (the waiter's queuing ACQUIRE and ` +
+      `the RELEASE that hands the lock to it and publishes its fencing token) and ${scriptsBeyondTwo} first tries, at most one per client ` +
+      `when its first wait of the run finds no live subscription; and ${otherSent} commands to open the ${clients} subscriber connections).`,
+    `- Fewer Redis commands per acquisition than either peer: **${fewest ? 'met' : 'missed'}** (${sentUs.toFixed(2)}; ` +
       `redlock ${med('redlock', 'sentPerAcq').toFixed(2)}, redis-semaphore ${med('redis-semaphore', 'sentPerAcq').toFixed(2)}).`,
-    ...(fewest
-      ? []
-      : [
-          `  Why (in src/lock): under contention an acquisition is a queuing ACQUIRE (the lock's channel stays subscribed ` +
-            `while it is busy, so no SUBSCRIBE and no first try), the woken waiter's ACQUIRE, and the RELEASE that hands the lock ` +
-            `on: 3. A release that hands the lock over outright (sets it to the waiter's value and publishes the fencing token) ` +
-            `would save the woken waiter's ACQUIRE: 2. redlock's ${med('redlock', 'sentPerAcq').toFixed(2)} comes from its waiters ` +
-            `sleeping ~200 ms between attempts while the releaser re-acquires (see the hand-over table).`,
-        ]),
   ];
 
   return `## Distributed lock: dogpile-guard RedisLock vs redlock and redis-semaphore
@@ -277,6 +328,9 @@ ${PROCESSES * CLIENTS_PER_PROCESS} clients in ${PROCESSES} processes (${CLIENTS_
 each holds it ${HOLD_MS} ms (a timer), ${ACQUISITIONS} acquisitions per run (${ACQUISITIONS / (PROCESSES * CLIENTS_PER_PROCESS)} per client), lock TTL 10 s for all.
 ${repeats} run${repeats > 1 ? 's' : ''} per library, order rotated between runs; median [min–max]. Took ${seconds.toFixed(0)} s; load average
 ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end (2 cores, shared with other work).
+Command: \`${baseline ? `BENCH_LOCK_BASELINE=${baseline} ` : ''}npm run bench -- lock\`${
+    baseline ? ` (\`dogpile-guard before (${baseline})\` is the RedisLock of commit ${baseline}, in the same run)` : ''
+  }.
 
 | lock | acquisitions/s | idle gap p50 (ms) | idle gap p99 (ms) | commands sent / acquisition | commands executed / acquisition (incl. inside Lua) |
 |---|---|---|---|---|---|
@@ -289,7 +343,8 @@ ${ratioRows.join('\n')}
 Who gets the lock. The polling locks mostly let the client that just released take the lock again at once (one round trip,
 hence their small median gap) while the others sleep out their retry delay; dogpile-guard hands the lock to the first
 waiter of its queue (the longest waiting, when all use the same timeout), so almost every acquisition is a hand-over to
-another client (a pub/sub wake-up plus one round trip).
+another client: the release's script makes the lock that waiter's and publishes its fencing token, and the waiter holds the
+lock when the message arrives${baseline ? ` (before, the message only woke the waiter, which then took the lock with one more round trip)` : ''}.
 
 | lock | hand-overs to another client (% of acquisitions) | idle gap at a hand-over p50 (ms) | p99 (ms) | wait for one acquisition p99 (ms) | longest wait (ms) |
 |---|---|---|---|---|---|

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import {
   RedisLock,
+  lockKeys,
   MemoryLock,
   MemoryLockRegistry,
   withLock,
@@ -16,7 +17,7 @@ import {
 } from '../src/index.js';
 import { useRedis } from './support/use-redis.js';
 import type { RedisClient } from '../src/redis/client.js';
-import { startRedis } from '../tools/redis-server.js';
+import { RedisServer, startRedis } from '../tools/redis-server.js';
 
 const server = useRedis();
 /** For inspection: an ioredis connection. */
@@ -37,6 +38,20 @@ const memRegistry = new MemoryLockRegistry();
 let n = 0;
 const uniq = (s: string) => `${s}-${++n}`;
 
+/** Resolves once `count` waiters are queued for the lock `name` (in Redis; a MemoryLock waiter queues within a tick). */
+async function queuedOn(label: string, name: string, count = 1): Promise<void> {
+  if (label !== 'RedisLock') return new Promise((r) => setTimeout(r, 30));
+  while ((await redis.zcard(lockKeys('dogpile', name).queue)) < count) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** Scripts run so far on the test server (EVALSHA and EVAL), from INFO commandstats. */
+async function scriptCalls(): Promise<number> {
+  const stats = await redis.info('commandstats');
+  let calls = 0;
+  for (const m of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+  return calls;
+}
+
 describe.each(backends)('%s', (_label, make) => {
   it('excludes a second holder and hands over on release with increasing fencing tokens', async () => {
     const name = uniq('basic');
@@ -53,6 +68,27 @@ describe.each(backends)('%s', (_label, make) => {
     expect(t2).toBe(t1 + 1);
     expect(await b.release()).toBe(true);
     expect(await a.release()).toBe(false);
+  });
+
+  it('a reset hands the lock to the first waiter: a caller that was not waiting cannot take it first', async () => {
+    const name = uniq('reset-handoff');
+    const a = make(name, { id: 'a' });
+    const b = make(name, { id: 'b' });
+    const c = make(name, { id: 'c' });
+    const tokenA = await a.acquire();
+    const waiting = b.acquire({ timeout: 5000 });
+    waiting.catch(() => {});
+    await queuedOn(_label, name);
+    const reset = _label === 'RedisLock' ? RedisLock.reset(lib, name) : Promise.resolve(MemoryLock.reset(name, { registry: memRegistry }));
+    // Started in the same tick as the reset. Regression (MemoryLock): the reset freed the lock and
+    // only woke the waiter, so this synchronous attempt took it first.
+    const stolen = c.tryAcquire();
+    expect(await reset).toBe(true);
+    expect(await stolen).toBe(false);
+    expect(await waiting).toBe(tokenA + 1);
+    expect(await c.getOwnerId()).toBe('b');
+    expect(await a.release()).toBe(false);
+    expect(await b.release()).toBe(true);
   });
 
   it('times out with LockTimeoutError, tries once with timeout 0, and can be acquired again after', async () => {
@@ -216,6 +252,64 @@ describe('RedisLock specifics', () => {
     expect(await redis.exists('app:lock:{ns-test}')).toBe(0);
   });
 
+  it('a contended acquisition costs two commands: the waiter\'s queuing ACQUIRE and the RELEASE that hands the lock over', async () => {
+    const name = 'two-commands';
+    const [a, b, c] = ['a', 'b', 'c'].map((id) => new RedisLock(lib, name, { id, autoRenew: false }));
+    const tokenA = await a!.acquire();
+    const waitingB = b!.acquire({ timeout: 5000 });
+    await queuedOn('RedisLock', name, 1);
+    // While b waits, the lock's channel is live on this client, so c queues with its first command.
+    const beforeC = await scriptCalls();
+    const waitingC = c!.acquire({ timeout: 5000 });
+    await queuedOn('RedisLock', name, 2);
+    expect((await scriptCalls()) - beforeC).toBe(1);
+    const before = await scriptCalls();
+    expect(await a!.release()).toBe(true);
+    expect(await waitingB).toBe(tokenA + 1);
+    expect(await b!.release()).toBe(true);
+    expect(await waitingC).toBe(tokenA + 2);
+    // The two RELEASEs and nothing else. Regression: each woken waiter sent an ACQUIRE of its own
+    // to take the lock reserved for it (4 here, 3 per contended acquisition).
+    expect((await scriptCalls()) - before).toBe(2);
+    expect(await c!.release()).toBe(true);
+  });
+
+  it('hands over to and from waiters of the earlier protocol (a reservation "~<entry>" and a bare wake-up), as in a rolling upgrade', async () => {
+    const name = 'mixed-versions';
+    const keys = lockKeys('dogpile', name);
+    const sub = redis.duplicate();
+    const messages: string[] = [];
+    sub.on('message', (_channel: string, message: string) => messages.push(message));
+    await sub.subscribe(keys.channel);
+    try {
+      // An earlier version's waiter (its queue entry is a bare id) is reserved the lock and woken.
+      const a = new RedisLock(lib, name);
+      await a.acquire();
+      const [seconds] = await redis.time();
+      await redis.zadd(keys.queue, Number(seconds) * 1000 + 60_000, 'f00dfeedcafe0001');
+      expect(await a.release()).toBe(true);
+      expect(await redis.get(keys.lock)).toBe('~f00dfeedcafe0001');
+      while (messages.length === 0) await new Promise((r) => setTimeout(r, 5));
+      expect(messages).toEqual(['f00dfeedcafe0001']);
+      await redis.del(keys.lock);
+      // A waiter of this version is woken by an earlier version's release and takes its reservation.
+      const holder = new RedisLock(lib, name, { autoRenew: false });
+      const waiter = new RedisLock(lib, name, { id: 'new-waiter', autoRenew: false });
+      await holder.acquire();
+      const waiting = waiter.acquire({ timeout: 5000 });
+      await queuedOn('RedisLock', name);
+      const [entry] = await redis.zrange(keys.queue, 0, 0);
+      await redis.set(keys.lock, `~${entry}`, 'PX', 1000);
+      await redis.zrem(keys.queue, entry!);
+      await redis.publish(keys.channel, entry!);
+      expect(await waiting).toBeGreaterThan(0);
+      expect(await waiter.getOwnerId()).toBe('new-waiter');
+      expect(await waiter.release()).toBe(true);
+    } finally {
+      sub.disconnect();
+    }
+  });
+
   it('never releases or extends the lock of the next holder (wrong-owner release)', async () => {
     const a = new RedisLock(lib, 'wrong-owner', { ttl: 100, autoRenew: false });
     const b = new RedisLock(lib, 'wrong-owner', { ttl: 5000 });
@@ -320,6 +414,62 @@ describe('RedisLock specifics', () => {
     await expect(one.acquire()).rejects.toBeInstanceOf(errors.LockReplicationError);
     await expect(one.tryAcquire()).rejects.toThrow(/reached 0 of the 1 replicas/);
     expect(await one.getOwnerId()).toBeNull();
+  });
+
+  it('replicas: a lock handed to a waiter counts only once a replica holds the hand-off (confirmed on the waiter\'s connection, then WAIT)', async () => {
+    const master = await startRedis();
+    const replica = new RedisServer();
+    try {
+      await master.command('CONFIG', 'SET', 'repl-diskless-sync-delay', '0'); // sync at once, not after 5 s
+      await replica.start();
+      await replica.command('REPLICAOF', master.host, master.port);
+      /** Resolves once the replica has acknowledged everything the master wrote so far. */
+      const replicaCaughtUp = async () => {
+        for (;;) {
+          const info = String(await master.command('INFO', 'replication'));
+          const acked = /slave0:.*state=online,offset=(\d+)/.exec(info)?.[1];
+          if (acked !== undefined && acked === /master_repl_offset:(\d+)/.exec(info)?.[1]) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      const name = 'replicated-handoff';
+      const keys = lockKeys('dogpile', name);
+      const inspect = master.client();
+      // Long enough for a replica that answers on a busy machine; the frozen one never does.
+      const options = { replicas: 1, replicaTimeout: 5000, autoRenew: false };
+      const holder = new RedisLock(master.client(), name, options);
+      const waiter = new RedisLock(master.client(), name, { ...options, id: 'waiter' });
+
+      // The replica stops after it acknowledged the waiter's queue entry, before the hand-off:
+      // WAIT on the waiter's own writes so far would answer 1 at once.
+      const tokenHolder = await holder.acquire();
+      const impatient = new RedisLock(master.client(), name, { ...options, replicaTimeout: 300 });
+      const unconfirmed = impatient.acquire({ timeout: 10_000 }).catch((err: unknown) => err);
+      while ((await inspect.zcard(keys.queue)) < 1) await new Promise((r) => setTimeout(r, 5));
+      await replicaCaughtUp();
+      replica.freeze();
+      try {
+        expect(await holder.release()).toBe(true);
+        expect(await unconfirmed).toBeInstanceOf(errors.LockReplicationError);
+        expect(await inspect.exists(keys.lock)).toBe(0); // released again, nobody else waits
+      } finally {
+        replica.thaw();
+      }
+      await replicaCaughtUp();
+
+      // With the replica answering, the hand-off counts once it is on the replica.
+      await holder.acquire();
+      const waiting = waiter.acquire({ timeout: 10_000 });
+      while ((await inspect.zcard(keys.queue)) < 1) await new Promise((r) => setTimeout(r, 5));
+      expect(await holder.release()).toBe(true);
+      expect(await waiting).toBeGreaterThan(tokenHolder + 2);
+      expect(await replica.command('GET', keys.lock)).toBe(await inspect.get(keys.lock));
+      expect(await waiter.getOwnerId()).toBe('waiter');
+      expect(await waiter.release()).toBe(true);
+    } finally {
+      await replica.stop();
+      await master.stop();
+    }
   });
 
   it('exports every error class in the errors map with stable codes', () => {

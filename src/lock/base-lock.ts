@@ -215,7 +215,7 @@ export function newLockValue(ownerId: string): string {
 }
 
 export function ownerOf(value: string | null): string | null {
-  // "~<waiter>": released and reserved for the waiter it was handed to; nobody holds it yet.
+  // "~<waiter>": released by an earlier version and reserved for the waiter it woke; nobody holds it yet.
   if (value === null || value.startsWith('~')) return null;
   const bar = value.indexOf('|');
   return bar === -1 ? value : value.slice(bar + 1);

@@ -2,11 +2,21 @@ import { BaseLock, ownerOf } from './base-lock.js';
 import type { LockOptions } from './types.js';
 import { abortReason, Wakeup } from '../shared/wait.js';
 
+/** A caller waiting in `acquire()`. */
+interface Waiter {
+  value: string;
+  ttl: number;
+  wakeup: Wakeup;
+  /** Set when a release handed the lock to this waiter: its fencing token. */
+  token: number | undefined;
+}
+
 interface Slot {
   value: string | null;
   /** performance.now() at which the holder's TTL runs out (a step of the wall clock does not move it). */
   expiresAt: number;
-  waiters: Set<Wakeup>;
+  /** In arrival order. */
+  waiters: Set<Waiter>;
   fence: number;
 }
 
@@ -38,13 +48,38 @@ export class MemoryLockRegistry {
   /** @internal fencing counters of idle names, so tokens stay monotonic. */
   readonly fences = new Map<string, number>();
 
-  /** Frees every lock of this registry and wakes the waiters. */
+  /** @internal Gives the lock to `value` for `ttl` ms and draws the next fencing token. */
+  take(key: string, slot: Slot, value: string, ttl: number): number {
+    if (slot.fence === 0) slot.fence = this.fences.get(key) ?? 0;
+    slot.value = value;
+    slot.expiresAt = performance.now() + ttl;
+    slot.fence += 1;
+    return slot.fence;
+  }
+
+  /**
+   * @internal Frees the lock by handing it to the first waiter, as `RedisLock`'s release does:
+   * the lock is that waiter's (with its TTL and a new token) before the waiter runs again, so
+   * nobody who was not waiting can take it in between. Without waiters the lock is freed.
+   */
+  handOff(key: string, slot: Slot): void {
+    const next = slot.waiters.values().next();
+    if (next.done) {
+      slot.value = null;
+      return;
+    }
+    const waiter = next.value;
+    slot.waiters.delete(waiter);
+    waiter.token = this.take(key, slot, waiter.value, waiter.ttl);
+    waiter.wakeup.wake();
+  }
+
+  /** Frees every lock of this registry, handing each to its first waiter. */
   resetAll(): number {
     let n = 0;
-    for (const slot of this.slots.values()) {
+    for (const [key, slot] of this.slots) {
       if (slot.value !== null) n++;
-      slot.value = null;
-      for (const w of slot.waiters) w.wake();
+      this.handOff(key, slot);
     }
     return n;
   }
@@ -59,8 +94,9 @@ export interface MemoryLockOptions extends LockOptions {
 
 /**
  * The in-process twin of `RedisLock`: the same interface, TTL, fencing tokens and
- * auto-renewal, for one process (the embedded default and tests). Waiters are woken in
- * arrival order by the release; an expired holder's lock is taken over at its expiry.
+ * auto-renewal, for one process (the embedded default and tests). A release hands the lock
+ * to the longest-waiting caller, as `RedisLock`'s does; an expired holder's lock is taken over
+ * at its expiry.
  */
 export class MemoryLock extends BaseLock {
   private readonly registry: MemoryLockRegistry;
@@ -77,11 +113,7 @@ export class MemoryLock extends BaseLock {
     const key = `${options.prefix ?? 'dogpile'}:lock:{${name}}`;
     const slot = registry.slot(key);
     const held = slot.value !== null;
-    slot.value = null;
-    for (const w of slot.waiters) {
-      w.wake();
-      break;
-    }
+    registry.handOff(key, slot);
     registry.tidy(key, slot);
     return held;
   }
@@ -93,11 +125,7 @@ export class MemoryLock extends BaseLock {
   private take(value: string): number | false {
     const slot = this.registry.slot(this.key);
     if (slot.value !== null && slot.expiresAt > performance.now()) return false;
-    if (slot.fence === 0) slot.fence = this.registry.fences.get(this.key) ?? 0;
-    slot.value = value;
-    slot.expiresAt = performance.now() + this.options.ttl;
-    slot.fence += 1;
-    return slot.fence;
+    return this.registry.take(this.key, slot, value, this.options.ttl);
   }
 
   protected async tryOnce(value: string): Promise<number | false> {
@@ -109,19 +137,25 @@ export class MemoryLock extends BaseLock {
   protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
     const deadline = performance.now() + timeoutMs;
     const slot = this.registry.slot(this.key);
-    const wakeup = new Wakeup();
-    slot.waiters.add(wakeup);
+    const waiter: Waiter = { value, ttl: this.options.ttl, wakeup: new Wakeup(), token: undefined };
+    slot.waiters.add(waiter);
     try {
       for (;;) {
+        // Handed over: held already (acquire() releases it if the signal aborted meanwhile).
+        if (waiter.token !== undefined) return waiter.token;
         if (signal?.aborted) throw abortReason(signal, this.name);
         const token = this.take(value);
         if (token !== false) return token;
         const left = deadline - performance.now();
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        await wakeup.sleep(Math.min(left, slot.expiresAt - performance.now() + 1), signal, this.name);
+        await waiter.wakeup.sleep(Math.min(left, slot.expiresAt - performance.now() + 1), signal, this.name);
       }
+    } catch (err) {
+      // Given up just as a release handed the lock over: pass it on.
+      if (waiter.token !== undefined && slot.value === value) this.registry.handOff(this.key, slot);
+      throw err;
     } finally {
-      slot.waiters.delete(wakeup);
+      slot.waiters.delete(waiter);
       this.registry.tidy(this.key, slot);
     }
   }
@@ -140,9 +174,7 @@ export class MemoryLock extends BaseLock {
       this.registry.tidy(this.key, slot);
       return false;
     }
-    slot.value = null;
-    const next = slot.waiters.values().next();
-    if (!next.done) next.value.wake();
+    this.registry.handOff(this.key, slot);
     this.registry.tidy(this.key, slot);
     return true;
   }

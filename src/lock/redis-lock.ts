@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { InvalidOptionError, LockReplicationError } from '../shared/errors.js';
 import type { Duration } from '../shared/duration.js';
 import { resolveReplication, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
@@ -34,9 +33,6 @@ export interface RedisLockOptions extends LockOptions {
   replicaTimeout?: Duration;
 }
 
-/** Longest a released lock stays reserved for the waiter it is handed to (at most the lock's TTL). */
-const MAX_HANDOFF_MS = 1000;
-
 /** The Redis keys and channel of the lock `name`. */
 export function lockKeys(prefix: string, name: string) {
   const lock = `${prefix}:lock:{${name}}`;
@@ -50,10 +46,12 @@ export function lockKeys(prefix: string, name: string) {
  *   scripts that check the token, so a holder whose lock expired never deletes or extends
  *   the next holder's lock.
  * - Every acquisition returns a fencing token from a per-name counter that only grows.
- * - Waiting does not poll: a waiter queues itself and the release hands the lock to the first
- *   live waiter (reserving it for that waiter for min(TTL, 1 s)) and wakes it through pub/sub,
- *   so a caller that was not waiting cannot starve the queue. If no wake-up comes (holder
- *   crashed, message lost) the waiter retries when the holder's remaining TTL runs out.
+ * - Waiting does not poll: a waiter queues itself with its lock value, and the release hands
+ *   the lock to the first live waiter outright (sets it to that waiter's value with its TTL,
+ *   draws its fencing token) and publishes the token to it, so the waiter holds the lock when
+ *   the message arrives, without another round trip, and a caller that was not waiting cannot
+ *   overtake the queue. If no wake-up comes (holder crashed, message lost) the waiter retries
+ *   when the holder's remaining TTL runs out, and finds the lock free or already its own.
  *
  * The lock is for efficiency, not for the correctness of side effects: a holder paused
  * longer than its TTL can still act after losing the lock. Pass `fencingToken` to the
@@ -109,19 +107,40 @@ export class RedisLock extends BaseLock {
     // The deadline is this process's (monotonic); the queue entry gets the time left, and the
     // script turns it into a deadline on the server's clock, the one clock all processes share.
     const deadline = performance.now() + timeoutMs;
-    const waiterId = randomBytes(8).toString('hex');
+    // The queue entry carries what a release needs to hand the lock over: this waiter's TTL and value.
+    const entry = `${this.options.ttl}|${value}`;
+    const handOffPrefix = `${value.slice(0, value.indexOf('|'))} `;
+    /** The fencing token a release handed the lock over with, once its message arrived. */
+    let handed: number | undefined;
     const wakeup = new Wakeup();
     const subscriber = this.subscriber ?? sharedSubscriber(this.client);
     const unlisten = await subscriber.listen(this.keys.channel, (message) => {
-      if (message === null || message.toString() === waiterId) wakeup.wake();
+      if (message === null) return wakeup.wake(); // reconnected: a message may have been missed
+      const text = message.toString();
+      if (text.startsWith(handOffPrefix)) {
+        handed = Number(text.slice(handOffPrefix.length));
+        wakeup.wake();
+      } else if (text === entry) {
+        wakeup.wake(); // an earlier version's release reserved the lock for this waiter
+      }
     });
     let queued = false;
     try {
       for (;;) {
+        // Handed over: held already (also when the signal aborted or the deadline passed since:
+        // acquire() then releases it, which passes it on).
+        if (handed !== undefined) {
+          const token = this.replication ? await this.confirmHanded(value) : handed;
+          if (token !== false) {
+            queued = false;
+            return await this.replicated(value, token);
+          }
+          handed = undefined; // it ran out before it was confirmed: wait on
+        }
         if (signal?.aborted) throw abortReason(signal, this.name);
         const left = Math.ceil(deadline - performance.now());
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, waiterId, left]);
+        const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left]);
         if (ok === 1) {
           queued = false;
           return await this.replicated(value, n);
@@ -132,15 +151,27 @@ export class RedisLock extends BaseLock {
         await wakeup.sleep(Math.min(deadline - performance.now(), holderLeft), signal, this.name);
       }
     } catch (err) {
+      // Leaving also passes the lock on if a release handed it to this waiter meanwhile.
       if (queued) {
         await this.publisher()
-          .then((pub) => LEAVE.run(this.commands, [this.keys.queue, this.keys.lock], [waiterId, this.keys.channel, this.handoffMs, pub]))
+          .then((pub) => LEAVE.run(this.commands, [this.keys.queue, this.keys.lock, this.keys.fence], [entry, value, this.keys.channel, pub]))
           .catch(() => {});
       }
       throw err;
     } finally {
       unlisten();
     }
+  }
+
+  /**
+   * With `replicas`, a lock handed to this waiter is confirmed with one ACQUIRE (it finds the
+   * lock already this waiter's and restarts its TTL) before `WAIT`: `WAIT` counts the writes of
+   * the connection it is sent on, and the hand-off was written by the releaser's. Resolves the
+   * token, or false when the handed lock ran out first.
+   */
+  private async confirmHanded(value: string): Promise<number | false> {
+    const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
+    return ok === 1 ? n : false;
   }
 
   protected override tryFirst(): boolean {
@@ -153,17 +184,12 @@ export class RedisLock extends BaseLock {
 
   protected async releaseRaw(value: string): Promise<boolean> {
     const pub = await this.publisher();
-    return (await RELEASE.run(this.commands, [this.keys.lock, this.keys.queue], [value, this.keys.channel, this.handoffMs, pub])) === 1;
+    return (await RELEASE.run(this.commands, [this.keys.lock, this.keys.queue, this.keys.fence], [value, this.keys.channel, pub])) === 1;
   }
 
   /** The command the scripts wake waiters with: SPUBLISH on a cluster with sharded pub/sub, else PUBLISH. */
   private async publisher(): Promise<string> {
     return publishCommand(await pubSubMode(this.client));
-  }
-
-  /** How long a released lock stays reserved for the waiter it was handed to. */
-  private get handoffMs(): number {
-    return Math.min(this.options.ttl, MAX_HANDOFF_MS);
   }
 
   async getOwnerId(): Promise<string | null> {
@@ -178,7 +204,7 @@ export class RedisLock extends BaseLock {
   static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
     const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
     const pub = publishCommand(await pubSubMode(redis));
-    return (await FORCE_RELEASE.run(commandClient(redis), [keys.lock, keys.queue], [keys.channel, MAX_HANDOFF_MS, pub])) === 1;
+    return (await FORCE_RELEASE.run(commandClient(redis), [keys.lock, keys.queue, keys.fence], [keys.channel, pub])) === 1;
   }
 
   /**
