@@ -61,6 +61,11 @@ function fixtureChild(label: string, fixture: string, args: (string | number)[],
   return new JsonChild(label, [...nodeArgs, ...fixtureArgs(fixture), ...args.map(String)], { cwd: root });
 }
 
+/**
+ * Pairs of critical sections of different processes that overlap. The workers time their
+ * sections on the server's clock (see lock-worker.ts): a hand-off leaves a gap well under a
+ * millisecond, less than two processes' own clocks can disagree.
+ */
 function findOverlaps(byProcess: [number, number][][]): { a: number; b: number; overlapMs: number }[] {
   const all = byProcess.flatMap((intervals, p) => intervals.map(([start, end]) => ({ p, start, end })));
   const overlaps: { a: number; b: number; overlapMs: number }[] = [];
@@ -226,7 +231,7 @@ describe('hand-off to the woken waiter', () => {
     const b = await slowWaiter(name, 'b');
     const c = new RedisLock(redis, name, { id: 'c' });
     try {
-      await a.acquire();
+      const tokenA = await a.acquire();
       const waiting = b.lock.acquire({ timeout: 10_000 });
       waiting.catch(() => {}); // awaited below; no unhandled rejection if an assertion fails first
       await queued(name, 1);
@@ -236,13 +241,35 @@ describe('hand-off to the woken waiter', () => {
       // win this race against the woken waiter, again and again, so queued waiters starved.
       expect(await c.tryAcquire()).toBe(false);
       expect(await a.tryAcquire()).toBe(false);
-      expect(await redis.get(keys.lock)).toMatch(/^~/);
-      expect(await c.getOwnerId()).toBeNull();
-      b.deliverWakeups();
-      await waiting;
+      // The release made the lock b's (with b's TTL) before b heard of it.
       expect(await c.getOwnerId()).toBe('b');
+      expect(Number(await redis.pttl(keys.lock))).toBeGreaterThan(9000);
+      b.deliverWakeups();
+      expect(await waiting).toBe(tokenA + 1);
+      expect(b.lock.isHeld).toBe(true);
       expect(await b.lock.release()).toBe(true);
       expect(await redis.exists(keys.lock, keys.queue)).toBe(0);
+    } finally {
+      b.deliverWakeups();
+      b.close();
+    }
+  });
+
+  it('a waiter whose wake-up never arrives finds the lock already its own when it looks again', async () => {
+    const name = 'handoff-lost-wakeup';
+    // The holder's TTL bounds how long the waiter sleeps without a wake-up before it looks again.
+    const a = new RedisLock(redis, name, { id: 'a', ttl: 300 });
+    const b = await slowWaiter(name, 'b');
+    try {
+      const tokenA = await a.acquire();
+      const waiting = b.lock.acquire({ timeout: 10_000 });
+      waiting.catch(() => {});
+      await queued(name, 1);
+      b.holdBackWakeups(); // the hand-off's message stays unread until the end
+      expect(await a.release()).toBe(true);
+      expect(await waiting).toBe(tokenA + 1);
+      expect(await a.getOwnerId()).toBe('b');
+      expect(await b.lock.release()).toBe(true);
     } finally {
       b.deliverWakeups();
       b.close();
@@ -256,7 +283,7 @@ describe('hand-off to the woken waiter', () => {
     const b = await slowWaiter(name, 'b');
     const c = new RedisLock(redis, name, { id: 'c' });
     try {
-      await a.acquire();
+      const tokenA = await a.acquire();
       const ac = new AbortController();
       const bWaiting = b.lock.acquire({ timeout: 10_000, signal: ac.signal });
       bWaiting.catch(() => {});
@@ -268,7 +295,8 @@ describe('hand-off to the woken waiter', () => {
       expect(await a.release()).toBe(true); // reserved for b, which does not hear of it
       ac.abort();
       await expect(bWaiting).rejects.toMatchObject({ code: 'E_ABORTED' });
-      await cWaiting;
+      // b's hand-off drew tokenA + 1 (b never used it); passing the lock on draws the next.
+      expect(await cWaiting).toBe(tokenA + 2);
       expect(await a.getOwnerId()).toBe('c');
       expect(await c.release()).toBe(true);
       expect(await redis.exists(keys.lock, keys.queue)).toBe(0);
@@ -337,6 +365,36 @@ describe('a holder that dies', () => {
       waiterClient.disconnect();
     }
   }, 60_000);
+});
+
+describe('a waiter that dies', () => {
+  it('and is handed the lock: the lock frees up within that waiter\'s TTL + 250 ms of the release', async () => {
+    const TTL = 1000;
+    const name = 'dead-waiter';
+    const keys = lockKeys('dogpile', name);
+    const holder = new RedisLock(redis, name, { id: 'holder' });
+    const doomed = fixtureChild('doomed-waiter', 'lock-holder.ts', ['--port', server.port, '--id', 'doomed']);
+    try {
+      await doomed.take('ready', 30_000);
+      const tokenHolder = await holder.acquire();
+      doomed.send({ cmd: 'acquire', name, ttl: TTL, timeout: 20_000 });
+      while ((await redis.zcard(keys.queue)) < 1) await sleep(5);
+      doomed.kill('SIGKILL');
+      expect((await doomed.exited).signal).toBe('SIGKILL');
+      const next = new RedisLock(redis, name, { id: 'next' });
+      const releasedAt = now();
+      expect(await holder.release()).toBe(true);
+      // The release handed the lock to the dead waiter (its queue entry was still live).
+      expect(await next.getOwnerId()).toBe('doomed');
+      const token = await next.acquire({ timeout: 10_000 });
+      const tookMs = now() - releasedAt;
+      expect(tookMs, `acquired ${tookMs.toFixed(0)} ms after the release`).toBeLessThanOrEqual(TTL + 250);
+      expect(token).toBe(tokenHolder + 2);
+      expect(await next.release()).toBe(true);
+    } finally {
+      await doomed.dispose();
+    }
+  }, 45_000);
 });
 
 /** One holder process per describe block; the lock name and TTL come with each `acquire`. */
