@@ -15,6 +15,11 @@ interface NodeConnection {
   redis: Redis;
   channels: Set<string>;
   readyOnce: boolean;
+  /**
+   * False when the node answered ROLE as a replica: asked in the same write as the first
+   * SSUBSCRIBE on the connection (see `ssubscribeOn`).
+   */
+  isMaster: Promise<boolean> | undefined;
 }
 
 /**
@@ -28,7 +33,9 @@ interface NodeConnection {
  * its replica promoted), a SSUBSCRIBE is answered MOVED (a slot moved), or the node ends the
  * subscriptions itself (it was demoted to a replica, or the slot migrated), the slot table is
  * refreshed and the channels are subscribed on their new masters; then `ready` is emitted, so
- * `Subscriber` tells every listener that messages may have been missed.
+ * `Subscriber` tells every listener that messages may have been missed. A channel is only kept
+ * on a node that says it is a master: the slot table can still name a master demoted a moment
+ * ago, which accepts the SSUBSCRIBE but hears nothing until its new master counts it as a replica.
  *
  * On a cluster without sharded pub/sub (Redis < 7, detected once per client, see
  * `pubSubMode`) it is a `ClusterSubscriberConnection`: SUBSCRIBE on one node.
@@ -122,17 +129,35 @@ export class ShardedSubscriberConnection extends EventEmitter {
       node.channels.add(channel);
       const outcome = await this.ssubscribeOn(node, channel);
       if (outcome === 'ok') return 1;
+      if (outcome === 'replica') {
+        // The slot table is behind a failover: give the cluster a moment and ask again. The
+        // connection goes; a pending subscription on it hears 'end' and is routed again too.
+        this.dropNode(node);
+        await this.refreshSlots();
+        await this.pause(ROUTE_RETRY_MS);
+        continue;
+      }
       // The node is gone or no longer owns the slot: learn the new owner, try again there.
       await this.refreshSlots();
     }
   }
 
-  /** SSUBSCRIBE on `node` once it is ready; 'moved' when the node ended or answered MOVED. */
-  private ssubscribeOn(node: NodeConnection, channel: string): Promise<'ok' | 'moved'> {
+  /**
+   * SSUBSCRIBE on `node` once it is ready; 'moved' when the node ended or answered MOVED,
+   * 'replica' when it is no master any more.
+   *
+   * A master demoted by a failover serves SSUBSCRIBE for its new master's slots, as any
+   * replica does, so the subscription succeeds; but a SPUBLISH reaches a replica only once its
+   * master counts it as one, a while after the failover, and a wake-up published meanwhile is
+   * lost. So the first SSUBSCRIBE on a connection goes in one write with a ROLE (a connection
+   * in subscriber mode cannot ask), and a node answering as a replica is left for the slot's
+   * real master. ROLE refused (an ACL without it) counts as master: the slot table decides.
+   */
+  private ssubscribeOn(node: NodeConnection, channel: string): Promise<'ok' | 'moved' | 'replica'> {
     const redis = node.redis;
     return new Promise((resolve) => {
       let settled = false;
-      const finish = (outcome: 'ok' | 'moved') => {
+      const finish = (outcome: 'ok' | 'moved' | 'replica') => {
         if (settled) return;
         settled = true;
         redis.off('moved', onMoved);
@@ -144,8 +169,13 @@ export class ShardedSubscriberConnection extends EventEmitter {
       redis.on('end', onMoved);
       const send = () => {
         if (settled) return;
+        node.isMaster ??= redis.call('ROLE').then(
+          (reply) => !(Array.isArray(reply) && ['slave', 'replica'].includes(String(reply[0]))),
+          () => true,
+        );
+        const isMaster = node.isMaster;
         redis.ssubscribe(channel).then(
-          () => finish('ok'),
+          () => isMaster.then((master) => finish(master ? 'ok' : 'replica')),
           () => finish('moved'),
         );
       };
@@ -168,7 +198,7 @@ export class ShardedSubscriberConnection extends EventEmitter {
       autoResubscribe: true,
       retryStrategy: (times: number) => (times > ATTEMPTS_PER_NODE ? null : Math.min(times * 100, 1000)),
     });
-    const node: NodeConnection = { key, redis, channels: new Set(), readyOnce: false };
+    const node: NodeConnection = { key, redis, channels: new Set(), readyOnce: false, isMaster: undefined };
     this.nodes.set(key, node);
     redis.on('smessageBuffer', (channel: Buffer, message: Buffer) => this.emit('messageBuffer', channel, message));
     redis.on('error', (err: Error) => {

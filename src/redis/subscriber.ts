@@ -12,19 +12,26 @@ interface ChannelState {
   ready: Promise<void>;
   /** True once the server confirmed the subscription. */
   live: boolean;
-  /** Set while the channel has no listener and waits `channelLingerMs` before unsubscribing. */
+  /** Set while the channel has no listener and waits `linger` ms before unsubscribing. */
   idleTimer: NodeJS.Timeout | undefined;
+  /** How long it stays subscribed once its last listener left. */
+  linger: number;
 }
 
 /** How long a channel stays subscribed after its last listener left (a busy lock or key keeps it). */
 export const CHANNEL_LINGER_MS = 1000;
+/** The longest a channel waited on again and again lingers (its linger doubles at each return). */
+export const CHANNEL_LINGER_MAX_MS = 60_000;
+/** How many dropped channels' lingers are remembered (to grow them when they come back). */
+const LINGER_MEMORY = 10_000;
 
 /**
  * One Redis connection in subscriber mode, shared by every waiter of a cache or a lock.
  * Channel subscriptions are reference-counted: a channel is subscribed when its first
  * listener arrives and unsubscribed `CHANNEL_LINGER_MS` after its last one leaves (a lock or
  * key under contention keeps its subscription instead of paying SUBSCRIBE/UNSUBSCRIBE per
- * wait), so no subscription outlives the waits that needed it by more than that. After a reconnect (ioredis re-subscribes by itself) every
+ * wait); a channel that comes back within its linger of being dropped lingers twice as long
+ * the next time, up to `CHANNEL_LINGER_MAX_MS` (a hot key refreshed on a cycle keeps it). After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
 /** What a `Subscriber` listens on: an ioredis client, the sharded or node connections of a cluster, or a node-redis duplicate. */
@@ -32,14 +39,29 @@ type PubSubConnection = IoRedisClient | ClusterSubscriberConnection | ShardedSub
 
 export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
+  /**
+   * Channels dropped lately: their linger, and when (monotonic ms) they were dropped. A channel
+   * subscribed again within its linger of being dropped (a hot key refreshed every few seconds,
+   * a busy lock) lingers twice as long next time, up to `CHANNEL_LINGER_MAX_MS`: its
+   * SUBSCRIBE/UNSUBSCRIBE pair is paid once instead of at every wait.
+   */
+  private readonly dropped: Map<string, { linger: number; at: number }>;
   private connectedOnce = false;
   private closed = false;
   private lingerTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly connection: PubSubConnection,
-    private readonly options: { owned: boolean; lingerMs?: number; onIdle?: () => void; onError?: (err: Error) => void },
+    private readonly options: {
+      owned: boolean;
+      lingerMs?: number;
+      onIdle?: () => void;
+      onError?: (err: Error) => void;
+      /** Where dropped channels' lingers are remembered (kept across subscribers of one client). */
+      lingerHistory?: Map<string, { linger: number; at: number }>;
+    },
   ) {
+    this.dropped = options.lingerHistory ?? new Map();
     connection.on('messageBuffer', this.onMessage);
     connection.on('ready', this.onReady);
     connection.on('error', this.onError);
@@ -60,7 +82,7 @@ export class Subscriber {
     this.cancelLinger();
     let state = this.channels.get(channel);
     if (!state) {
-      const created: ChannelState = { listeners: new Set(), ready: Promise.resolve(), live: false, idleTimer: undefined };
+      const created: ChannelState = { listeners: new Set(), ready: Promise.resolve(), live: false, idleTimer: undefined, linger: this.lingerFor(channel) };
       created.ready = this.handshakeDone()
         .then(() => this.connection.subscribe(channel) as Promise<unknown>)
         .then(() => {
@@ -81,7 +103,7 @@ export class Subscriber {
       removed = true;
       current.listeners.delete(listener);
       if (current.listeners.size === 0 && this.channels.get(channel) === current && !current.idleTimer) {
-        current.idleTimer = setTimeout(() => this.drop(channel, current), CHANNEL_LINGER_MS);
+        current.idleTimer = setTimeout(() => this.drop(channel, current), current.linger);
         current.idleTimer.unref();
       }
     };
@@ -99,10 +121,20 @@ export class Subscriber {
     return this.channels.get(channel)?.live === true;
   }
 
+  /** The linger of a channel being subscribed: doubled when it comes back soon after being dropped. */
+  private lingerFor(channel: string): number {
+    const last = this.dropped.get(channel);
+    if (last === undefined) return CHANNEL_LINGER_MS;
+    this.dropped.delete(channel);
+    return performance.now() - last.at <= last.linger ? Math.min(CHANNEL_LINGER_MAX_MS, last.linger * 2) : CHANNEL_LINGER_MS;
+  }
+
   private drop(channel: string, state: ChannelState): void {
     state.idleTimer = undefined;
     if (state.listeners.size > 0 || this.channels.get(channel) !== state) return;
     this.channels.delete(channel);
+    if (this.dropped.size >= LINGER_MEMORY) this.dropped.delete(this.dropped.keys().next().value!);
+    this.dropped.set(channel, { linger: state.linger, at: performance.now() });
     if (!this.closed) {
       state.ready
         .then(() => this.connection.unsubscribe(channel))
@@ -191,6 +223,8 @@ export class Subscriber {
 }
 
 const shared = new WeakMap<RedisClient, Subscriber>();
+/** The lingers of the channels a client's shared subscribers dropped (a subscriber closes when idle; the next one keeps learning). */
+const lingerHistories = new WeakMap<RedisClient, Map<string, { linger: number; at: number }>>();
 
 /** The shared subscriber of `client` if one is open (never creates one). */
 export function existingSharedSubscriber(client: RedisClient): Subscriber | undefined {
@@ -217,6 +251,7 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,
+      lingerHistory: lingerHistory(client),
       onIdle: () => {
         if (shared.get(client) === created) shared.delete(client);
         created.close();
@@ -226,4 +261,13 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
     shared.set(client, sub);
   }
   return sub;
+}
+
+function lingerHistory(client: RedisClient): Map<string, { linger: number; at: number }> {
+  let history = lingerHistories.get(client);
+  if (!history) {
+    history = new Map();
+    lingerHistories.set(client, history);
+  }
+  return history;
 }
