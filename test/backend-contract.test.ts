@@ -1,7 +1,6 @@
 /** The `Backend` contract (test/support/backend-contract.ts), run by every backend. */
 import { EntryCodec } from '../src/store/codec.js';
 import { cacheKeys, valueKey } from '../src/store/key.js';
-import { L1 } from '../src/store/l1.js';
 import { MemoryBackend } from '../src/store/memory-backend.js';
 import { RedisBackend } from '../src/store/redis-backend.js';
 import { v8Serializer } from '../src/store/serializer.js';
@@ -26,7 +25,7 @@ const L1_TTL = 300;
  * The backend runs on `client` (by default the client the tests hand to the library,
  * `DOGPILE_TEST_CLIENT`); the faults are written through a separate ioredis connection.
  */
-async function redisHarness(prefix: string, l1: L1 | undefined, client?: RedisClient): Promise<BackendHarness> {
+async function redisHarness(prefix: string, l1: { max: number; ttl: number } | undefined, client?: RedisClient): Promise<BackendHarness> {
   const redis = server.client();
   const backend = new RedisBackend(client ?? (await server.libraryClient()), { prefix, codec: codec(), inlineMax: INLINE_MAX, l1, ownsClient: false });
   return {
@@ -46,7 +45,7 @@ async function redisHarness(prefix: string, l1: L1 | undefined, client?: RedisCl
 }
 
 backendContract(`RedisBackend with an L1 (${TEST_CLIENT})`, { distributed: true, storeAccess: true, peekLayer: 'l1', l1Ttl: L1_TTL }, async () =>
-  redisHarness(PREFIX, new L1(1_000, L1_TTL)),
+  redisHarness(PREFIX, { max: 1_000, ttl: L1_TTL }),
 );
 
 backendContract(`RedisBackend without an L1 (${TEST_CLIENT})`, { distributed: true, storeAccess: true, peekLayer: 'l1' }, async () =>

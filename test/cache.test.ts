@@ -20,7 +20,8 @@ import {
 import { AbandonedLoad } from '../src/core/cache.js';
 import { useRedis } from './support/use-redis.js';
 import { startRedis } from '../tools/redis-server.js';
-import { sleep } from '../tools/basics.js';
+import { sleep, waitUntil } from '../tools/basics.js';
+import { CHANNEL_LINGER_MS, sharedSubscriber } from '../src/redis/subscriber.js';
 
 const server = useRedis();
 let redis: Redis;
@@ -889,5 +890,79 @@ describe('cacheable decision with its own ttl', () => {
     } finally {
       await cache.close();
     }
+  });
+});
+
+describe('adaptive linger of wake-up channels', () => {
+  it('a channel waited on again soon after it was dropped stays subscribed longer the next time', async () => {
+    const client = server.client();
+    const watcher = server.client();
+    const channel = `linger-${Math.random().toString(36).slice(2)}`;
+    const subscribers = async () => ((await watcher.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1];
+    const sub = sharedSubscriber(client);
+    // First wait: the channel lingers CHANNEL_LINGER_MS after it, then is dropped.
+    (await sub.listen(channel, () => {}))();
+    await waitUntil('the channel to be dropped after its linger', async () => (await subscribers()) === 0, CHANNEL_LINGER_MS + 5_000);
+    // Waited on again right away: the next linger is twice as long.
+    const again = sharedSubscriber(client);
+    (await again.listen(channel, () => {}))();
+    const left = performance.now();
+    await sleep(CHANNEL_LINGER_MS * 1.3);
+    // A timer never fires early: still subscribed past the base linger.
+    expect(await subscribers()).toBe(1);
+    await waitUntil('the channel to be dropped after its doubled linger', async () => (await subscribers()) === 0, 2 * CHANNEL_LINGER_MS + 5_000);
+    expect(performance.now() - left).toBeGreaterThanOrEqual(2 * CHANNEL_LINGER_MS - 5);
+  });
+});
+
+describe('plain callers joining a flight of this process (a key, a loader, a TTL)', () => {
+  it('share its value, its error, or run their own loader for a private result; one run each time', async () => {
+    const cache = createCache();
+    let runs = 0;
+    const slow = (value: unknown, fail = false) => async () => {
+      runs++;
+      await sleep(30);
+      if (fail) throw new TypeError('boom');
+      return value;
+    };
+    const values = await Promise.all(Array.from({ length: 500 }, () => cache.getOrCompute('plain-v', slow('v'), 10_000)));
+    expect(new Set(values)).toEqual(new Set(['v']));
+    expect(runs).toBe(1);
+
+    runs = 0;
+    const failed = await Promise.allSettled(Array.from({ length: 50 }, () => cache.getOrCompute('plain-e', slow('x', true), 10_000)));
+    expect(failed.every((r) => r.status === 'rejected' && (r.reason as Error).message === 'boom')).toBe(true);
+    expect(runs).toBe(1);
+
+    runs = 0;
+    const mine = createCache({ hitForMissTtl: 0 });
+    const priv = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => mine.getOrCompute('plain-p', async () => ({ i, run: ++runs }), { ttl: 10_000, cacheable: () => 'private' }).then((v) => v)),
+    );
+    expect(priv.map((v) => v.i)).toEqual([0, 1, 2, 3, 4]);
+    await cache.close();
+    await mine.close();
+  });
+
+  it('are bounded by the cache\'s waitTimeout: WaitTimeoutError, or their own run with onWaitTimeout: "load"', async () => {
+    const throwing = createCache({ waitTimeout: 100 });
+    const leader = throwing.getOrCompute('plain-t', () => sleep(400).then(() => 'late'), 10_000);
+    const joiners = Array.from({ length: 20 }, () => throwing.getOrCompute('plain-t', () => 'mine', 10_000));
+    const settled = await Promise.allSettled(joiners);
+    expect(settled.every((r) => r.status === 'rejected' && r.reason instanceof WaitTimeoutError)).toBe(true);
+    expect(await leader).toBe('late');
+
+    const loading = createCache({ waitTimeout: 100, onWaitTimeout: 'load' });
+    const first = loading.getOrCompute('plain-l', () => sleep(400).then(() => 'late'), 10_000);
+    await sleep(5);
+    // Joined at different times: each is bounded from its own join.
+    const early = loading.getOrCompute('plain-l', () => 'early', 10_000);
+    await sleep(50);
+    const later = loading.getOrCompute('plain-l', () => 'later', 10_000);
+    expect(await early).toBe('early');
+    expect(await later).toBe('later');
+    expect(await first).toBe('late');
+    await throwing.close();
+    await loading.close();
   });
 });

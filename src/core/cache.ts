@@ -1,17 +1,17 @@
 import { EventEmitter } from 'node:events';
 import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
-import { CacheClosedError } from '../shared/errors.js';
+import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
-import { L1 } from '../store/l1.js';
+import { TaggedBackend } from '../store/tagged-backend.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { isPlainCall, resolveCallOptions, type CallOptions } from './call-options.js';
+import { checkTaggedLifetime, isPlainCall, resolveCallOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
@@ -20,9 +20,11 @@ import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFresh, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
-import type { CacheResult, GetOrComputeOptions, Loader } from './types.js';
+import { Joiners, type Joiner } from './joiners.js';
+import type { CacheResult, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
+import { validateTags } from '../store/tags.js';
 
-export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
+export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
 export type { CacheEvents } from './events.js';
 export { AbandonedLoad } from './settled.js';
 
@@ -48,16 +50,16 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const { redis, l1 } = this.options;
     const codec = new EntryCodec(this.options.serializer);
     if (redis === undefined) {
-      this.backend = new MemoryBackend(this.options.maxEntries, codec);
+      this.backend = new TaggedBackend(new MemoryBackend(this.options.maxEntries, codec));
     } else {
-      this.backend = new RedisBackend(typeof redis === 'string' ? createClientFromUrl(redis) : redis, {
+      this.backend = new TaggedBackend(new RedisBackend(typeof redis === 'string' ? createClientFromUrl(redis) : redis, {
         prefix: this.options.prefix,
         codec,
         inlineMax: this.options.inlineMax,
-        l1: l1 ? new L1(l1.max, l1.ttl) : undefined,
+        l1,
         ownsClient: typeof redis === 'string',
         replication: this.options.replication,
-      });
+      }));
     }
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
@@ -87,13 +89,18 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       }
       // Traced calls that are not answered from process memory go through resolve().
       if (getOrComputeChannel.hasSubscribers) return this.resolve(key, loader, ttlOrOptions).then(valueOf);
+      // A loader of this process is running for the key: join it as a small record (the common
+      // case of a stampede: thousands of callers, one answer).
+      const flight = this.flights.get(key);
+      if (flight !== undefined && typeof ttlOrOptions !== 'object') return this.joinPlain(key, loader, ttlOrOptions, flight);
       // A value this process saw in Redis and that has not expired: one bounded GET, shared by
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (!this.flights.has(key) && this.hints.believedFresh(key) && this.guarded.usable(key)) {
-        return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
+        return this.flights.sharedRead(key, () => this.guarded.getUnchecked(key)).then(
           (found) => {
-            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && isFresh(found, Date.now())) {
+            // An entry with tags is not answered here: the full path checks them.
+            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFresh(found, Date.now())) {
               if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
               return found.value as T;
@@ -105,6 +112,20 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
+  }
+
+  /**
+   * The value of `key` if process memory holds it fresh (the in-process store, or the L1 in
+   * front of Redis), synchronously; else `undefined` (never asks Redis, never runs a loader).
+   * For hot paths that cannot afford a promise per read; `getOrCompute` does the rest.
+   */
+  peek<T = unknown>(key: string): T | undefined {
+    validateKey(key);
+    if (this.closed) return undefined;
+    const local = this.backend.peek(key);
+    if (local === undefined || local.kind !== EntryKind.Value || !isFresh(local, Date.now())) return undefined;
+    if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
+    return local.value as T;
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
@@ -160,6 +181,54 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return result(settled);
   }
 
+  /**
+   * A plain caller (no signal, the cache's waitTimeout) joins this process's flight: answered
+   * with the flight's value, or, for the rare endings, as `resolveCall` would answer it.
+   */
+  private joinPlain<T>(key: string, loader: Loader<T>, ttl: Duration, flight: Promise<Settled<unknown>>): Promise<T> {
+    const opts = this.plainOptions(key, loader, ttl);
+    const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
+    if (stale) return Promise.resolve(stale.value);
+    if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
+    if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
+    return this.joiners.join(key, flight, opts.waitTimeout, loader as Loader<unknown>, ttl) as Promise<T>;
+  }
+
+  /** Answers a plain caller of a settled flight (see `joinPlain`). */
+  private readonly answerJoiner = (key: string, joiner: Joiner<Loader<unknown>, Duration>, settled: Settled<unknown> | undefined, error: unknown): void => {
+    const { loader, ttl } = joiner;
+    let answer: Promise<CacheResult<unknown>>;
+    if (settled === undefined) answer = this.afterRemoteError(error, key, loader, this.plainOptions(key, loader, ttl));
+    else if (settled.private) answer = this.pass(key, loader, this.plainOptions(key, loader, ttl), settled.degraded);
+    else if (settled.abandoned) answer = this.resolveCall(key, loader, ttl);
+    else {
+      joiner.resolve(settled.value);
+      return;
+    }
+    answer.then((r) => joiner.resolve(r.value), joiner.reject);
+  };
+
+  /** A plain caller's waitTimeout passed before the flight settled. */
+  private readonly expireJoiner = (key: string, joiner: Joiner<Loader<unknown>, Duration>): void => {
+    const { loader, ttl } = joiner;
+    this.protocol.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then((s) => joiner.resolve(s.value), joiner.reject);
+  };
+
+  private readonly joiners = new Joiners<Loader<unknown>, Duration>(this.answerJoiner, this.expireJoiner);
+
+  /** The options of a plain call (a key, a loader, a TTL), shared by calls with the same TTL. */
+  private plainOptions<T>(key: string, loader: Loader<T>, ttl: Duration): CallOptions<T> {
+    let opts = this.plainCalls.get(ttl);
+    if (opts === undefined) {
+      opts = resolveCallOptions(this.options, key, loader, ttl) as CallOptions<unknown>;
+      if (this.plainCalls.size >= 64) this.plainCalls.clear();
+      this.plainCalls.set(ttl, opts);
+    }
+    return opts as CallOptions<T>;
+  }
+
+  private readonly plainCalls = new Map<Duration, CallOptions<unknown>>();
+
   /** The cached value of `key`, or `undefined`. Rejects with `BackendError` if Redis fails. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
     validateKey(key);
@@ -183,25 +252,56 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return found.value as T;
   }
 
-  /** Stores `value` under `key` for `ttl`. Rejects with `SerializationError` / `BackendError`. */
-  async set<T>(key: string, value: T, ttl: Duration): Promise<void> {
+  /**
+   * Stores `value` under `key` for `ttl` (or `{ ttl, tags }`), and announces it: waiters take
+   * it, other processes' L1 copies follow. Rejects with `SerializationError` / `BackendError`.
+   */
+  async set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions): Promise<void> {
     validateKey(key);
-    const ttlMs = toMs(ttl, 'ttl');
+    const { ttl, tags } = setOptions(ttlOrOptions);
+    const stale = staleWindow(this.options.freshness);
+    if (tags) checkTaggedLifetime(ttl, this.options.freshness, this.options.tagStampTtl);
     this.assertOpen();
-    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl: ttlMs, stale: staleWindow(this.options.freshness) };
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl, stale };
+    if (tags) {
+      entry.tags = tags;
+      entry.delta = 0;
+    }
     await this.guarded.set(key, entry);
     this.hints.remember(key, entry);
   }
 
   /**
-   * Deletes `key`. Other processes' L1 copies (when `l1` is on) may still serve it for up to
-   * `l1.ttl`. Rejects with `BackendError` if Redis fails.
+   * Deletes `key`, and tells every process sharing the Redis: their L1 copies are dropped
+   * within one pub/sub delivery. Rejects with `BackendError` if Redis fails.
    */
   async delete(key: string): Promise<boolean> {
     validateKey(key);
     this.assertOpen();
     this.hints.forget(key);
     return this.guarded.delete(key);
+  }
+
+  /**
+   * Every entry carrying one of `tags`, in every process sharing the Redis, becomes a miss,
+   * or with `{ stale: true }` stale (served within its `staleWhileRevalidate` window while one
+   * refresh runs fleet-wide). Costs one small write per tag, whatever the number of entries:
+   * reads compare an entry's creation with its tags' invalidation times. Resolves once the
+   * invalidation is stored and announced; a value whose loader started before that is older.
+   * Rejects with `InvalidOptionError` for bad tags (nothing written), `BackendError` if Redis fails.
+   */
+  async invalidateTags(tags: readonly string[], options: InvalidateTagsOptions = {}): Promise<void> {
+    const list = validateTags(tags);
+    if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected { stale?: boolean }');
+    if (options.stale !== undefined && typeof options.stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof options.stale}`);
+    this.assertOpen();
+    if (list.length === 0) return;
+    // The stamp is the millisecond of the call; a run that started in it counts as older. The
+    // stamp is written (and so can be learnt of) only once the clock has left that millisecond,
+    // so a recompute that follows the invalidation never starts inside it.
+    const at = Date.now();
+    while (Date.now() <= at) await new Promise((resolve) => setTimeout(resolve, 1));
+    await this.guarded.invalidateTags(list, at, options.stale === true, this.options.tagStampTtl);
   }
 
   /**
@@ -241,6 +341,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private assertOpen(): void {
     if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');
   }
+}
+
+/** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
+function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
+  if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
+    const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
+    return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
+  }
+  return { ttl: toMs(ttlOrOptions, 'ttl'), tags: undefined };
 }
 
 function result<T>(settled: Settled<T>, status = settled.status): CacheResult<T> {

@@ -1,7 +1,8 @@
 import { isDuration, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { validateKey } from '../store/key.js';
-import { resolveFreshness, type FreshnessRules } from './freshness.js';
+import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../store/tags.js';
+import { resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
 import type { ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, Loader } from './types.js';
 
@@ -28,6 +29,10 @@ export interface CallOptions<T> {
   cacheable: ((value: T) => CacheDecision) | undefined;
   hitForMissTtl: number;
   freshness: FreshnessRules;
+  /** The call's tags (validated, no duplicates). */
+  tags?: readonly string[] | undefined;
+  /** The longest life of a tagged entry (the cache's `tagStampTtl`). */
+  tagStampTtl: number;
 }
 
 /**
@@ -36,13 +41,27 @@ export interface CallOptions<T> {
  * `resolveCallOptions` would refuse; anything else goes through `resolveCallOptions`.
  */
 export function isPlainCall(key: unknown, loader: unknown, ttlOrOptions: unknown): boolean {
-  return (
-    typeof key === 'string' &&
-    key.length > 0 &&
-    typeof loader === 'function' &&
-    ((typeof ttlOrOptions === 'number' && ttlOrOptions > 0 && ttlOrOptions < Number.POSITIVE_INFINITY) ||
-      (typeof ttlOrOptions === 'string' && isDuration(ttlOrOptions)))
-  );
+  if (typeof key !== 'string' || key.length === 0 || typeof loader !== 'function') return false;
+  if (isPlainTtl(ttlOrOptions)) return true;
+  // `{ ttl, tags }` with valid tags (what `validateTags` accepts) is plain too.
+  if (ttlOrOptions === null || typeof ttlOrOptions !== 'object') return false;
+  const o = ttlOrOptions as { ttl?: unknown; tags?: unknown };
+  let fields = 0;
+  for (const name in o) {
+    if (name !== 'ttl' && name !== 'tags') return false;
+    fields++;
+  }
+  return fields === 2 && isPlainTtl(o.ttl) && plainTags(o.tags);
+}
+
+function isPlainTtl(ttl: unknown): boolean {
+  return (typeof ttl === 'number' && ttl > 0 && ttl < Number.POSITIVE_INFINITY) || (typeof ttl === 'string' && isDuration(ttl));
+}
+
+function plainTags(tags: unknown): boolean {
+  if (!Array.isArray(tags) || tags.length > MAX_TAGS) return false;
+  for (const tag of tags as unknown[]) if (typeof tag !== 'string' || tag.length === 0 || tag.length > MAX_TAG_LENGTH) return false;
+  return true;
 }
 
 /** Validates one call's arguments (`InvalidOptionError` naming the option) and applies the cache's defaults. */
@@ -68,6 +87,7 @@ export function resolveCallOptions<T>(
       cacheable: undefined,
       hitForMissTtl: defaults.hitForMissTtl,
       freshness: defaults.freshness,
+      tagStampTtl: defaults.tagStampTtl,
     };
   }
   const o = ttlOrOptions;
@@ -75,8 +95,12 @@ export function resolveCallOptions<T>(
   checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
   if (o.cacheable !== undefined && typeof o.cacheable !== 'function') throw new InvalidOptionError('cacheable', 'must be a function');
+  const ttl = toMs(o.ttl, 'ttl');
+  const freshness = resolveFreshness(o, defaults.freshness);
+  const tags = o.tags === undefined ? undefined : validateTags(o.tags);
+  if (tags && tags.length > 0) checkTaggedLifetime(ttl, freshness, defaults.tagStampTtl);
   return {
-    ttl: toMs(o.ttl, 'ttl'),
+    ttl,
     lockTtl: o.lockTtl === undefined ? defaults.lockTtl : toMs(o.lockTtl, 'lockTtl'),
     waitTimeout: o.waitTimeout === undefined ? defaults.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
     onWaitTimeout: o.onWaitTimeout ?? defaults.onWaitTimeout,
@@ -84,9 +108,19 @@ export function resolveCallOptions<T>(
     signal: o.signal,
     cacheable: o.cacheable,
     hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
-    freshness: resolveFreshness(o, defaults.freshness),
+    freshness,
+    tags: tags && tags.length > 0 ? tags : undefined,
+    tagStampTtl: defaults.tagStampTtl,
     inlineRefresh: (o as { [INLINE_REFRESH]?: boolean })[INLINE_REFRESH] === true,
   };
+}
+
+/** A tagged entry may not outlive its tags' invalidations (`tagStampTtl`). */
+export function checkTaggedLifetime(ttl: number, freshness: FreshnessRules, tagStampTtl: number): void {
+  const life = ttl + staleWindow(freshness);
+  if (life > tagStampTtl) {
+    throw new InvalidOptionError('ttl', `a tagged entry lives at most tagStampTtl (${tagStampTtl} ms); its ttl plus stale window is ${life} ms: shorten it or raise tagStampTtl`);
+  }
 }
 
 /** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */

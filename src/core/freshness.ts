@@ -90,14 +90,14 @@ export function isFresh(entry: StoredEntry, now: number): boolean {
   return !entry.stale || now < entry.createdAt + entry.ttl;
 }
 
-/** A stale entry may be served at once while it is refreshed. */
+/** A stale entry may be served at once while it is refreshed (its own window, else the call's). */
 export function withinRevalidate(entry: StoredEntry, now: number, rules: FreshnessRules): boolean {
-  return now < expiresAt(entry) + rules.staleWhileRevalidate;
+  return now < expiresAt(entry) + (entry.revalidate ?? rules.staleWhileRevalidate);
 }
 
-/** A stale entry may be served instead of an error. */
+/** A stale entry may be served instead of an error (its own window, else the call's). */
 export function withinStaleIfError(entry: StoredEntry, now: number, rules: FreshnessRules): boolean {
-  return now < expiresAt(entry) + rules.staleIfError;
+  return now < expiresAt(entry) + (entry.staleIfError ?? rules.staleIfError);
 }
 
 /**

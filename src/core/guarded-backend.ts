@@ -62,11 +62,19 @@ export class GuardedBackend {
     return this.timed(key, 'get', this.backend.get(key));
   }
 
+  /**
+   * `get` past the tag checks: the hit fast path, which hands an entry with tags to the full
+   * path instead of checking its tags here.
+   */
+  getUnchecked(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    return this.timed(key, 'get', (this.backend.untagged ?? this.backend).get(key));
+  }
+
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     return this.timed(key, 'get', this.backend.getShared(key));
   }
 
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now?: number, tryLead?: boolean): Promise<Lookup> {
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now?: number, tryLead?: boolean): Promise<Lookup> {
     return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue, now, tryLead));
   }
 
@@ -92,6 +100,10 @@ export class GuardedBackend {
 
   delete(key: string): Promise<boolean> {
     return this.timed(key, 'delete', this.backend.delete(key));
+  }
+
+  invalidateTags(tags: readonly string[], at: number, stale: boolean, keepFor: number): Promise<void> {
+    return this.timed(undefined, 'invalidateTags', this.backend.tagStamps.invalidate(tags, at, stale, keepFor));
   }
 
   /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */

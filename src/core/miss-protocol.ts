@@ -13,7 +13,8 @@ import { errorMessage } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import { earlyRefreshDue, isFresh, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
-import type { Loader } from './types.js';
+import type { Loader, LoaderContext } from './types.js';
+import { mergeTags, validateTags } from '../store/tags.js';
 
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -112,12 +113,14 @@ export class MissProtocol {
 
   /** Runs this caller's own loader without coordination; stores the result if it is cacheable. */
   async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+    const started = monotonicNow();
     const value = await this.runLoader(key, loader);
     const createdAt = Date.now();
-    const { decision, ttl, stale } = decide(value, opts);
+    const decided = decide(value, opts);
+    const { decision } = decided;
     let degraded = false;
     if (decision === 'store') {
-      const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl, stale: stale ?? staleWindow(opts.freshness) };
+      const entry = valueEntry(value, createdAt, decided, opts, monotonicNow() - started);
       try {
         await this.backend.set(key, entry);
         this.hints.remember(key, entry);
@@ -352,7 +355,8 @@ export class MissProtocol {
     let hardTimer: NodeJS.Timeout | undefined;
     let value: T;
     try {
-      const run = Promise.resolve().then(() => traceLoader(key, opts.background === true, false, () => loader({ key, signal: controller.signal })));
+      const context: LoaderContext = fallback ? { key, signal: controller.signal, stale: { value: fallback.value, createdAt: fallback.createdAt } } : { key, signal: controller.signal };
+      const run = Promise.resolve().then(() => traceLoader(key, opts.background === true, false, () => loader(context)));
       value = await (rules.hardTimeout > 0
         ? Promise.race([
             run,
@@ -401,7 +405,8 @@ export class MissProtocol {
     if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(delta));
 
     const createdAt = Date.now();
-    const { decision, ttl, stale } = decide(value, opts);
+    const decided = decide(value, opts);
+    const { decision } = decided;
     if (decision === 'private') {
       const marker: StoredEntry | undefined =
         opts.hitForMissTtl > 0 ? { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: opts.hitForMissTtl } : undefined;
@@ -409,15 +414,7 @@ export class MissProtocol {
       refreshEnd('stored');
       return { value, status: 'miss', createdAt, degraded: false, private: true };
     }
-    // Δ is stored only where early refresh reads it (an entry with neither keeps format version 1).
-    const entry: StoredEntry = {
-      kind: EntryKind.Value,
-      value,
-      createdAt,
-      ttl,
-      stale: stale ?? staleWindow(rules),
-      delta: rules.earlyRefreshBeta > 0 ? Math.max(1, Math.round(delta)) : 0,
-    };
+    const entry = valueEntry(value, createdAt, decided, opts, delta);
     let committed;
     try {
       committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl });
@@ -530,18 +527,20 @@ export class MissProtocol {
   private async runLocal<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<Settled<T>> {
     if (debug.enabled && degraded) debug('degraded key=%s: Redis unusable, the loader runs in this process', key);
     // With staleIfError, a value this process kept (L1) is served rather than loading without Redis.
-    const kept = opts.freshness.staleIfError > 0 ? this.backend.backend.peekStale(key) : undefined;
-    if (kept?.kind === EntryKind.Value) {
+    const kept = this.backend.backend.peekStale(key);
+    if (kept?.kind === EntryKind.Value && (kept.staleIfError ?? opts.freshness.staleIfError) > 0) {
       const now = Date.now();
       if (isFresh(kept, now) && now < kept.createdAt + kept.ttl) return { ...answer<T>(kept, 'hit'), degraded };
       if (withinStaleIfError(kept, now, opts.freshness)) {
         return this.failSafe(key, kept, new BackendError(`Redis is unusable; serving the stale value of "${key}"`, { key }), degraded);
       }
     }
+    const started = monotonicNow();
     const value = await this.runLoader(key, loader, degraded);
     const createdAt = Date.now();
-    const { decision, ttl, stale } = decide(value, opts);
-    if (decision === 'store') this.hints.remember(key, { kind: EntryKind.Value, value, createdAt, ttl, stale: stale ?? staleWindow(opts.freshness) });
+    const decided = decide(value, opts);
+    const { decision } = decided;
+    if (decision === 'store') this.hints.remember(key, valueEntry(value, createdAt, decided, opts, monotonicNow() - started));
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
@@ -576,12 +575,18 @@ function answer<T>(entry: StoredEntry, status: 'hit' | 'coalesced'): Settled<T> 
   return { value: entry.value as T, status, createdAt: entry.createdAt, degraded: false, private: false };
 }
 
-/** What to do with a result, and for how long to store it (the call's `ttl` unless the decision gives its own). */
-/**
- * What happens to a loader's result, for how long it is fresh, and, when the result says so
- * itself (an HTTP response's own directives), how long it may be kept stale (`stale`, ms).
- */
-function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share' | 'private'; ttl: number; stale?: number } {
+/** What happens to a loader's result, for how long it is fresh, and what the result itself says of its stale windows and tags. */
+interface Decided {
+  decision: 'store' | 'share' | 'private';
+  ttl: number;
+  /** The result's own stale windows (an HTTP response's directives), over the call's. */
+  revalidate?: number;
+  staleIfError?: number;
+  /** The result's own tags, added to the call's. */
+  tags?: readonly string[];
+}
+
+function decide<T>(value: T, opts: CallOptions<T>): Decided {
   if (opts.cacheable) {
     const decision = opts.cacheable(value);
     if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl: opts.ttl };
@@ -590,13 +595,53 @@ function decide<T>(value: T, opts: CallOptions<T>): { decision: 'store' | 'share
       if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) {
         throw new InvalidOptionError('cacheable', `a { decision: 'store', ttl } result needs a ttl over 0 (ms), got ${String(ttl)}`);
       }
+      const decided: Decided = { decision: 'store', ttl };
       const { staleWhileRevalidate, staleIfError } = decision;
-      if (staleWhileRevalidate === undefined && staleIfError === undefined) return { decision: 'store', ttl };
-      return { decision: 'store', ttl, stale: Math.max(staleWhileRevalidate ?? 0, staleIfError ?? 0) };
+      if (staleWhileRevalidate !== undefined || staleIfError !== undefined) {
+        decided.revalidate = window(staleWhileRevalidate, 'staleWhileRevalidate');
+        decided.staleIfError = window(staleIfError, 'staleIfError');
+      }
+      if (decision.tags !== undefined) decided.tags = validateTags(decision.tags, 'cacheable: tags');
+      return decided;
     }
     throw new InvalidOptionError('cacheable', `must return 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
   }
   return { decision: value === undefined ? 'share' : 'store', ttl: opts.ttl };
+}
+
+function window(ms: number | undefined, name: string): number {
+  if (ms === undefined) return 0;
+  if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) throw new InvalidOptionError('cacheable', `${name} must be a number of ms, 0 or more, got ${String(ms)}`);
+  return ms;
+}
+
+/**
+ * The entry of a value to store: fresh for its `ttl`, kept past it for the longer stale window
+ * (the result's own windows, when it gave any, else the call's), with the call's and the
+ * result's tags. Δ (the loader's duration) is stored where early refresh reads it, and with
+ * tags (an invalidation during the run makes the value old); an entry with neither keeps
+ * format version 1. A tagged entry lives at most `tagStampTtl`.
+ */
+function valueEntry<T>(value: T, createdAt: number, decided: Decided, opts: CallOptions<T>, duration: number): StoredEntry {
+  const tags = mergeTags(opts.tags, decided.tags, 'cacheable: tags');
+  const own = decided.revalidate !== undefined;
+  let ttl = decided.ttl;
+  let stale = own ? Math.max(decided.revalidate!, decided.staleIfError!) : staleWindow(opts.freshness);
+  if (tags && ttl + stale > opts.tagStampTtl) {
+    ttl = Math.min(ttl, opts.tagStampTtl);
+    stale = Math.min(stale, opts.tagStampTtl - ttl);
+  }
+  const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl, stale };
+  // With tags, Δ is kept to the fraction: createdAt − Δ (when the run started) must not fall
+  // into the millisecond of an invalidation that the run came after (see invalidateTags).
+  if (tags) entry.delta = Math.max(0, duration);
+  else if (opts.freshness.earlyRefreshBeta > 0) entry.delta = Math.max(1, Math.round(duration));
+  if (own) {
+    entry.revalidate = decided.revalidate!;
+    entry.staleIfError = decided.staleIfError!;
+  }
+  if (tags) entry.tags = tags;
+  return entry;
 }
 
 function errorCommit(error: unknown): Commit {

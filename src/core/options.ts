@@ -25,8 +25,10 @@ export interface CacheOptions extends FreshnessOptions {
   /** Namespace of every Redis key and channel. @default 'dogpile' */
   prefix?: string;
   /**
-   * A short-lived in-process cache in front of Redis (only with `redis`): hits skip the
-   * round trip; other processes' writes are seen after at most `l1.ttl`. `true` = defaults.
+   * An in-process copy in front of Redis (only with `redis`): hits skip the round trip. Every
+   * process hears of the others' writes, deletes and tag invalidations of the keys it holds
+   * (pub/sub on the subscriber connection) and updates or drops its copy; `l1.ttl` bounds how
+   * long a copy is served without asking Redis again. `true` = defaults.
    * @default false
    */
   l1?: boolean | L1Options;
@@ -82,6 +84,13 @@ export interface CacheOptions extends FreshnessOptions {
   replicas?: ReplicasOption;
   /** Longest `WAIT` for a lead's replicas; shorter than `commandTimeout`. @default 100 (ms) */
   replicaTimeout?: Duration;
+  /**
+   * How long a tag's invalidation is remembered (in Redis, one small key per invalidated tag).
+   * An entry that carries tags lives at most this long: its `ttl` plus stale windows may not
+   * exceed it (`InvalidOptionError`; a lifetime a loader's result decides is cut to it).
+   * @default '7d'
+   */
+  tagStampTtl?: Duration;
 }
 
 export interface ResolvedCacheOptions {
@@ -101,6 +110,7 @@ export interface ResolvedCacheOptions {
   replication: Replication | undefined;
   /** staleWhileRevalidate, staleIfError, failSafeRetry, softTimeout, hardTimeout, earlyRefresh (ms; 0 = off). */
   freshness: FreshnessRules;
+  tagStampTtl: number;
 }
 
 export const CACHE_DEFAULTS = {
@@ -116,11 +126,12 @@ export const CACHE_DEFAULTS = {
   backendCooldown: 1000,
   inlineMax: 65_536,
   hitForMissTtl: 0,
+  tagStampTtl: 7 * 24 * 3600 * 1000,
 } as const;
 
 const KNOWN = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', ...FRESHNESS_OPTION_NAMES,
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 function positiveInt(value: unknown, option: string): number {
@@ -180,5 +191,6 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     hitForMissTtl: o.hitForMissTtl === undefined ? CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     replication,
     freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
+    tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
   };
 }

@@ -9,6 +9,12 @@ export interface LoaderContext {
    * with `LoaderTimeoutError` when `hardTimeout` passes.
    */
   signal: AbortSignal;
+  /**
+   * When this run refreshes a stored value past its `ttl` (stale-while-revalidate, a refresh
+   * under staleIfError, early refresh): that value and when it was made. The HTTP adapters
+   * use it to refresh a response with its validators (a conditional request).
+   */
+  stale?: { value: unknown; createdAt: number };
 }
 
 export type Loader<T> = (ctx: LoaderContext) => T | Promise<T>;
@@ -33,6 +39,8 @@ export interface StoreDecision {
   ttl: number;
   staleWhileRevalidate?: number;
   staleIfError?: number;
+  /** Tags of this result, added to the call's `tags`. */
+  tags?: string[];
 }
 
 /** The stale-serving options (staleWhileRevalidate, staleIfError, ...) override the cache's for this call. */
@@ -53,6 +61,27 @@ export interface GetOrComputeOptions<T = unknown> extends FreshnessOptions {
   cacheable?: (value: T) => CacheDecision;
   /** Overrides the cache's `hitForMissTtl` for a `'private'` result of this call. */
   hitForMissTtl?: Duration;
+  /**
+   * Tags of the stored value: `invalidateTags` on any of them makes it a miss (or stale), in
+   * every process. At most `MAX_TAGS` (64) non-empty strings.
+   */
+  tags?: readonly string[];
+}
+
+/** `set()` options: the TTL and the value's tags. */
+export interface SetOptions {
+  ttl: Duration;
+  tags?: readonly string[];
+}
+
+/** `invalidateTags()` options. */
+export interface InvalidateTagsOptions {
+  /**
+   * Make the entries stale instead of a miss: within their `staleWhileRevalidate` window they
+   * are served at once while one refresh runs fleet-wide (an entry with no stale window
+   * becomes a miss). @default false
+   */
+  stale?: boolean;
 }
 
 /** How a call was answered. */

@@ -12,7 +12,7 @@ export class EntryCodec {
   /** The bytes of `entry`; throws `SerializationError` (naming `key`) when its value cannot be serialised. */
   encode(key: string, entry: StoredEntry): Buffer {
     if (entry.kind === EntryKind.HitForMiss) return encodeEntry(entry.kind, entry.createdAt, entry.ttl, EMPTY);
-    const window = { stale: entry.stale ?? 0, delta: entry.delta ?? 0 };
+    const window = { stale: entry.stale ?? 0, delta: entry.delta ?? 0, revalidate: entry.revalidate, staleIfError: entry.staleIfError, tags: entry.tags };
     let payload: Uint8Array;
     try {
       payload = this.serializer.serialize(entry.value);
@@ -30,7 +30,11 @@ export class EntryCodec {
     try {
       const header = decodeEntry(bytes);
       const value = header.kind === EntryKind.Value ? this.serializer.deserialize(header.payload) : undefined;
-      return { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl, stale: header.stale, delta: header.delta };
+      const entry: StoredEntry = { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl, stale: header.stale, delta: header.delta };
+      if (header.revalidate !== undefined) entry.revalidate = header.revalidate;
+      if (header.staleIfError !== undefined) entry.staleIfError = header.staleIfError;
+      if (header.tags !== undefined) entry.tags = header.tags;
+      return entry;
     } catch (error) {
       return { error: error as Error };
     }

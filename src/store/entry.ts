@@ -20,14 +20,23 @@ import { DogpileError } from '../shared/errors.js';
  *   28..35 Δ, the loader's duration in ms (float64 BE)
  *   36..  the serializer's bytes
  *
- * The lookup script reads `expires at` at bytes 12..19 of a version 2 entry (cache-scripts.ts).
+ * Version 3 (an entry with tags, or with stale windows of its own): version 2's header, then
+ *   36..43 the entry's own staleWhileRevalidate window in ms (float64 BE; -1: the call's rule)
+ *   44..51 the entry's own staleIfError window in ms (float64 BE; -1: the call's rule)
+ *   52..53 the number of tags (uint16 BE), then each tag: its UTF-8 length (uint16 BE) and bytes
+ *   ..    the serializer's bytes
+ *
+ * The lookup script reads `expires at` at bytes 12..19 of a version 2 or 3 entry (cache-scripts.ts).
  */
 export const ENTRY_MAGIC_0 = 0xd0;
 export const ENTRY_MAGIC_1 = 0x67;
 export const ENTRY_VERSION = 1;
 export const ENTRY_VERSION_2 = 2;
+export const ENTRY_VERSION_3 = 3;
 export const HEADER_SIZE = 20;
 export const HEADER_SIZE_V2 = 36;
+/** Version 3's fixed part, before its tags. */
+export const HEADER_SIZE_V3 = 54;
 
 export const enum EntryKind {
   Value = 1,
@@ -42,18 +51,31 @@ export interface DecodedEntry {
   stale: number;
   /** The loader's duration in ms; 0 when not recorded (version 1). */
   delta: number;
+  /** The entry's own stale windows (version 3; undefined: the call's rules apply). */
+  revalidate?: number;
+  staleIfError?: number;
+  /** The entry's tags (version 3). */
+  tags?: string[];
   payload: Buffer;
 }
 
-/** The stale window and loader duration of an entry (both 0: a version 1 entry is written). */
+/**
+ * The stale window, loader duration, own stale windows and tags of an entry (none of them: a
+ * version 1 entry is written; a window or a duration: version 2; own windows or tags: version 3).
+ */
 export interface EntryWindow {
   stale?: number;
   delta?: number;
+  revalidate?: number | undefined;
+  staleIfError?: number | undefined;
+  tags?: readonly string[] | undefined;
 }
 
 export function encodeEntry(kind: EntryKind, createdAt: number, ttl: number, payload: Uint8Array, window: EntryWindow = {}): Buffer {
   const stale = window.stale ?? 0;
   const delta = window.delta ?? 0;
+  const tags = window.tags ?? [];
+  if (tags.length > 0 || window.revalidate !== undefined || window.staleIfError !== undefined) return encodeV3(kind, createdAt, ttl, payload, window, tags);
   const v2 = stale > 0 || delta > 0;
   const header = v2 ? HEADER_SIZE_V2 : HEADER_SIZE;
   const out = Buffer.allocUnsafe(header + payload.byteLength);
@@ -73,6 +95,31 @@ export function encodeEntry(kind: EntryKind, createdAt: number, ttl: number, pay
   return out;
 }
 
+function encodeV3(kind: EntryKind, createdAt: number, ttl: number, payload: Uint8Array, window: EntryWindow, tags: readonly string[]): Buffer {
+  const encoded = tags.map((tag) => Buffer.from(tag, 'utf8'));
+  const tagBytes = encoded.reduce((sum, b) => sum + 2 + b.length, 0);
+  const out = Buffer.allocUnsafe(HEADER_SIZE_V3 + tagBytes + payload.byteLength);
+  out[0] = ENTRY_MAGIC_0;
+  out[1] = ENTRY_MAGIC_1;
+  out[2] = ENTRY_VERSION_3;
+  out[3] = kind;
+  out.writeDoubleBE(createdAt, 4);
+  out.writeDoubleBE(createdAt + ttl, 12);
+  out.writeDoubleBE(createdAt + ttl + (window.stale ?? 0), 20);
+  out.writeDoubleBE(window.delta ?? 0, 28);
+  out.writeDoubleBE(window.revalidate ?? -1, 36);
+  out.writeDoubleBE(window.staleIfError ?? -1, 44);
+  out.writeUInt16BE(encoded.length, 52);
+  let at = HEADER_SIZE_V3;
+  for (const b of encoded) {
+    out.writeUInt16BE(b.length, at);
+    out.set(b, at + 2);
+    at += 2 + b.length;
+  }
+  out.set(payload, at);
+  return out;
+}
+
 /** Bytes under a cache key that this library did not write (or cannot read): a miss, reported as `corrupt`. */
 export class CorruptEntryError extends DogpileError {
   override readonly code = 'E_CORRUPT_ENTRY' as const;
@@ -84,7 +131,7 @@ export function decodeEntry(bytes: Buffer): DecodedEntry {
     throw new CorruptEntryError('not an entry written by dogpile-guard');
   }
   const version = bytes[2];
-  if (version !== ENTRY_VERSION && version !== ENTRY_VERSION_2) throw new CorruptEntryError(`unknown entry format version ${version}`);
+  if (version !== ENTRY_VERSION && version !== ENTRY_VERSION_2 && version !== ENTRY_VERSION_3) throw new CorruptEntryError(`unknown entry format version ${version}`);
   const kind = bytes[3] as EntryKind;
   if (kind !== EntryKind.Value && kind !== EntryKind.HitForMiss) throw new CorruptEntryError(`unknown entry kind ${kind}`);
   const createdAt = bytes.readDoubleBE(4);
@@ -100,5 +147,24 @@ export function decodeEntry(bytes: Buffer): DecodedEntry {
   if (![createdAt, expiresAt, staleUntil, delta].every(Number.isFinite) || expiresAt < createdAt || staleUntil < expiresAt || delta < 0) {
     throw new CorruptEntryError('bad entry header');
   }
-  return { kind, createdAt, ttl: expiresAt - createdAt, stale: staleUntil - expiresAt, delta, payload: bytes.subarray(HEADER_SIZE_V2) };
+  if (version === ENTRY_VERSION_2) return { kind, createdAt, ttl: expiresAt - createdAt, stale: staleUntil - expiresAt, delta, payload: bytes.subarray(HEADER_SIZE_V2) };
+  if (bytes.length < HEADER_SIZE_V3) throw new CorruptEntryError('bad entry header');
+  const revalidate = bytes.readDoubleBE(36);
+  const staleIfError = bytes.readDoubleBE(44);
+  if (!Number.isFinite(revalidate) || !Number.isFinite(staleIfError) || revalidate < -1 || staleIfError < -1) throw new CorruptEntryError('bad entry header');
+  const count = bytes.readUInt16BE(52);
+  const tags: string[] = [];
+  let at = HEADER_SIZE_V3;
+  for (let i = 0; i < count; i++) {
+    if (at + 2 > bytes.length) throw new CorruptEntryError('bad entry tags');
+    const length = bytes.readUInt16BE(at);
+    if (at + 2 + length > bytes.length) throw new CorruptEntryError('bad entry tags');
+    tags.push(bytes.toString('utf8', at + 2, at + 2 + length));
+    at += 2 + length;
+  }
+  const decoded: DecodedEntry = { kind, createdAt, ttl: expiresAt - createdAt, stale: staleUntil - expiresAt, delta, payload: bytes.subarray(at) };
+  if (revalidate >= 0) decoded.revalidate = revalidate;
+  if (staleIfError >= 0) decoded.staleIfError = staleIfError;
+  if (tags.length > 0) decoded.tags = tags;
+  return decoded;
 }

@@ -35,3 +35,9 @@ export function cacheKeys(prefix: string, key: string) {
 export function valueKey(prefix: string, key: string): string {
   return `${prefix}:v:{${storageId(key)}}`;
 }
+
+/** The Redis key and channel of a tag's invalidation stamp (segments `t` and `tc`, one slot). */
+export function tagKeys(prefix: string, tag: string) {
+  const id = storageId(tag);
+  return { stamp: `${prefix}:t:{${id}}`, channel: `${prefix}:tc:{${id}}` };
+}

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { EntryCodec } from './codec.js';
+import { MemoryTagStamps } from './memory-tags.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 /**
@@ -14,6 +15,7 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 export class MemoryBackend implements Backend {
   readonly distributed = false;
   readonly peekLayer = 'store';
+  readonly tagStamps = new MemoryTagStamps();
   private readonly lru: LRUCache<string, StoredEntry>;
   /** Lead locks of stale values being refreshed: key → holder token and expiry (monotonic ms). */
   private readonly locks = new Map<string, { token: string; until: number; hold?: true }>();
@@ -41,8 +43,9 @@ export class MemoryBackend implements Backend {
     return this.lru.get(key);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now = Date.now(), tryLead = true): Promise<Lookup> {
-    const entry = skipValue ? undefined : this.lru.get(key);
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now = Date.now(), tryLead = true): Promise<Lookup> {
+    const stored = skipValue === true ? undefined : this.lru.get(key);
+    const entry = typeof skipValue === 'number' && stored && stored.createdAt <= skipValue ? undefined : stored;
     if (!entry) return { kind: 'lead' };
     if ((entry.stale ?? 0) > 0 && now >= entry.createdAt + entry.ttl) {
       if (tryLead && this.lock(key, token, lockTtl)) return { kind: 'stale', entry, lead: true, remaining: 0, hold: false };
@@ -109,6 +112,7 @@ export class MemoryBackend implements Backend {
 
   async close(): Promise<void> {
     this.lru.clear();
+    this.tagStamps.close();
     this.locks.clear();
   }
 

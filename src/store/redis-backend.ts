@@ -1,21 +1,23 @@
 import type { EntryCodec } from './codec.js';
 import { CorruptEntryError } from './entry.js';
 import { cacheKeys, valueKey } from './key.js';
-import type { L1 } from './l1.js';
+import { L1 } from './l1.js';
+import { RedisTagStamps } from './redis-tags.js';
+import { monotonicNow } from '../shared/clock.js';
 import { clientAvailable, closeClient, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
 import { EXTEND } from '../redis/extend-script.js';
-import { COMMIT, LOOKUP } from './cache-scripts.js';
+import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
   prefix: string;
   codec: EntryCodec;
   inlineMax: number;
-  /** A short-lived copy in process memory of the values this process saw (`peek` reads it). */
-  l1: L1 | undefined;
+  /** A copy in process memory of the values this process saw (`peek` reads it), kept coherent through the keys' channels. */
+  l1: { max: number; ttl: number } | undefined;
   /** Close the client in `close()` (only when the cache created it). */
   ownsClient: boolean;
   /** Replicas that must confirm a lead before it counts (none when undefined). */
@@ -23,6 +25,14 @@ export interface RedisBackendOptions {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A key whose channel this process follows, for its L1 copy. */
+interface Link {
+  /** Since when (monotonic ms) every announcement on the channel reaches this process; undefined while subscribing. */
+  liveAt: number | undefined;
+  unlisten: (() => void) | undefined;
+  dropped: boolean;
+}
 
 /**
  * Entries in Redis, coordinated across processes: one Lua round trip to look up or lead,
@@ -33,14 +43,24 @@ export class RedisBackend implements Backend {
   readonly distributed = true;
   readonly peekLayer = 'l1';
 
+  readonly tagStamps: RedisTagStamps;
   /** The commands this backend sends (the full client is kept for its status, its subscriber and closing). */
   private readonly commands: CommandClient;
+  private readonly l1: L1 | undefined;
+  /** Keys held in L1 whose channel this process follows. */
+  private readonly links = new Map<string, Link>();
+  /** When (monotonic ms) the read or write that produced an entry was sent, for entries that may go to L1. */
+  private readonly sentAt = new WeakMap<StoredEntry, number>();
+  /** One message, parsed once for every listener of its channel (waiters and the L1 link). */
+  private readonly parsed = new WeakMap<Buffer, Outcome>();
 
   constructor(
     private readonly client: RedisClient,
     private readonly options: RedisBackendOptions,
   ) {
     this.commands = commandClient(client);
+    this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
+    this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key)) : undefined;
   }
 
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */
@@ -49,30 +69,48 @@ export class RedisBackend implements Backend {
   }
 
   peek(key: string): StoredEntry | undefined {
-    return this.options.l1?.get(key);
+    return this.l1?.get(key);
   }
 
   peekStale(key: string): StoredEntry | undefined {
-    return this.options.l1?.stale(key);
+    return this.l1?.stale(key);
   }
 
+  /**
+   * Keeps `entry` in L1. It is served as a hit only when the key's channel was followed before
+   * the read (or write) that produced it was sent: then every later write or delete of the key
+   * is heard of here. Otherwise the channel is followed from now on and the copy is only a
+   * fallback (the next read makes it a hit), unless Redis is unusable right now (then it is
+   * served for at most `l1.ttl`, as nothing else could be).
+   */
   keep(key: string, entry: StoredEntry, left: number, staleLeft = left): void {
-    this.options.l1?.keep(key, entry, left, staleLeft);
+    const l1 = this.l1;
+    if (!l1) return;
+    const link = this.links.get(key);
+    const sent = this.sentAt.get(entry);
+    const followed = link?.liveAt !== undefined && sent !== undefined && sent >= link.liveAt;
+    l1.keep(key, entry, followed || !this.available() ? left : 0, staleLeft);
+    if (!link) this.follow(key);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now = Date.now(), tryLead = true): Promise<Lookup> {
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now = Date.now(), tryLead = true): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
-    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skipValue ? '1' : '0', now, tryLead ? '1' : '0']);
+    // A value this process may keep in L1 is coming (a lead's result, a waiter's announcement,
+    // a stale value's refresh): follow the key's channel from now on, so that it can be served
+    // from L1 as soon as it arrives.
+    if (this.l1 && !this.links.has(key)) this.follow(key);
+    const sent = monotonicNow();
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', now, tryLead ? '1' : '0']);
     switch (reply[0]) {
       case 5: {
-        const decoded = this.decode(reply[1]);
+        const decoded = this.decode(reply[1], sent);
         if ('error' in decoded) return { kind: 'corrupt', error: decoded.error };
         return reply[2] === 1
           ? { kind: 'stale', entry: decoded, lead: true, remaining: 0, hold: false }
           : { kind: 'stale', entry: decoded, lead: false, remaining: Number(reply[3]), hold: reply[4] === 1 };
       }
       case 1: {
-        const decoded = this.decode(reply[1]);
+        const decoded = this.decode(reply[1], sent);
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
       }
       case 2:
@@ -135,6 +173,7 @@ export class RedisBackend implements Backend {
     }
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(await pubSubMode(this.client));
+    if (this.l1 && commit.mode === 'store') this.sentAt.set(commit.entry, monotonicNow());
     const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
@@ -162,11 +201,14 @@ export class RedisBackend implements Backend {
     });
   }
 
-  async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    const bytes = await this.commands.getBuffer(valueKey(this.options.prefix, key));
-    if (bytes === null) return undefined;
-    const decoded = this.decode(bytes);
-    return 'error' in decoded ? { corrupt: decoded.error } : decoded;
+  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    // The hit path: one GET and one step after it (no async frame).
+    const sent = this.l1 ? monotonicNow() : undefined;
+    return this.commands.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
+      if (bytes === null) return undefined;
+      const decoded = this.decode(bytes, sent);
+      return 'error' in decoded ? { corrupt: decoded.error } : decoded;
+    });
   }
 
   async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
@@ -176,36 +218,130 @@ export class RedisBackend implements Backend {
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
+  /** Stores `entry` and announces it on the key's channel (waiters take it; other processes' copies follow). */
   async set(key: string, entry: StoredEntry): Promise<void> {
     const bytes = this.options.codec.encode(key, entry);
-    await this.commands.set(valueKey(this.options.prefix, key), bytes, 'PX', Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))));
+    const k = cacheKeys(this.options.prefix, key);
+    const pub = publishCommand(await pubSubMode(this.client));
+    if (this.l1) this.sentAt.set(entry, monotonicNow());
+    await SET_ANNOUNCE.run(this.commands, [k.value], [bytes, Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))), k.channel, this.options.inlineMax, pub]);
   }
 
+  /** Deletes `key` and announces it, so every process drops its copy. */
   async delete(key: string): Promise<boolean> {
-    this.options.l1?.delete(key);
-    return (await this.commands.del(valueKey(this.options.prefix, key))) > 0;
+    const at = Date.now();
+    this.l1?.heard(key, at);
+    const k = cacheKeys(this.options.prefix, key);
+    const pub = publishCommand(await pubSubMode(this.client));
+    const stamp = Buffer.allocUnsafe(8);
+    stamp.writeDoubleBE(at, 0);
+    return (await DELETE_ANNOUNCE.run(this.commands, [k.value], [k.channel, stamp, pub])) > 0;
   }
 
   async close(): Promise<void> {
-    this.options.l1?.clear();
+    this.l1?.clear();
+    this.tagStamps.close();
     if (this.options.ownsClient) {
       await closeClient(this.client);
     }
   }
 
-  private decode(bytes: Buffer): StoredEntry | { error: Error } {
-    return this.options.codec.decode(bytes);
+  /** Follows the channel of `key` (held in L1): its announcements update or drop the copy. */
+  private follow(key: string): void {
+    const link: Link = { liveAt: undefined, unlisten: undefined, dropped: false };
+    this.links.set(key, link);
+    // The link lives as long as the key has a place in L1 (bounded by `l1.max`).
+    if (!this.l1!.has(key)) this.l1!.heard(key, 0);
+    sharedSubscriber(this.client)
+      .listen(cacheKeys(this.options.prefix, key).channel, (message) => this.heard(key, link, message))
+      .then(
+        (unlisten) => {
+          if (link.dropped) {
+            unlisten();
+            return;
+          }
+          link.unlisten = unlisten;
+          link.liveAt = monotonicNow();
+        },
+        () => {
+          // Not followed (the subscriber failed): the copy stays a fallback; the next keep tries again.
+          if (this.links.get(key) === link) this.links.delete(key);
+        },
+      );
+  }
+
+  /** `key` left L1: stop following its channel. */
+  private unlink(key: string): void {
+    const link = this.links.get(key);
+    if (!link) return;
+    this.links.delete(key);
+    link.dropped = true;
+    link.unlisten?.();
+  }
+
+  private heard(key: string, link: Link, message: Buffer | null): void {
+    const l1 = this.l1;
+    if (link.dropped || !l1) return;
+    if (message === null) {
+      // The subscriber reconnected: announcements may have been missed. The copy is no hit
+      // until read again, and reads sent from now on are followed again.
+      l1.untrust(key);
+      link.liveAt = monotonicNow();
+      return;
+    }
+    const outcome = this.parseMessage(message);
+    switch (outcome.kind) {
+      case 'value': {
+        if (!outcome.stored) return;
+        const entry = outcome.entry;
+        // It came through the followed channel: every later announcement follows it.
+        this.sentAt.set(entry, monotonicNow());
+        l1.heard(key, entry.createdAt);
+        const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+        if (entry.kind === 1 /* value */ && left > 0) l1.keep(key, entry, left, left + (entry.stale ?? 0));
+        return;
+      }
+      case 'stored':
+        l1.heard(key, outcome.createdAt ?? Date.now());
+        return;
+      case 'deleted':
+        l1.heard(key, outcome.at);
+        return;
+      case 'uncacheable':
+        // The last run's result was not cacheable (a marker may now be stored): ask Redis again.
+        l1.untrust(key);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private decode(bytes: Buffer, sent?: number): StoredEntry | { error: Error } {
+    const decoded = this.options.codec.decode(bytes);
+    if (sent !== undefined && this.l1 && !('error' in decoded)) this.sentAt.set(decoded, sent);
+    return decoded;
   }
 
   private parseMessage(message: Buffer): Outcome {
+    let outcome = this.parsed.get(message);
+    if (outcome === undefined) {
+      outcome = this.parseOnce(message);
+      this.parsed.set(message, outcome);
+    }
+    return outcome;
+  }
+
+  private parseOnce(message: Buffer): Outcome {
     switch (message[0]) {
       case 0x76: /* v: stored and inline */
       case 0x73: /* s: shared, not stored */ {
         const decoded = this.decode(message.subarray(1));
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'value', entry: decoded, stored: message[0] === 0x76 };
       }
-      case 0x56: /* V */
-        return { kind: 'stored' };
+      case 0x56: /* V (+ created-at) */
+        return message.length >= 9 ? { kind: 'stored', createdAt: message.readDoubleBE(1) } : { kind: 'stored' };
+      case 0x64: /* d + time of the delete */
+        return { kind: 'deleted', at: message.length >= 9 ? message.readDoubleBE(1) : Date.now() };
       case 0x53: /* S */
         return { kind: 'shared' };
       case 0x65: /* e */ {

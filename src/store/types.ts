@@ -1,4 +1,5 @@
 import type { EntryKind } from './entry.js';
+import type { TagStamp } from './tags.js';
 
 /** A stored entry, decoded. */
 export interface StoredEntry {
@@ -9,8 +10,14 @@ export interface StoredEntry {
   ttl: number;
   /** Kept this long past `ttl`, for stale serving (the longest stale window, ms). @default 0 */
   stale?: number;
-  /** How long the loader took (ms), for early refresh. @default 0 */
+  /** How long the loader took (ms), for early refresh and for tags (the run started `delta` before `createdAt`). @default 0 */
   delta?: number;
+  /** The entry's own staleWhileRevalidate window (ms), over the call's (an HTTP response's `stale-while-revalidate`). */
+  revalidate?: number;
+  /** The entry's own staleIfError window (ms), over the call's (an HTTP response's `stale-if-error`). */
+  staleIfError?: number;
+  /** The tags the entry carries (`invalidateTags`). */
+  tags?: readonly string[];
 }
 
 /** Step 2 of the miss protocol: the value, the lead, or how long the current leader has left. */
@@ -30,7 +37,10 @@ export type Lookup =
 export type Outcome =
   | { kind: 'value'; entry: StoredEntry; stored: boolean }
   | { kind: 'corrupt'; error: Error }
-  | { kind: 'stored' }
+  /** Stored, too big to inline (`createdAt` of the new entry, when announced). */
+  | { kind: 'stored'; createdAt?: number }
+  /** The key was deleted at `at` (ms since the epoch, the deleting process's clock). */
+  | { kind: 'deleted'; at: number }
   /** A value shared but not stored, too big for the message: read it once with `getShared`. */
   | { kind: 'shared' }
   | { kind: 'error'; name: string; message: string }
@@ -54,6 +64,20 @@ export type Commit =
   /** Announce the loader's error but keep the lead lock for `holdMs` more (no new attempt fleet-wide until then: failSafeRetry). */
   | { mode: 'fail'; name: string; message: string; holdMs: number };
 
+/**
+ * Where the invalidation stamps of tags live. A stamp this process holds is kept up to date
+ * (every invalidation is announced), so reads check an entry's tags without a round trip.
+ */
+export interface TagStamps {
+  /** The stamp of `tag`, when this process holds it and will hear of its next change; else undefined. */
+  known(tag: string): TagStamp | undefined;
+  /** The stamps of `tags`, read from the store where not known (and from then on kept up to date). */
+  load(tags: readonly string[]): Promise<TagStamp[]>;
+  /** Stamps `tags` as invalidated at `at` (ms since the epoch), hard or stale, remembered `keepFor` ms, and tells every process. */
+  invalidate(tags: readonly string[], at: number, stale: boolean, keepFor: number): Promise<void>;
+  close(): void;
+}
+
 /** Where entries live and how a miss is coordinated. Backends encode and decode entries themselves. */
 export interface Backend {
   /** True when other processes share this backend (waiting and locks go through it). */
@@ -70,11 +94,13 @@ export interface Backend {
   /** An entry held in process memory, fresh or stale (the fallback while the store is unreachable). */
   peekStale(key: string): StoredEntry | undefined;
   /**
-   * Step 2: the value, or the lead, or the leader's remaining lock time. A value past its
+   * Step 2: the value, or the lead, or the leader's remaining lock time. `skipValue`: look
+   * past a stored value (`true`), or past it only if it was created at or before that time
+   * (a number, ms since the epoch: the value the caller found invalidated). A value past its
    * `ttl` (at `now`, ms since the epoch) is answered as `stale`, and the lead lock is tried in
    * the same call unless `tryLead` is false.
    */
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean, now?: number, tryLead?: boolean): Promise<Lookup>;
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now?: number, tryLead?: boolean): Promise<Lookup>;
   /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
@@ -90,5 +116,9 @@ export interface Backend {
   delete(key: string): Promise<boolean>;
   /** Whether calls can be attempted right now (e.g. the client is connected). */
   available(): boolean;
+  /** The invalidation stamps of tags. */
+  readonly tagStamps: TagStamps;
+  /** Behind a layer that checks tags: the backend it wraps (read by the hit fast path, which checks tags itself). */
+  readonly untagged?: Backend;
   close(): Promise<void>;
 }
