@@ -34,18 +34,26 @@ async function startApp(framework: Framework, guard: HttpCacheOptions<never>): P
     counts.set(path, n);
     return n;
   };
-  const answer = (query: Record<string, unknown>) => ({
-    status: query.status === undefined ? 200 : Number(query.status),
-    headers: query.h === undefined ? {} : (JSON.parse(String(query.h)) as Record<string, string>),
-  });
+  // `?etag=run`: the ETag names the run (the representation changes with every run).
+  const answer = (query: Record<string, unknown>, n: number) => {
+    const headers = query.h === undefined ? {} : (JSON.parse(String(query.h)) as Record<string, string>);
+    if (query.etag === 'run') headers.ETag = `"run${n}"`;
+    return { status: query.status === undefined ? 200 : Number(query.status), headers };
+  };
   if (framework === 'express') {
     const app = express();
     app.use(dogpileGuard(guard as HttpCacheOptions<express.Request>));
     const handler = async (req: express.Request, res: express.Response) => {
       const n = run(req.path);
       if (req.query.ms !== undefined) await sleep(Number(req.query.ms));
-      const { status, headers } = answer(req.query);
-      res.status(status).set(headers).send(`${req.method} ${req.path} run ${n}`);
+      const { status, headers } = answer(req.query, n);
+      // `?notmod=x`: a conditional request gets a 304 naming another representation, "x".
+      if (req.query.notmod !== undefined && req.headers['if-none-match'] !== undefined) {
+        res.status(304).set('ETag', `"${String(req.query.notmod)}"`).end();
+        return;
+      }
+      // `?same=1`: the same body every run (Express's own weak ETag then matches).
+      res.status(status).set(headers).send(req.query.same === undefined ? `${req.method} ${req.path} run ${n}` : `${req.method} ${req.path}`);
     };
     app.get('/r/:id', handler);
     for (const m of ['post', 'put', 'patch', 'delete'] as const) app[m]('/r/:id', handler);
@@ -70,8 +78,12 @@ async function startApp(framework: Framework, guard: HttpCacheOptions<never>): P
       const n = run(path);
       const query = request.query as Record<string, unknown>;
       if (query.ms !== undefined) await sleep(Number(query.ms));
-      const { status, headers } = answer(request.query as Record<string, unknown>);
+      const { status, headers } = answer(request.query as Record<string, unknown>, n);
       for (const [name, value] of Object.entries(headers)) reply.header(name, value);
+      if (query.notmod !== undefined && request.headers['if-none-match'] !== undefined) {
+        reply.code(304).header('ETag', `"${String(query.notmod)}"`);
+        return '';
+      }
       // As @fastify/etag does: a matching If-None-Match gets a 304.
       if (headers.ETag !== undefined && request.headers['if-none-match'] === headers.ETag) {
         reply.code(304);
@@ -228,6 +240,18 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
       expect((await app.get(path(refused, h2))).xCache).toBe('MISS');
     });
 
+    it("Dogpile-Cache-Control rules every Vary variant, also those stored under the URL's recorded Vary", async () => {
+      const app = await start();
+      const url = path(freshId(), { 'Cache-Control': 'no-store', 'Dogpile-Cache-Control': 'max-age=300', Vary: 'Accept-Language' });
+      for (const lang of ['de', 'en', 'fr']) {
+        const miss = await app.get(url, { 'accept-language': lang });
+        const hit = await app.get(url, { 'accept-language': lang });
+        expect([lang, miss.xCache, hit.xCache]).toEqual([lang, 'MISS', 'HIT']);
+        expect(miss.headers['cache-status']).toMatch(/^dogpile-guard; fwd=miss; stored; ttl=(299|300)$/);
+        expect(hit.headers['dogpile-cache-control']).toBeUndefined();
+      }
+    });
+
     it('Dogpile-Cache-Control rules over both and never leaves the server', async () => {
       const app = await start();
       const id = freshId();
@@ -369,6 +393,73 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
     });
   });
 
+  describe('revalidation once a lifetime runs out (RFC 9111 §4.3.1, §4.3.4)', () => {
+    it('keeps a response with a validator past its lifetime; the next request runs the handler conditionally and its 304 renews the entry without a new body', async () => {
+      const app = await start();
+      // An ETag the handler sets; on Express also the weak one res.send adds by itself. Both
+      // handlers answer a matching If-None-Match with a 304 (res.send does it on its own).
+      const cases: Record<string, string>[] = [{ 'Cache-Control': 'max-age=1', ETag: '"e1"', 'X-Version': 'one' }];
+      if (framework === 'express') cases.push({ 'Cache-Control': 'max-age=1', 'X-Version': 'one' });
+      for (const headers of cases) {
+        const id = freshId();
+        const url = `${path(id, headers)}&same=1`;
+        const first = await app.get(url);
+        expect(first.headers['cache-status']).toBe('dogpile-guard; fwd=miss; stored; ttl=1');
+        expect((await app.get(url)).xCache).toBe('HIT');
+        await sleep(1100);
+        const revalidated = await app.get(url);
+        // The handler ran with If-None-Match and said 304: the client gets the stored body.
+        expect([revalidated.status, revalidated.xCache, revalidated.text]).toEqual([200, 'MISS', first.text]);
+        expect(revalidated.headers['cache-status']).toBe('dogpile-guard; fwd=stale; fwd-status=304; stored');
+        expect(revalidated.headers.etag).toBe(first.headers.etag);
+        expect(revalidated.headers['x-version']).toBe('one');
+        expect(Number(revalidated.headers['content-length'])).toBe(first.body.length);
+        // Renewed: fresh again, with the 304's Date, and still the first body.
+        const hit = await app.get(url);
+        expect([hit.xCache, hit.text]).toEqual(['HIT', first.text]);
+        expect(hit.headers.date).toBe(revalidated.headers.date);
+        expect(app.runs(`/r/${id}`)).toBe(2);
+      }
+    });
+
+    it('inside a stale window the refresh of a response with a validator is conditional too: a 304 renews the entry without a new body', async () => {
+      const app = await start({ staleWhileRevalidate: '30s' });
+      const id = freshId();
+      const url = `${path(id, { 'Cache-Control': 'max-age=1', ETag: '"e1"', 'X-Version': 'one' })}&same=1`;
+      const first = await app.get(url);
+      await sleep(1100);
+      // The request that wins the refresh lead runs the handler with If-None-Match; its 304 renews the entry.
+      const refreshed = await app.get(url);
+      expect([refreshed.status, refreshed.text]).toEqual([200, first.text]);
+      expect(refreshed.headers['cache-status']).toBe('dogpile-guard; fwd=stale; fwd-status=304; stored');
+      expect(refreshed.headers.etag).toBe('"e1"');
+      const hit = await app.get(url);
+      expect([hit.xCache, hit.text]).toEqual(['HIT', first.text]);
+      expect(app.runs(`/r/${id}`)).toBe(2);
+    });
+
+    it('a new body from the conditional run replaces the entry; a response without a validator is gone with its lifetime', async () => {
+      const app = await start();
+      // The validator changes with every run (the handler's ETag names the run): a full 200.
+      const id = freshId();
+      const changing = `${path(id, { 'Cache-Control': 'max-age=1', ETag: '"e1"' })}&etag=run`;
+      const first = await app.get(changing);
+      await sleep(1100);
+      const replaced = await app.get(changing);
+      expect(replaced.xCache).toBe('MISS');
+      expect(replaced.text).not.toBe(first.text);
+      expect(replaced.headers['cache-status']).toMatch(/^dogpile-guard; fwd=stale; stored; ttl=\d+$/);
+      expect((await app.get(changing)).text).toBe(replaced.text);
+      if (framework === 'fastify') {
+        // No validator (Fastify adds no ETag): nothing to revalidate with, not kept.
+        const bare = path(freshId(), { 'Cache-Control': 'max-age=1' });
+        await app.get(bare);
+        await sleep(1100);
+        expect((await app.get(bare)).headers['cache-status']).toMatch(/^dogpile-guard; fwd=miss; stored; ttl=1$/);
+      }
+    });
+  });
+
   describe('invalidation on writes (RFC 9111 §4.4)', () => {
     it('a successful POST, PUT, PATCH or DELETE invalidates the stored GET of its URL; a failed one does not', async () => {
       const app = await start();
@@ -405,6 +496,34 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
       expect((await app.get(`/r/${elsewhere}`)).xCache).toBe('HIT');
     });
 
+    it("with a key function, invalidates the key that function gives a GET of the write's URL (the same client's entry)", async () => {
+      type Seen = { method: string; url: string; headers: Record<string, string | string[] | undefined> };
+      const seen: string[] = [];
+      const key = (req: Seen) => {
+        seen.push(req.method);
+        const tenant = req.headers['x-tenant'];
+        return typeof tenant === 'string' ? `${req.method} ${req.url.split('?')[0]!} tenant=${tenant}` : undefined;
+      };
+      const app = await start({ key } as HttpCacheOptions<never>);
+      const id = freshId();
+      const url = `/r/${id}`;
+      for (const tenant of ['a', 'b']) {
+        await app.get(url, { 'x-tenant': tenant });
+        expect((await app.get(url, { 'x-tenant': tenant })).xCache).toBe('HIT');
+      }
+      // A failed write invalidates nothing; a write the key function has no key for neither.
+      await app.get(`${url}?status=500`, { 'x-tenant': 'a' }, 'PUT');
+      await app.get(url, {}, 'PUT');
+      expect((await app.get(url, { 'x-tenant': 'a' })).xCache).toBe('HIT');
+      seen.length = 0;
+      const write = await app.get(`${url}?note=1`, { 'x-tenant': 'a' }, 'PUT');
+      expect(write.status).toBe(200);
+      // The key function was asked about a GET of the write's URL, with the write's headers.
+      expect(seen).toEqual(['GET']);
+      expect((await app.get(url, { 'x-tenant': 'a' })).xCache).toBe('MISS');
+      expect((await app.get(url, { 'x-tenant': 'b' })).xCache).toBe('HIT');
+    });
+
     it('invalidates every Vary variant of the URL', async () => {
       const app = await start();
       const id = freshId();
@@ -439,6 +558,25 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
         ...Array<string>(3).fill('dogpile-guard; fwd=miss; collapsed'),
         expect.stringMatching(/^dogpile-guard; fwd=miss; stored; ttl=\d+$/),
       ]);
+    });
+
+    it('says stored only for what is stored: not for a body over maxBodySize, nor for a 304 that does not renew the entry', async () => {
+      const app = await start({ maxBodySize: 10 });
+      const big = path(freshId());
+      const first = await app.get(big);
+      expect(first.body.length).toBeGreaterThan(10);
+      expect(first.headers['cache-status']).toBe('dogpile-guard; fwd=miss');
+      expect((await app.get(big)).xCache).toBe('MISS');
+
+      const small = await start();
+      const id = freshId();
+      const url = `${path(id, { 'Cache-Control': 'no-cache', ETag: '"n1"' })}&notmod=other`;
+      expect((await small.get(url)).headers['cache-status']).toBe('dogpile-guard; fwd=miss; stored; ttl=0');
+      // The revalidation's 304 names another representation: nothing is renewed, the entry goes.
+      const notRenewed = await small.get(url);
+      expect(notRenewed.headers['cache-status']).toBe('dogpile-guard; fwd=stale; fwd-status=304');
+      expect((await small.get(url)).headers['cache-status']).toBe('dogpile-guard; fwd=miss; stored; ttl=0');
+      expect(small.runs(`/r/${id}`)).toBe(3);
     });
 
     it('names the cache as cacheStatusName says, and refuses a bad name', async () => {

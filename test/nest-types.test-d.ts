@@ -1,7 +1,7 @@
-import { Controller, Get, Injectable, Module, type ExecutionContext } from '@nestjs/common';
+import { Controller, Get, Injectable, Module, Post, type ExecutionContext } from '@nestjs/common';
 import { expectTypeOf, test } from 'vitest';
 import type { DogpileCache } from '../src/index.js';
-import { Cached, DogpileInterceptor, DogpileModule, InjectCache, type CachedOptions, type DogpileModuleOptions } from '../src/nest/index.js';
+import { Cached, DogpileInterceptor, DogpileModule, InjectCache, InvalidateTags, type CachedOptions, type DogpileModuleOptions } from '../src/nest/index.js';
 
 test('@Cached takes a TTL, a TTL function or options, on handlers and classes', () => {
   @Controller('a')
@@ -12,6 +12,10 @@ test('@Cached takes a TTL, a TTL function or options, on handlers and classes', 
     @Get('3') @Cached((ctx) => (ctx.getType() === 'http' ? '1m' : 1000)) three() {}
     @Get('4') @Cached({ ttl: async () => 5000, key: (ctx) => ctx.switchToHttp().getRequest<{ url: string }>().url }) four() {}
     @Get('5') @Cached() five() {}
+    @Get('6') @Cached({ ttl: '1m', tags: ['products'] }) six() {}
+    @Get('7') @Cached({ tags: async (ctx) => [ctx.getType()] }) seven() {}
+    @Post('8') @InvalidateTags(['products']) eight() {}
+    @Post('9') @InvalidateTags((ctx) => [ctx.getType()]) nine() {}
   }
   void A;
   expectTypeOf<NonNullable<CachedOptions['key']>>().parameter(0).toEqualTypeOf<ExecutionContext>();
@@ -19,6 +23,10 @@ test('@Cached takes a TTL, a TTL function or options, on handlers and classes', 
   Cached('soon');
   // @ts-expect-error unknown option
   Cached({ ttl: '1m', store: 'x' });
+  // @ts-expect-error tags are strings
+  Cached({ tags: [1] });
+  // @ts-expect-error a list or a function
+  InvalidateTags('products');
 });
 
 test('DogpileModule.forRoot / forRootAsync options', () => {

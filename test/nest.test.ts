@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheKeys } from '../src/store/key.js';
 import { defaultCacheKey } from '../src/http/cache-key.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
-import { Cached } from '../src/nest/index.js';
+import { Cached, InvalidateTags } from '../src/nest/index.js';
 import { useRedis } from './support/use-redis.js';
 import { startNestApp, type Platform, type RunningApp } from './fixtures/nest-app-module.js';
 import { freshId } from '../tools/basics.js';
@@ -32,8 +32,11 @@ const pttl = (prefix: string, path: string) => redis.pttl(cacheKeys(prefix, defa
 
 class CapturingLogger {
   readonly warnings: string[] = [];
+  readonly errors: string[] = [];
   log() {}
-  error() {}
+  error(message: unknown) {
+    this.errors.push(String(message));
+  }
   debug() {}
   verbose() {}
   warn(message: unknown) {
@@ -291,6 +294,55 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(await count('no-store', ns)).toBe(2);
   });
 
+  it("stores a value for the response's own lifetime (@Header, headers set inside), or not at all, as the HTTP adapters do", async () => {
+    // @Header('Cache-Control', 'max-age=5') on a @Cached('1m') route: kept 5 s, not a minute.
+    const fh = `/fresh-header?run=${freshId()}`;
+    const [f1, f2] = [await call(fh), await call(fh)];
+    expect([f1.xCache, f2.xCache]).toEqual(['MISS', 'HIT']);
+    expect(await pttl(prefix, fh)).toBeGreaterThan(0);
+    expect(await pttl(prefix, fh)).toBeLessThanOrEqual(5000);
+
+    const own = (q: Record<string, string>) => `/own-headers?${new URLSearchParams({ run: freshId(), ...q }).toString()}`;
+    // Set by the app with res.set / reply.header while the handler's value passes through.
+    const lifetime = own({ cc: 'max-age=7' });
+    const [l1, l2] = [await call(lifetime), await call(lifetime)];
+    expect([l1.xCache, l2.xCache]).toEqual(['MISS', 'HIT']);
+    expect(l1.headers['cache-control']).toBe('max-age=7');
+    expect(await pttl(prefix, lifetime)).toBeLessThanOrEqual(7000);
+    // Its own stale-while-revalidate keeps it past its lifetime.
+    const swr = own({ cc: 'max-age=5, stale-while-revalidate=60' });
+    await call(swr);
+    expect(await pttl(prefix, swr)).toBeGreaterThan(5000);
+    expect(await pttl(prefix, swr)).toBeLessThanOrEqual(65_000);
+
+    // Never stored: no-store, max-age=0 (no validators to revalidate a value with), private in CDN-Cache-Control.
+    for (const q of [{ cc: 'no-store' }, { cc: 'max-age=0' }, { cc: 'max-age=300', cdn: 'private' }] as Record<string, string>[]) {
+      const path = own(q);
+      const [a, b] = [await call(path), await call(path)];
+      expect([a.xCache, b.xCache], JSON.stringify(q)).toEqual(['MISS', 'MISS']);
+      expect(json(b).n, JSON.stringify(q)).toBe(2);
+      expect(await pttl(prefix, path)).toBeLessThan(0);
+    }
+
+    // Dogpile-Cache-Control rules for this cache only and never leaves the server, whether a
+    // @Header() or the app set it; browsers and CDNs still see no-store.
+    for (const path of [own({ cc: 'no-store', dcc: 'max-age=300' }), `/targeted-header?run=${freshId()}`]) {
+      const [a, b] = [await call(path), await call(path)];
+      expect([a.xCache, b.xCache], path).toEqual(['MISS', 'HIT']);
+      expect(json(b).n).toBe(1);
+      for (const r of [a, b]) expect(r.headers['dogpile-cache-control'], path).toBeUndefined();
+      if (path.startsWith('/targeted')) expect(b.headers['cache-control']).toBe('no-store');
+      expect(await pttl(prefix, path)).toBeGreaterThan(60_000);
+      expect(await pttl(prefix, path)).toBeLessThanOrEqual(300_000);
+    }
+    // Dogpile-Cache-Control: no-store keeps out a response other caches may store.
+    const refused = own({ cc: 'max-age=300', dcc: 'no-store' });
+    const [r1, r2] = [await call(refused), await call(refused)];
+    expect([r1.xCache, r2.xCache]).toEqual(['MISS', 'MISS']);
+    expect(r1.headers['dogpile-cache-control']).toBeUndefined();
+    expect(r1.headers['cache-control']).toBe('max-age=300');
+  });
+
   it('sends handler errors as Nest does without the cache, and does not cache them', async () => {
     const run = freshId();
     const plain = await call(`/missing-plain?run=${run}`);
@@ -391,6 +443,54 @@ describe.each(['express', 'fastify'] as Platform[])('DogpileModule on the %s pla
     expect(json(await call(`/price?sku=${sku}`)).n).toBe(2);
   });
 
+  it('@Cached({ tags }) values and Dogpile-Tags are purged by invalidateTags and by @InvalidateTags after a successful write', async () => {
+    const direct = createCache({ redis, prefix });
+    try {
+      const run = freshId();
+      const url = `/tagged?run=${run}&dt=${encodeURIComponent(`shelf:${run}, all`)}`;
+      const [a, b] = [await call(url), await call(url)];
+      expect(a.xCache).toBe('MISS');
+      expect(b.xCache).toMatch(/^(HIT|COALESCED)$/);
+      expect(json(b).n).toBe(1);
+      for (const r of [a, b]) expect(r.headers['dogpile-tags']).toBeUndefined();
+      // A tag of @Cached({ tags: (ctx) => ... }), then one of the Dogpile-Tags header.
+      await direct.invalidateTags([`run:${run}`]);
+      expect(json(await call(url)).n).toBe(2);
+      expect((await call(url)).xCache).toBe('HIT');
+      await direct.invalidateTags([`shelf:${run}`]);
+      expect(json(await call(url)).n).toBe(3);
+
+      // @InvalidateTags: a failed write invalidates nothing, a successful one its tags.
+      const failed = await call(`/tagged?run=${run}&fail=1`, {}, 'POST');
+      expect(failed.status).toBe(404);
+      expect((await call(url)).xCache).toBe('HIT');
+      const write = await call(`/tagged?run=${run}`, {}, 'POST');
+      expect(write.status).toBe(201);
+      expect(json(write)).toEqual({ run, updated: true });
+      const after = await call(url);
+      expect([after.xCache, json(after).n]).toEqual(['MISS', 4]);
+
+      // On a provider method too.
+      const sku = freshId('sku');
+      expect(json(await call(`/price?sku=${sku}`)).n).toBe(1);
+      await direct.invalidateTags([`sku:${sku}`]);
+      expect(json(await call(`/price?sku=${sku}`)).n).toBe(2);
+    } finally {
+      await direct.close();
+    }
+  });
+
+  it('refuses bad tags with InvalidOptionError: from a @Cached or @InvalidateTags function, before the handler runs', async () => {
+    const run = freshId();
+    const read = await call(`/tagged-bad?run=${run}`);
+    expect(read.status).toBe(500);
+    expect(await count('tagged-bad', run)).toBe(0);
+    const write = await call(`/tagged-bad?run=${run}`, {}, 'POST');
+    expect(write.status).toBe(500);
+    expect(await count('update-bad', run)).toBe(0);
+    expect(logger.errors.join('\n')).toMatch(/Invalid tags: tag 1 is empty; every tag must be a non-empty string/);
+  });
+
   it('gives services the cache through @InjectCache()', async () => {
     const run = freshId();
     const a = json(await call(`/direct?run=${run}`));
@@ -466,5 +566,10 @@ describe('DogpileModule configuration', () => {
     expect(() => Cached({ key: 'fixed' } as never)).toThrow(/key/);
     expect(() => Cached({ privateHeaders: ['x-api-key', ''] })).toThrow(/Invalid privateHeaders/);
     expect(() => Cached({ privateHeaders: 'x-api-key' as never })).toThrow(InvalidOptionError);
+    expect(() => Cached({ tags: ['a', ''] })).toThrow(/^Invalid tags: tag 1 is empty/);
+    expect(() => Cached({ tags: 'a' as never })).toThrow(/^Invalid tags: expected an array of tags or a function/);
+    expect(() => Cached({ tags: Array.from({ length: 65 }, (_, i) => `t${i}`) })).toThrow(/at most 64/);
+    expect(() => InvalidateTags([''])).toThrow(/^Invalid tags: tag 0 is empty/);
+    expect(() => InvalidateTags([42] as never)).toThrow(InvalidOptionError);
   });
 });

@@ -136,6 +136,32 @@ describe('stale-serving options on the adapters', () => {
     }
   });
 
+  it("Express: a response's own stale-while-revalidate is served stale although the adapter has no stale window", async () => {
+    const app = express();
+    app.use(dogpileGuard({ cache: createCache(), ttl: 60_000 }));
+    let runs = 0;
+    app.get('/own', async (_req, res) => {
+      runs++;
+      await sleep(300);
+      res.set('cache-control', 'max-age=1, stale-while-revalidate=30').json({ runs });
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const { port } = server.address() as AddressInfo;
+    try {
+      expect((await fetchReply(port, '/own')).headers['x-cache']).toBe('MISS');
+      await sleep(1300);
+      // Past max-age, inside the response's own window: one request refreshes, the others get the stale copy at once.
+      const burstReplies = await burst(port, '/own', 5);
+      const stale = burstReplies.filter((r) => r.reply.headers['x-cache'] === 'STALE');
+      expect(stale).toHaveLength(4);
+      for (const r of stale) expect(JSON.parse(r.reply.text)).toEqual({ runs: 1 });
+      expect(runs).toBe(2);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   it('bad stale-serving options on the adapters and @Cached throw InvalidOptionError naming the option', async () => {
     expect(optionOf(() => dogpileGuard({ staleIfError: Number.NaN }))).toBe('staleIfError');
     expect(optionOf(() => dogpileGuard({ softTimeout: 500, hardTimeout: 100 }))).toBe('softTimeout');

@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
 import type { OutgoingHttpHeaders } from 'node:http';
-import { beforeHeaders, captureServerResponse, isRepresentationHeader, takeTargetedField } from '../http/capture.js';
+import { beforeHeaders, captureServerResponse, isRepresentationHeader, takeTagsField, takeTargetedField } from '../http/capture.js';
 import { appendCacheStatus } from '../http/cache-status.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
@@ -42,9 +42,10 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       }
       if (HttpGuard.unsafe(req.method)) invalidateBeforeEnd(guard, req, res);
       const bypass = guard.bypassStatus({ method: req.method, url: req.originalUrl, headers: req.headers });
-      // Dogpile-Cache-Control never leaves the server, whatever the request.
+      // Dogpile-Cache-Control and Dogpile-Tags never leave the server, whatever the request.
       beforeHeaders(res, () => {
         takeTargetedField(res);
+        takeTagsField(res);
         if (bypass !== undefined) res.setHeader('cache-status', bypass);
       });
       next();
@@ -53,11 +54,11 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
     guard.handle(plan, {
       // On a route with its own HEAD handler, a HEAD runs that handler.
       headAsGet: (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true,
-      proceed(capture) {
+      proceed(capture, active = plan) {
         res.setHeader('x-cache', 'MISS');
         if (capture) captureServerResponse(res, capture);
         let storedBody: Buffer | undefined;
-        if (capture && plan.revalidating) {
+        if (capture && active.revalidating) {
           // A 304 from the handler is turned into the stored response (below): its body goes
           // out instead of the empty one. Headers are settled first, for the decision.
           const end = res.end as (...args: unknown[]) => unknown;
@@ -72,20 +73,22 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         // Installed after the capture, so it runs first: the capture sees the headers as sent.
         beforeHeaders(res, (status) => {
           const targeted = takeTargetedField(res);
-          const renewed = capture ? guard.revalidated304(plan, status, res.getHeaders()) : undefined;
+          const tagged = takeTagsField(res);
+          if (tagged !== undefined) active.tagged = tagged;
+          const renewed = capture ? guard.revalidated304(active, status, res.getHeaders()) : undefined;
           if (capture && renewed) {
             // The handler confirmed the stored response: its client gets that, renewed.
             const keep = new Set(['x-cache']);
             for (const name of res.getHeaderNames()) if (!keep.has(name)) res.removeHeader(name);
             for (const [name, value] of Object.entries(renewed.headers)) res.setHeader(name, value);
-            res.setHeader('cache-status', guard.leaderHeaders(plan, status, res.getHeaders(), targeted));
+            res.setHeader('cache-status', guard.leaderHeaders(active, status, res.getHeaders(), targeted));
             capture.original = { status: 304, headers: {} };
             storedBody = renewed.body;
             return renewed.status;
           }
-          const member = guard.leaderHeaders(plan, status, res.getHeaders(), targeted, capture !== undefined);
+          const member = guard.leaderHeaders(active, status, res.getHeaders(), targeted, capture !== undefined);
           res.setHeader('cache-status', appendCacheStatus(res.getHeader('cache-status') as string | string[] | undefined, member));
-          if (capture === undefined || !guard.leaderNotModified(plan, status, res.getHeaders())) return undefined;
+          if (capture === undefined || !guard.leaderNotModified(active, status, res.getHeaders())) return undefined;
           // This client's conditional request is answered with a 304; the full response is
           // still captured and stored.
           const removed: OutgoingHttpHeaders = {};
@@ -121,10 +124,10 @@ function invalidateBeforeEnd(guard: HttpGuard<Request>, req: Request, res: Respo
   (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
     if (res.statusCode < 200 || res.statusCode > 399 || res.headersSent) {
       // Nothing to do, or headers already gone: invalidate without holding the response.
-      if (res.statusCode >= 200 && res.statusCode <= 399) void guard.invalidate(info, res.statusCode, res.getHeaders());
+      if (res.statusCode >= 200 && res.statusCode <= 399) void guard.invalidate(info, res.statusCode, res.getHeaders(), req);
       return end.apply(this, args);
     }
-    void guard.invalidate(info, res.statusCode, res.getHeaders()).then(() => end.apply(this, args));
+    void guard.invalidate(info, res.statusCode, res.getHeaders(), req).then(() => end.apply(this, args));
     return this;
   };
 }

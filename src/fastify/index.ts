@@ -9,7 +9,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { capturePayload, isRepresentationHeader, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { capturePayload, isRepresentationHeader, takeTagsField, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
 import { Readable } from 'node:stream';
 import { HttpGuard, type CachePlan } from '../http/guard.js';
 import { appendCacheStatus } from '../http/cache-status.js';
@@ -55,6 +55,19 @@ function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptio
   return { ttl: ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true }), freshness };
 }
 
+/** Whether `capturePayload` can keep this payload (anything else is sent and not shared). */
+function capturable(payload: unknown): boolean {
+  return payload === null || payload === undefined || typeof payload === 'string' || payload instanceof Uint8Array || payload instanceof Readable;
+}
+
+/** The size of a payload in hand (bytes), or undefined for a stream. */
+function payloadSize(payload: unknown): number | undefined {
+  if (payload === null || payload === undefined) return 0;
+  if (typeof payload === 'string') return Buffer.byteLength(payload);
+  if (payload instanceof Uint8Array) return payload.byteLength;
+  return undefined;
+}
+
 function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {
   if (existing === undefined || existing === null) return [hook];
   return [...(Array.isArray(existing) ? (existing as RouteHook[]) : [existing as RouteHook]), hook];
@@ -83,18 +96,22 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   const bypassed = new WeakMap<FastifyRequest, string>();
   /** `Dogpile-Cache-Control` values taken off responses by the app-wide hook below. */
   const targeted = new WeakMap<FastifyRequest, string>();
+  /** `Dogpile-Tags` values, likewise. */
+  const tagFields = new WeakMap<FastifyRequest, string>();
 
   // Dogpile-Cache-Control is read by this cache only: it never leaves the server, whatever the
   // route. App-wide onSend hooks run before the route's, so the value is kept for the capture.
   fastify.addHook('onSend', (request, reply, payload, done) => {
     const value = takeTargetedField(reply);
     if (value !== undefined) targeted.set(request, value);
+    const tags = takeTagsField(reply);
+    if (tags !== undefined) tagFields.set(request, tags);
     const bypass = bypassed.get(request);
     if (bypass !== undefined) void reply.header('cache-status', bypass);
     // A successful write: the stored responses it invalidates are deleted before it is sent.
     if (HttpGuard.unsafe(request.method) && reply.statusCode >= 200 && reply.statusCode <= 399) {
       const info = { method: request.method, url: request.url, headers: request.headers };
-      void guard.invalidate(info, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders).then(() => done(null, payload));
+      void guard.invalidate(info, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders, request).then(() => done(null, payload));
       return;
     }
     done(null, payload);
@@ -135,9 +152,10 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       return new Promise<unknown>((resolve, reject) => {
         guard.handle(plan, {
           headAsGet,
-          proceed(capture) {
+          proceed(capture, active = plan) {
             reply.header('x-cache', 'MISS');
             if (capture) {
+              plans.set(request, active);
               captures.set(request, capture);
               watchClientGone(reply.raw, capture);
             }
@@ -167,11 +185,13 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       const capture = captures.get(request);
       const plan = plans.get(request);
       let notModified = false;
+      const tags = tagFields.get(request);
+      if (plan !== undefined && tags !== undefined) plan.tagged = tags;
       const renewed = plan !== undefined && capture !== undefined ? guard.revalidated304(plan, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders) : undefined;
       if (plan !== undefined && capture !== undefined && renewed !== undefined) {
         // The handler confirmed the stored response (a 304 to the revalidation): its client
         // gets that, renewed; the capture renews the stored copy.
-        const member = guard.leaderHeaders(plan, 304, {}, targeted.get(request));
+        const member = guard.leaderHeaders(plan, 304, reply.getHeaders() as OutgoingHttpHeaders, targeted.get(request));
         for (const name of Object.keys(reply.getHeaders())) if (name !== 'x-cache') reply.removeHeader(name);
         void reply.headers(renewed.headers).header('cache-status', member).code(renewed.status);
         plans.delete(request);
@@ -185,7 +205,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         const value = targeted.get(request);
         const headers = reply.getHeaders() as OutgoingHttpHeaders;
         if (value !== undefined) plan.targeted = value;
-        const member = guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined);
+        const member = guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined && capturable(payload), payloadSize(payload));
         void reply.header('cache-status', appendCacheStatus(reply.getHeader('cache-status') as string | string[] | undefined, member));
         notModified = capture !== undefined && guard.leaderNotModified(plan, reply.statusCode, headers);
         plans.delete(request);

@@ -374,11 +374,22 @@ export function beforeHeaders(res: ServerResponse, decorate: (status: number) =>
   };
 }
 
+type HeaderAccess = { getHeader(name: string): unknown; removeHeader(name: string): unknown };
+
 /** Takes `Dogpile-Cache-Control` (read by this cache only) off a response; returns its value. */
-export function takeTargetedField(res: { getHeader(name: string): unknown; removeHeader(name: string): unknown }): string | undefined {
-  const value = res.getHeader('dogpile-cache-control');
+export function takeTargetedField(res: HeaderAccess): string | undefined {
+  return takeField(res, 'dogpile-cache-control');
+}
+
+/** Takes `Dogpile-Tags` (the tags of the stored entry, read by this cache only) off a response; returns its value. */
+export function takeTagsField(res: HeaderAccess): string | undefined {
+  return takeField(res, 'dogpile-tags');
+}
+
+function takeField(res: HeaderAccess, name: string): string | undefined {
+  const value = res.getHeader(name);
   if (value === undefined || value === null) return undefined;
-  res.removeHeader('dogpile-cache-control');
+  res.removeHeader(name);
   return headerString(value);
 }
 

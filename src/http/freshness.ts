@@ -1,6 +1,7 @@
 import { CacheDirectives, MAX_DELTA_SECONDS, parseCacheControl, selectCacheDirectives, type PolicySource } from './cache-control.js';
 import { fieldLines, fieldValue, singletonField, type HeaderBag } from './header-bag.js';
 import { parseHttpDate } from './http-date.js';
+import type { StoreDecision } from '../core/cache.js';
 
 /**
  * The statuses RFC 9110 §15.1 calls heuristically cacheable: a response with one of them and
@@ -117,6 +118,24 @@ export function responseFreshness(status: number, headers: HeaderBag, options: F
     if (typeof sie === 'number' && sie > 0) result.staleIfError = clamp(sie * 1000, maxTtl);
   }
   return result;
+}
+
+/**
+ * What the cache is told to do with a storable response kept `storageTtl` ms: a response that
+ * must be revalidated once stale (`must-revalidate`, `no-cache`, `s-maxage`...) is never kept
+ * stale; one with its own `stale-while-revalidate` / `stale-if-error` is kept stale for that
+ * long (RFC 5861) instead of the adapter's windows; any other gets the adapter's.
+ */
+export function storeDecisionOf(f: Extract<Freshness, { storable: true }>, storageTtl: number): StoreDecision {
+  const decision: StoreDecision = { decision: 'store', ttl: storageTtl };
+  if (f.mustRevalidate) {
+    decision.staleWhileRevalidate = 0;
+    decision.staleIfError = 0;
+  } else {
+    if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
+    if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
+  }
+  return decision;
 }
 
 function clamp(ms: number, maxTtl: number): number {

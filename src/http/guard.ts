@@ -1,18 +1,19 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { CacheDecision, DogpileCache, StoreDecision } from '../core/cache.js';
+import type { CacheDecision, DogpileCache, LoaderContext, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
-import { describe } from '../shared/duration.js';
-import { defaultCacheKey, requestHost } from './cache-key.js';
+import { describe, toMs } from '../shared/duration.js';
+import { mergeTags, validateTags } from '../store/tags.js';
+import { defaultCacheKey, requestHost, userCacheKey } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
 import { answerRange } from './range.js';
 import { ResponseCapture, type CapturedResponse } from './capture.js';
-import { responseFreshness, type Freshness } from './freshness.js';
+import { responseFreshness, storeDecisionOf, type Freshness } from './freshness.js';
 import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
@@ -52,6 +53,10 @@ export interface CachePlan {
   conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
   targeted?: string;
+  /** The tags of the request (the `tags` option), validated. */
+  tags?: readonly string[];
+  /** The leader's `Dogpile-Tags`, taken off its response before it was sent. */
+  tagged?: string;
   /** The stale-serving options of this route (the adapter's, then the route's). */
   freshness: FreshnessOptions;
 }
@@ -61,9 +66,11 @@ export interface Exchange {
   /**
    * Let the framework run the route handler for this request (`X-Cache: MISS`). With a
    * `capture`, the adapter feeds it the response the handler sends: the requests waiting for
-   * this one are served from it.
+   * this one are served from it. `plan` is then the plan this run leads (a `Vary` variant's
+   * when the URL's responses vary, not the one the adapter made): the one to hand back to the
+   * guard's calls about this response.
    */
-  proceed(capture: ResponseCapture | undefined): void;
+  proceed(capture: ResponseCapture | undefined, plan?: CachePlan): void;
   /** Answer from the cache; the handler does not run. */
   serve(response: PreparedResponse): void;
   /** Pass an error on to the framework's error handling. */
@@ -95,6 +102,13 @@ const decide = (value: Buffer | null): CacheDecision => (value === null ? 'priva
 export class HttpGuard<Req> {
   readonly options: ResolvedHttpCacheOptions<Req>;
   private readonly pending = new Set<ResponseCapture>();
+  /**
+   * The `VaryRecord`s this process is writing (a URL's key → its record), until the write has
+   * landed: a request for another variant of the URL that arrives meanwhile finds no record in
+   * the store yet, and takes this one's generation instead of making one that would orphan the
+   * variant being stored.
+   */
+  private readonly writingRecords = new Map<string, VaryRecord>();
 
   constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {
     this.options = resolveHttpCacheOptions(options, resolveOptions);
@@ -128,8 +142,21 @@ export class HttpGuard<Req> {
       userKey = k;
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
+    const tags = this.requestTags(req);
     handled.claim(marker);
-    return { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
+    const plan: CachePlan = { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
+    if (tags !== undefined) plan.tags = tags;
+    return plan;
+  }
+
+  /** The `tags` option's tags for a request (validated: `InvalidOptionError`), or undefined for none. */
+  private requestTags(req: Req): readonly string[] | undefined {
+    const tagsFn = this.options.tags;
+    if (tagsFn === undefined) return undefined;
+    const given = tagsFn(req);
+    if (given === undefined || given === null) return undefined;
+    const tags = validateTags(given, 'tags');
+    return tags.length > 0 ? tags : undefined;
   }
 
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
@@ -179,15 +206,79 @@ export class HttpGuard<Req> {
   /**
    * The headers of the leader's response are about to be sent: takes `Dogpile-Cache-Control`
    * off it (kept in the plan for the decision to store) and returns its `Cache-Status` member.
+   * It says `stored` only when the response is what the capture will store: storable by its
+   * headers as they are now, a body within `maxBodySize` (`bodySize`, else its
+   * `Content-Length`), and, for a 304 to a revalidation, one that selects and renews the
+   * stored response. What cannot be known yet can still keep it out of the store: headers
+   * added after this point (another middleware's `writeHead` hook, such as a session cookie),
+   * a body without a length that grows past `maxBodySize`, a stream that breaks, a store that
+   * cannot be reached.
    */
-  leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined, captured = true): string {
+  leaderHeaders(plan: CachePlan, status: number, headers: CapturedResponse['headers'], targeted: string | undefined, captured = true, bodySize?: number): string {
     if (targeted !== undefined) plan.targeted = targeted;
     if (!captured) return this.member({ fwd: 'miss' });
-    if (plan.revalidating !== undefined && status === 304) return this.member({ fwd: 'stale', fwdStatus: 304, stored: true });
-    const f = this.freshness(plan, status, headers);
-    const stored = f.storable && (f.ttl >= 1 || hasValidator(headers));
+    if (plan.revalidating !== undefined && status === 304) {
+      const renewed = this.renewal(plan, plan.revalidating, headers);
+      return this.member(renewed === undefined ? { fwd: 'stale', fwdStatus: 304 } : { fwd: 'stale', fwdStatus: 304, stored: true });
+    }
+    const f = this.storable(plan, status, headers, bodySize);
     const fwd = plan.revalidating !== undefined ? 'stale' : 'miss';
-    return this.member(stored ? { fwd, stored: true, ttl: f.ttl } : { fwd });
+    return this.member(f !== undefined ? { fwd, stored: true, ttl: f.ttl } : { fwd });
+  }
+
+  /**
+   * The freshness of a response the capture may store, or undefined: not storable, stale at
+   * once without a validator to revalidate it with (shared with nobody), or a body over
+   * `maxBodySize` (`bodySize`, else a valid `Content-Length`).
+   */
+  private storable(plan: CachePlan, status: number, headers: CapturedResponse['headers'], bodySize?: number, now = Date.now()): StorableFreshness | undefined {
+    const f = this.freshness(plan, status, headers, now);
+    if (!f.storable || (f.ttl < 1 && !hasValidator(headers))) return undefined;
+    const length = bodySize ?? contentLength(headers);
+    if (length !== undefined && length > this.options.maxBodySize) return undefined;
+    if (this.responseTags(plan) === false) return undefined;
+    return f;
+  }
+
+  /**
+   * The tags the leader's `Dogpile-Tags` gives its entry (comma-separated, trimmed, empty
+   * members dropped), or false when they are not valid tags, or too many with the request's
+   * (the response is then shared with nobody: stored untagged, no invalidation could reach it).
+   */
+  private responseTags(plan: CachePlan): readonly string[] | false {
+    if (plan.tagged === undefined) return [];
+    try {
+      const own = validateTags(plan.tagged.split(',').map((s) => s.trim()).filter((s) => s !== ''), 'Dogpile-Tags');
+      mergeTags(plan.tags, own, 'Dogpile-Tags');
+      return own;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Every tag of the leader's entry (the request's and its response's), for a write outside the miss protocol. */
+  private entryTags(plan: CachePlan): readonly string[] | undefined {
+    const own = this.responseTags(plan);
+    return mergeTags(plan.tags, own === false ? undefined : own, 'Dogpile-Tags');
+  }
+
+  /** `cache.set` options for a response written outside the miss protocol: its ttl and every tag of it. */
+  private setOptions(plan: CachePlan, ttl: number): { ttl: number; tags?: readonly string[] } {
+    const tags = this.entryTags(plan);
+    return tags === undefined || tags.length === 0 ? { ttl } : { ttl, tags };
+  }
+
+  /**
+   * The stored response renewed by the handler's 304 to a revalidation (RFC 9111 §4.3.4): its
+   * merged headers (with a new `Date`) and their freshness, or undefined when the 304 does not
+   * select it or the merged response may not be stored.
+   */
+  private renewal(plan: CachePlan, stored: ServableResponse, headersOf304: CapturedResponse['headers'], now = Date.now()): { merged: Record<string, string | string[]>; f: StorableFreshness } | undefined {
+    const merged = mergeNotModified(stored.headerObject, headersOf304);
+    if (merged === undefined || this.responseTags(plan) === false) return undefined;
+    merged.date = formatHttpDate(now);
+    const f = this.freshness(plan, stored.status, merged, now);
+    return f.storable ? { merged, f } : undefined;
   }
 
   /**
@@ -248,7 +339,7 @@ export class HttpGuard<Req> {
         }
         prepare?.();
         try {
-          exchange.proceed(capture);
+          exchange.proceed(capture, plan);
         } catch (error) {
           capture.share(null);
           exchange.fail(error);
@@ -294,23 +385,18 @@ export class HttpGuard<Req> {
     if (response.status !== 304) {
       const bytes = this.finish(plan, response);
       const decision = bytes === null ? undefined : storeDecisions.get(bytes);
-      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, decision.ttl).catch(() => {});
+      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl)).catch(() => {});
       // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
       else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
       return bytes;
     }
-    const merged = mergeNotModified(stored.headerObject, response.headers);
-    if (merged === undefined) {
-      void this.cache.delete(plan.key).catch(() => {});
-      return null;
-    }
     const now = Date.now();
-    merged.date = formatHttpDate(now);
-    const f = this.freshness(plan, stored.status, merged, now);
-    if (!f.storable) {
+    const renewed = this.renewal(plan, stored, response.headers, now);
+    if (renewed === undefined) {
       void this.cache.delete(plan.key).catch(() => {});
       return null;
     }
+    const { merged, f } = renewed;
     const bytes = encodeResponse({
       createdAt: now,
       status: stored.status,
@@ -320,25 +406,70 @@ export class HttpGuard<Req> {
       freshFor: f.ttl,
       ageOnArrival: f.initialAge,
     });
-    void this.cache.set(plan.key, bytes, this.storageTtl(plan, f.ttl)).catch(() => {});
+    // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
+    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged))).catch(() => {});
     return bytes;
   }
 
-  /** How long the store keeps a response: its lifetime, or when stale at once (kept for revalidation) the adapter's ttl (else a minute), within maxTtl. */
-  private storageTtl(plan: CachePlan, ttl: number): number {
-    if (ttl >= 1) return ttl;
-    return Math.max(1, Math.min(this.options.maxTtl, plan.ttl > 0 ? plan.ttl : 60_000));
+  /**
+   * How long the store keeps a response. One with a validator (`ETag`, `Last-Modified`) is kept
+   * past its lifetime, for revalidation, unless a stale window keeps it anyway (its own
+   * `stale-while-revalidate` / `stale-if-error`, else the route's and the cache's: then a stale
+   * copy is served while the refresh runs the handler conditionally): once stale, the next request runs the
+   * handler with `If-None-Match` / `If-Modified-Since` and a 304 renews it (RFC 9111 §4.3).
+   * It is kept for the adapter's ttl (else a minute, within maxTtl) after its lifetime.
+   */
+  private storageTtl(plan: CachePlan, f: StorableFreshness, headers: CapturedResponse['headers']): number {
+    const forRevalidation = Math.max(1, Math.min(this.options.maxTtl, plan.ttl > 0 ? plan.ttl : 60_000));
+    if (f.ttl < 1) return forRevalidation;
+    if (!hasValidator(headers) || this.keptStale(plan, f)) return f.ttl;
+    return f.ttl + forRevalidation;
+  }
+
+  /** Whether the store keeps this response stale past its lifetime anyway (a stale window applies to it). */
+  private keptStale(plan: CachePlan, f: StorableFreshness): boolean {
+    if (f.mustRevalidate) return false;
+    const rules = this.cache.options.freshness;
+    const window = (own: number | undefined, name: 'staleWhileRevalidate' | 'staleIfError'): number => {
+      if (own !== undefined) return own;
+      const route = plan.freshness[name];
+      return route === undefined ? rules[name] : toMs(route, name, { allowZero: true });
+    };
+    return window(f.staleWhileRevalidate, 'staleWhileRevalidate') > 0 || window(f.staleIfError, 'staleIfError') > 0;
   }
 
   private handleGet(plan: CachePlan, exchange: Exchange): void {
     const lead = this.leaderLoader(plan, exchange, (response) => this.finish(plan, response));
-    const { loader } = lead;
+    // A refresh of a stored response that has a validator (inside a stale window) runs the
+    // handler conditionally, as a revalidation does: a 304 renews the stored response without
+    // a new body (RFC 9111 §4.3.1, §4.3.4).
+    const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
+      const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value);
+      if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader();
+      const conditional = this.leaderLoader(
+        plan,
+        exchange,
+        (response) => {
+          // Stored (or renewed) by the revalidation itself: the lead only shares it.
+          const bytes = this.finishRevalidation(plan, stored, response);
+          if (bytes !== null) storeDecisions.set(bytes, 'share');
+          return bytes;
+        },
+        () => {
+          Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
+          plan.revalidating = stored;
+        },
+      );
+      lead.ran = true;
+      return conditional.loader();
+    };
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
     // ttl must still be valid when the adapter's is 0. A stale response inside
     // staleWhileRevalidate: every request but one is answered with it at once (X-Cache: STALE);
     // the one that wins the refresh lead runs its handler (X-Cache: MISS).
     const options = {
       ttl: Math.max(plan.ttl, 1),
+      ...(plan.tags === undefined ? {} : { tags: plan.tags }),
       cacheable: decide,
       onWaitTimeout: 'load' as const,
       hitForMissTtl: this.options.hitForMissTtl,
@@ -425,7 +556,9 @@ export class HttpGuard<Req> {
       return;
     }
     const names = [...new Set([...(plan.record?.names ?? []), ...stored.vary.map(([name]) => name)])].sort();
-    const record: VaryRecord = { names, gen: plan.record?.gen ?? newGeneration() };
+    const record: VaryRecord = { names, gen: plan.record?.gen ?? this.generationFor(plan.base, names) };
+    // Made up here, not read from the store: the one that stores a response under it checks the store first.
+    if (plan.record === undefined) madeUpRecords.add(record);
     this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
   }
 
@@ -437,28 +570,45 @@ export class HttpGuard<Req> {
   /**
    * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
    * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
-   * the same host. Only default keys (no `key` function). Never rejects.
+   * the same host. With a `key` function, the key of its own URL is what that function returns
+   * for `req` seen as a GET (`method` reads 'GET'; URL, headers and everything else are the
+   * request's own, so a key that includes the identity finds that client's entry); the
+   * `Location` / `Content-Location` URLs are then left alone, since no request for them exists
+   * to ask the function about. Never rejects.
    */
-  async invalidate(info: HttpRequestInfo, status: number, responseHeaders: CapturedResponse['headers']): Promise<void> {
-    if (this.options.key !== undefined) return;
+  async invalidate(info: HttpRequestInfo, status: number, responseHeaders: CapturedResponse['headers'], req?: Req): Promise<void> {
     const host = requestHost(info.headers);
     const targets = invalidationTargets(info.method, status, info.url, host, responseHeaders);
-    await Promise.all(
-      targets.map((url) =>
-        // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
-        this.cache.delete(defaultCacheKey('GET', url, info.headers)).catch(() => false),
-      ),
-    );
+    if (targets.length === 0) return;
+    const keyFn = this.options.key;
+    let keys: string[];
+    if (keyFn === undefined) {
+      // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
+      keys = targets.map((url) => defaultCacheKey('GET', url, info.headers));
+      for (const key of keys) this.writingRecords.delete(key);
+    } else {
+      if (req === undefined) return;
+      let k: unknown;
+      try {
+        k = keyFn(readAsGet(req));
+      } catch {
+        // A key function that cannot answer for the GET view has nothing to invalidate.
+        return;
+      }
+      keys = typeof k === 'string' && k !== '' ? [userCacheKey(k)] : [];
+      for (const key of keys) this.writingRecords.delete(key);
+    }
+    await Promise.all(keys.map((key) => this.cache.delete(key).catch(() => false)));
   }
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
   private finish(plan: CachePlan, response: CapturedResponse): Buffer | null {
     if (response.tooBig) return null;
     const now = Date.now();
-    const f = this.freshness(plan, response.status, response.headers, now);
     // Not storable, or stale at once (max-age=0, a past Expires, no-cache) without a validator
     // to revalidate it with: shared with nobody.
-    if (!f.storable || (f.ttl < 1 && !hasValidator(response.headers))) return null;
+    const f = this.storable(plan, response.status, response.headers, undefined, now);
+    if (f === undefined) return null;
     const vary = parseVary(headerValue(response.headers, 'vary'));
     if (vary === '*') return null;
     const headers = storableHeaders(response.headers, f.omitHeaders);
@@ -473,22 +623,16 @@ export class HttpGuard<Req> {
       freshFor: f.ttl,
       ageOnArrival: f.initialAge,
     });
-    const decision: StoreDecision = { decision: 'store', ttl: this.storageTtl(plan, f.ttl) };
-    // A response that must be revalidated once stale (must-revalidate, no-cache, s-maxage...)
-    // is never kept stale; one with its own stale-while-revalidate / stale-if-error is kept
-    // stale for that long (RFC 5861) instead of the adapter's windows.
-    if (f.mustRevalidate) {
-      decision.staleWhileRevalidate = 0;
-      decision.staleIfError = 0;
-    } else {
-      if (f.staleWhileRevalidate !== undefined) decision.staleWhileRevalidate = f.staleWhileRevalidate;
-      if (f.staleIfError !== undefined) decision.staleIfError = f.staleIfError;
-    }
-    if (vary.length > 0 && !sameNames(plan.record?.names, vary)) {
-      // A response that varies, under a key that does not say so: stored as a variant, and the
-      // URL's key tells every process what it varies on. The requests waiting here get it as it is.
-      const record: VaryRecord = { names: vary, gen: plan.record?.gen ?? newGeneration() };
-      void this.storeVariant(plan, record, bytes, this.storageTtl(plan, f.ttl));
+    const storeFor = this.storageTtl(plan, f, response.headers);
+    const decision = storeDecisionOf(f, storeFor);
+    const own = this.responseTags(plan);
+    if (own !== false && own.length > 0) decision.tags = [...own];
+    const madeUp = plan.record !== undefined && madeUpRecords.has(plan.record);
+    if (vary.length > 0 && (madeUp || !sameNames(plan.record?.names, vary))) {
+      // A response that varies, under a key that does not say so (or under a generation made up
+      // before the URL's record could be read): stored as a variant, and the URL's key tells
+      // every process what it varies on. The requests waiting here get it as it is.
+      void this.storeVariant(plan, vary, madeUp ? undefined : plan.record?.gen, bytes, this.setOptions(plan, storeFor));
       storeDecisions.set(bytes, 'share');
     } else {
       if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
@@ -497,12 +641,41 @@ export class HttpGuard<Req> {
     return bytes;
   }
 
-  private async storeVariant(plan: CachePlan, record: VaryRecord, bytes: Buffer, ttl: number): Promise<void> {
+  /** The generation of a URL's new `VaryRecord`: that of the record this process is writing for the same names, else a new one. */
+  private generationFor(base: string, names: readonly string[]): string {
+    const writing = this.writingRecords.get(base);
+    return writing !== undefined && sameNames(writing.names, names) ? writing.gen : newGeneration();
+  }
+
+  /**
+   * Stores a variant and the URL's record. Without a known generation (`gen`), it takes that of
+   * the record this process is writing for the same names, else a new one; meanwhile it reads
+   * the URL's record, and when another request has written one for the same names since this
+   * one found none, the variant is stored under that record's generation too and the record is
+   * kept: two requests for two variants that both found no record do not orphan each other's.
+   */
+  private async storeVariant(plan: CachePlan, names: readonly string[], gen: string | undefined, bytes: Buffer, options: { ttl: number; tags?: readonly string[] }): Promise<void> {
+    const writing = this.writingRecords.get(plan.base);
+    const known = gen !== undefined || (writing !== undefined && sameNames(writing.names, names));
+    const record: VaryRecord = gen !== undefined ? { names, gen } : known ? writing! : { names, gen: newGeneration() };
+    this.writingRecords.set(plan.base, record);
+    let writingNow = record;
     try {
-      await this.cache.set(variantKey(plan.base, record, plan.headers), bytes, ttl);
-      await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);
+      const [, current] = await Promise.all([
+        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, options),
+        known ? undefined : this.cache.get(plan.base).then(toVaryRecord, () => undefined),
+      ]);
+      if (current !== undefined && current.gen !== record.gen && sameNames(current.names, names)) {
+        if (this.writingRecords.get(plan.base) === record) this.writingRecords.set(plan.base, (writingNow = current));
+        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, options);
+        await this.cache.set(plan.base, encodeVaryRecord(current), this.options.maxTtl);
+      } else {
+        await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);
+      }
     } catch {
       // Reported by the cache's backendError event; the next request runs the handler.
+    } finally {
+      if (this.writingRecords.get(plan.base) === writingNow) this.writingRecords.delete(plan.base);
     }
   }
 
@@ -534,9 +707,36 @@ function rangeOf(stored: ServableResponse, prepared: PreparedResponse, requestHe
   return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
 }
 
+/**
+ * The request as a `key` function would see a GET of the same URL: `method` reads 'GET', all
+ * else is the request (methods are called on the request itself).
+ */
+function readAsGet<Req>(req: Req): Req {
+  if (req === null || typeof req !== 'object') return req;
+  return new Proxy(req as object, {
+    get(target, property) {
+      if (property === 'method') return 'GET';
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  }) as Req;
+}
+
+type StorableFreshness = Extract<Freshness, { storable: true }>;
+
+/** A valid `Content-Length` (digits only, one value), or undefined. */
+function contentLength(headers: CapturedResponse['headers']): number | undefined {
+  const value = headers['content-length'];
+  const text = Array.isArray(value) ? (value.length === 1 ? String(value[0]) : undefined) : value === undefined ? undefined : String(value);
+  return text !== undefined && /^\d+$/.test(text.trim()) ? Number(text.trim()) : undefined;
+}
+
 function hasValidator(headers: CapturedResponse['headers']): boolean {
   return Object.keys(revalidationHeaders(headers)).length > 0;
 }
+
+/** Records made up for a lookup before the URL's record was read (see varyMismatch). */
+const madeUpRecords = new WeakSet<VaryRecord>();
 
 function sameNames(a: readonly string[] | undefined, b: readonly string[]): boolean {
   return a !== undefined && a.length === b.length && a.every((name, i) => name === b[i]);

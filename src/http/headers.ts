@@ -7,8 +7,8 @@ export type HeaderEntry = [name: string, value: string | string[]];
 /**
  * Never stored: hop-by-hop headers (RFC 9110 §7.6.1), `Set-Cookie` (a response carrying it is
  * not stored at all; this is the second line of defence), `Content-Length` (the stored body's
- * is sent), what the cache itself sets (`X-Cache`, `Age`, `Cache-Status`) and
- * `Dogpile-Cache-Control` (read by this cache only, never stored nor sent). `Date` is stored:
+ * is sent), what the cache itself sets (`X-Cache`, `Age`, `Cache-Status`),
+ * `Dogpile-Cache-Control` and `Dogpile-Tags` (read by this cache only, never stored nor sent). `Date` is stored:
  * a response served from the cache carries the origin's `Date` (RFC 9110 §6.6.1).
  */
 const NOT_STORED = new Set([
@@ -17,6 +17,7 @@ const NOT_STORED = new Set([
   'age',
   'cache-status',
   'dogpile-cache-control',
+  'dogpile-tags',
 ]);
 
 /** One header's value as a single string (repeated values joined with `, `), or undefined. */

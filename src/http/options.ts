@@ -43,7 +43,9 @@ export interface HttpCacheOptions<Req = unknown> extends FreshnessOptions {
    * let the request through uncached. Giving a key function is also how requests that carry
    * one of `privateHeaders` (`Authorization`, `Cookie`) become cacheable: the key must then
    * include the identity (user id, tenant, ...), or one user's response will be served to another.
-   * The request headers a response names in `Vary` are still added to the key.
+   * The request headers a response names in `Vary` are still added to the key. A successful
+   * write (POST, PUT, PATCH, DELETE) invalidates the key this function returns for the write's
+   * request seen as a GET (`method` reads 'GET').
    */
   key?: (req: Req) => string | null | undefined | false;
   /**
@@ -55,6 +57,15 @@ export interface HttpCacheOptions<Req = unknown> extends FreshnessOptions {
   statuses?: readonly number[];
   /** Return true to let a request through untouched (no lookup, no coalescing). */
   skip?: (req: Req) => boolean;
+  /**
+   * Tags of the stored response of a request (e.g. `(req) => ['user:' + req.params.id]`):
+   * `cache.invalidateTags([...])` on any of them, in any process, makes it a miss (or stale
+   * with `{ stale: true }`). The handler adds its own with a `Dogpile-Tags` response header
+   * (comma-separated; read by this cache only, removed before the response is sent). At most
+   * `MAX_TAGS` (64) non-empty strings per response; anything else is an `InvalidOptionError`
+   * passed to the framework's error handling.
+   */
+  tags?: (req: Req) => readonly string[] | null | undefined;
   /**
    * Bodies larger than this (bytes) are sent to their client and not stored; requests
    * waiting for that response run their own handler.
@@ -85,6 +96,7 @@ export interface ResolvedHttpCacheOptions<Req = unknown> {
   key: ((req: Req) => string | null | undefined | false) | undefined;
   statuses: ReadonlySet<number>;
   skip: ((req: Req) => boolean) | undefined;
+  tags: ((req: Req) => readonly string[] | null | undefined) | undefined;
   maxBodySize: number;
   hitForMissTtl: number;
   /** Lower-case header names. */
@@ -122,7 +134,7 @@ export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders')
   return [...names];
 }
 
-const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', ...FRESHNESS_OPTION_NAMES]);
+const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'tags', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -142,6 +154,7 @@ export function resolveHttpCacheOptions<Req>(
   }
   if (o.key !== undefined && typeof o.key !== 'function') throw new InvalidOptionError('key', `expected a function (req) => string, got ${describe(o.key)}`);
   if (o.skip !== undefined && typeof o.skip !== 'function') throw new InvalidOptionError('skip', `expected a function (req) => boolean, got ${describe(o.skip)}`);
+  if (o.tags !== undefined && typeof o.tags !== 'function') throw new InvalidOptionError('tags', `expected a function (req) => string[], got ${describe(o.tags)}`);
   let statuses: ReadonlySet<number> = new Set(HTTP_CACHE_DEFAULTS.statuses);
   if (o.statuses !== undefined) {
     if (!Array.isArray(o.statuses) || o.statuses.length === 0) {
@@ -175,6 +188,7 @@ export function resolveHttpCacheOptions<Req>(
     key: o.key,
     statuses,
     skip: o.skip,
+    tags: o.tags,
     maxBodySize,
     hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     privateHeaders: o.privateHeaders === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),

@@ -12,6 +12,9 @@ export const DOGPILE_DEFAULTS = Symbol.for('dogpile-guard:defaults');
 /** Where `@Cached()` keeps its options, on a handler, a controller class or a provider method. */
 export const CACHED_METADATA = 'dogpile-guard:cached';
 
+/** Where `@InvalidateTags()` keeps its tags, on a handler or a controller class. */
+export const INVALIDATE_TAGS_METADATA = 'dogpile-guard:invalidate-tags';
+
 /**
  * Metadata keys and values Nest itself uses for route handlers (stable since Nest 8; copied
  * here because deep imports differ between the CommonJS Nest 11 and the ESM-only Nest 12).

@@ -2,17 +2,20 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Inject, Injectable, Logger, Optional, StreamableFile } from '@nestjs/common';
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
-import { defer, firstValueFrom, type Observable } from 'rxjs';
+import { defer, firstValueFrom, tap, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
 import { formatCacheStatus, type CacheStatusEntry } from '../http/cache-status.js';
+import { responseFreshness, storeDecisionOf } from '../http/freshness.js';
+import { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
-import { checkKey, mergeCachedOptions, NEST_DEFAULTS, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
+import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
+import { mergeTags, validateTags } from '../store/tags.js';
 import { handlerFacts, headerRules } from './route-facts.js';
 
 type Fn = (...args: any[]) => unknown;
@@ -61,6 +64,86 @@ function lostClass(value: unknown): string | undefined {
 
 const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstValueFrom(observable, { defaultValue: undefined });
 
+/** The parts of an Express `Response` or a Fastify `FastifyReply` the interceptor reads. */
+interface AnyResponse {
+  statusCode?: number;
+  getHeaders?(): Record<string, string | string[] | number | undefined>;
+  getHeader?(name: string): unknown;
+  removeHeader?(name: string): unknown;
+}
+
+/** The fields read by this cache only: never sent. */
+interface TakenFields {
+  /** `Dogpile-Cache-Control`. */
+  targeted?: string;
+  /** `Dogpile-Tags`. */
+  tagged?: string;
+}
+
+/** Takes `Dogpile-Cache-Control` and `Dogpile-Tags` off the response (they never leave the server) and returns their values. */
+function takeFields(res: AnyResponse): TakenFields {
+  const out: TakenFields = {};
+  for (const [name, field] of [['dogpile-cache-control', 'targeted'], ['dogpile-tags', 'tagged']] as const) {
+    const value = res.getHeader?.(name);
+    if (value === undefined || value === null) continue;
+    res.removeHeader?.(name);
+    out[field] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return out;
+}
+
+/**
+ * The tags a `Dogpile-Tags` value gives the entry (comma-separated, trimmed, empty members
+ * dropped), none without one, or false when they are not valid tags or too many with the
+ * call's: the value is then kept to its own request.
+ */
+function fieldTags(tagged: string | undefined, callTags: readonly string[] | undefined): string[] | false {
+  if (tagged === undefined) return [];
+  try {
+    const own = validateTags(tagged.split(',').map((t) => t.trim()).filter((t) => t !== ''), 'Dogpile-Tags');
+    mergeTags(callTags, own, 'Dogpile-Tags');
+    return own;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What the response a handler produced says about storing its value, by the rules of the
+ * Express and Fastify adapters (RFC 9111 §3, §4.2, §5.2; RFC 5861; RFC 9213): its headers as
+ * the route's `@Header()`s and the handler (or an interceptor inside this one) set them.
+ * Their own lifetime (`s-maxage`, `max-age`, `Expires`, in `Dogpile-Cache-Control`, else
+ * `CDN-Cache-Control`, else `Cache-Control`) replaces the route's `ttl`, which applies to a
+ * response that says nothing; `no-store`, `private`, `Set-Cookie`, `Vary: *`, `no-cache` and a
+ * response stale at once (`max-age=0`, a past `Expires`) keep the value to its own request:
+ * a stored value has no validators to revalidate it with. Only a 2xx other than 206 is stored
+ * (a hit is sent with the route's status). A `Dogpile-Tags` header (comma-separated) adds its
+ * tags to the call's; invalid ones keep the value to its own request. Undefined outside a
+ * response with headers to read.
+ */
+function responseDecision(res: AnyResponse, ttl: number, before: TakenFields, callTags: readonly string[] | undefined): CacheDecision | undefined {
+  if (typeof res.getHeaders !== 'function') return undefined;
+  const taken = takeFields(res);
+  const targeted = taken.targeted ?? before.targeted;
+  const tags = fieldTags(taken.tagged ?? before.tagged, callTags);
+  if (tags === false) return 'private';
+  const headers: Record<string, string | string[] | number | undefined> = { ...res.getHeaders() };
+  if (targeted !== undefined) headers['dogpile-cache-control'] = targeted;
+  const status = typeof res.statusCode === 'number' ? res.statusCode : 200;
+  if (status < 200 || status > 299 || status === 206) return 'private';
+  const f = responseFreshness(status, headers, {
+    now: Date.now(),
+    defaultTtl: ttl,
+    // A route's own TTL is never cut; a response's lifetime is capped as in the adapters.
+    maxTtl: Math.max(HTTP_CACHE_DEFAULTS.maxTtl, ttl),
+    statuses: [status],
+  });
+  if (!f.storable || f.ttl < 1) return 'private';
+  const decision = storeDecisionOf(f, f.ttl);
+  if (tags.length > 0) decision.tags = tags;
+  return decision;
+}
+
 /**
  * Caches the value a route handler returns (a value, a Promise or the first value of an
  * Observable) in the module's `DogpileCache`, and runs the handler once for all concurrent
@@ -81,6 +164,9 @@ const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstV
  *   or `Vary: *`;
  * - `StreamableFile` and stream results: sent to their own request only; concurrent requests
  *   run their own handler.
+ *
+ * The response's own headers decide whether and how long its value is kept, as in the
+ * adapters (`responseDecision`); `Dogpile-Cache-Control` is taken off before it is sent.
  *
  * Errors thrown by the handler are never cached; they reach the client as Nest sends them.
  * Requests waiting in the same process get the same error; requests waiting in another
@@ -124,19 +210,26 @@ export class DogpileInterceptor implements NestInterceptor {
     let marker: object;
     let vary: string[] = [];
     let headers: IncomingHttpHeaders | undefined;
+    let taken: TakenFields = {};
+    let pass = (): Observable<unknown> => next.handle();
     if (http) {
       const facts = handlerFacts(context.getClass(), context.getHandler() as Fn);
       if (facts.skip !== undefined) {
         this.warnSkipped(context, facts.skip);
         return next.handle();
       }
+      // Dogpile-Cache-Control is read by this cache only: it never leaves the server, whether
+      // a @Header() set it (Nest sets those before any interceptor runs) or the handler did.
+      const response = context.switchToHttp().getResponse<AnyResponse>();
+      taken = takeFields(response);
+      pass = () => next.handle().pipe(tap(() => void takeFields(response)));
       const req = context.switchToHttp().getRequest<AnyRequest>();
       // GET and HEAD only, with a well-formed Host and no body, whatever trackBy() says.
-      if (!cacheableRequest(req.method, req.headers, [])) return next.handle();
+      if (!cacheableRequest(req.method, req.headers, [])) return pass();
       marker = (req as { raw?: object }).raw ?? req;
-      if (handled.has(marker)) return next.handle();
+      if (handled.has(marker)) return pass();
       const rules = headerRules(facts);
-      if (rules.notStorable !== undefined) return next.handle();
+      if (rules.notStorable !== undefined) return pass();
       vary = rules.vary;
       headers = req.headers;
     } else {
@@ -145,8 +238,7 @@ export class DogpileInterceptor implements NestInterceptor {
     }
 
     const tracked = await this.trackBy(context);
-    if (!tracked) return next.handle();
-    if (typeof tracked !== 'string') return next.handle();
+    if (!tracked || typeof tracked !== 'string') return pass();
     // A key from trackBy() that starts like the default ones (an override extending super's)
     // is kept as is, but escaped like a user key: no newline may reach the Vary part.
     const base = tracked.startsWith(HTTP_KEY_PREFIX) ? escapeKey(tracked) : userCacheKey(tracked);
@@ -155,8 +247,9 @@ export class DogpileInterceptor implements NestInterceptor {
     // A second DogpileInterceptor on the same request (@Cached on the class and the handler,
     // or also bound globally) lets it through: the first one handles it.
     handled.claim(marker);
+    const tags = await tagsFor(this.optionsFor(context).tags, context);
     const freshness = this.optionsFor(context).freshness ?? {};
-    return defer(() => this.answer(context, next, key, ttl, freshness));
+    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken }));
   }
 
   /**
@@ -201,9 +294,17 @@ export class DogpileInterceptor implements NestInterceptor {
     return options;
   }
 
-  private async answer(context: ExecutionContext, next: CallHandler, key: string, ttl: number, freshness: FreshnessOptions): Promise<unknown> {
+  private async answer(
+    context: ExecutionContext,
+    next: CallHandler,
+    key: string,
+    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields },
+  ): Promise<unknown> {
+    const { ttl, freshness, tags } = call;
     let ran = false;
     let produced: { value: unknown } | undefined;
+    /** What the response the handler produced says about storing its value (HTTP only). */
+    let decision: CacheDecision | undefined;
     const loader = async (): Promise<unknown> => {
       ran = true;
       let value: unknown;
@@ -213,7 +314,12 @@ export class DogpileInterceptor implements NestInterceptor {
         throw new HandlerError(error);
       }
       produced = { value };
+      if (context.getType() === 'http') decision = responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, call.taken, tags);
       return value;
+    };
+    const cacheable = (value: unknown): CacheDecision => {
+      const own = decide(value);
+      return own === 'store' && decision !== undefined ? decision : own;
     };
     let result: CacheResult<unknown>;
     try {
@@ -221,7 +327,15 @@ export class DogpileInterceptor implements NestInterceptor {
       // requests of this process (onRemoteError), so each gets a real exception for Nest.
       // A stale value inside staleWhileRevalidate: the request that wins the refresh lead runs
       // the handler (X-Cache: MISS); every other one is answered stale at once (X-Cache: STALE).
-      const options = { ttl, cacheable: decide, onWaitTimeout: 'load' as const, onRemoteError: 'load' as const, ...freshness, [INLINE_REFRESH]: true };
+      const options = {
+        ttl,
+        ...(tags === undefined ? {} : { tags }),
+        cacheable,
+        onWaitTimeout: 'load' as const,
+        onRemoteError: 'load' as const,
+        ...freshness,
+        [INLINE_REFRESH]: true,
+      };
       result = await this.cache.resolve(key, loader, options);
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).

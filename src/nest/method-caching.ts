@@ -4,7 +4,7 @@ import type { DogpileCache } from '../core/cache.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { CACHED_METADATA } from './constants.js';
 import { MethodCallContext } from './method-context.js';
-import { checkKey, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
+import { checkKey, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
 
 type Method = (...args: unknown[]) => unknown;
 
@@ -67,7 +67,8 @@ function cachedMethod(
       key = `${label}(${argumentsKey(label, args)})`;
     }
     const ttl = await ttlFor(options, defaults, context);
-    return cache.getOrCompute(key, () => original.apply(this, args), { ttl, ...options.freshness });
+    const tags = await tagsFor(options.tags, context);
+    return cache.getOrCompute(key, () => original.apply(this, args), { ttl, ...options.freshness, ...(tags === undefined ? {} : { tags }) });
   };
   Object.defineProperty(cached, 'name', { value: name });
   return cached;

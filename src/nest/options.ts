@@ -5,6 +5,7 @@ import { InvalidOptionError } from '../shared/errors.js';
 import type { CacheOptions } from '../core/options.js';
 import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
+import { validateTags } from '../store/tags.js';
 
 /** A TTL, or a function of the request's execution context that returns one. */
 export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Promise<Duration>);
@@ -14,6 +15,12 @@ export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Pr
  * uncached. On a provider method, `context.getArgs()` are the method's arguments.
  */
 export type CachedKeyFactory = (context: ExecutionContext) => string | null | undefined | false | Promise<string | null | undefined | false>;
+
+/**
+ * Tags of a cached value, or a function of the execution context that returns them (a falsy
+ * result: none). `cache.invalidateTags([...])` on any of them drops the value in every process.
+ */
+export type CachedTags = readonly string[] | ((context: ExecutionContext) => readonly string[] | null | undefined | Promise<readonly string[] | null | undefined>);
 
 /**
  * Options of `@Cached(...)`. The stale-serving options (`staleWhileRevalidate`, `staleIfError`,
@@ -39,6 +46,16 @@ export interface CachedOptions extends FreshnessOptions {
    * (or controller). @default the module's `privateHeaders`
    */
   privateHeaders?: readonly string[];
+  /**
+   * Tags of the cached value: a list, or a function of the execution context (on a route,
+   * e.g. `(ctx) => ['product:' + ctx.switchToHttp().getRequest().params.id]`; on a provider
+   * method, `ctx.getArgs()` are its arguments). `cache.invalidateTags([...])`, or
+   * `@InvalidateTags()` on another handler, drops every value carrying one of them, in every
+   * process. On a route, a `Dogpile-Tags` response header adds more. At most `MAX_TAGS` (64)
+   * non-empty strings: anything else is an `InvalidOptionError` (a list: when the decorator
+   * is applied). A handler's `tags` replace its controller's.
+   */
+  tags?: CachedTags;
 }
 
 /** `@Cached` options after validation; a static TTL is in ms. */
@@ -49,6 +66,8 @@ export interface ResolvedCachedOptions {
   privateHeaders?: readonly string[] | undefined;
   /** The stale-serving options given (validated); the cache's apply to the others. */
   freshness?: FreshnessOptions;
+  /** Validated when a list. */
+  tags?: CachedTags | undefined;
 }
 
 /** Options of `DogpileModule.forRoot()` / what `forRootAsync()`'s factory returns. */
@@ -82,7 +101,7 @@ export const NEST_DEFAULTS = {
   privateHeaders: HTTP_CACHE_DEFAULTS.privateHeaders,
 } as const;
 
-const CACHED_KEYS = new Set<string>(['ttl', 'key', 'privateHeaders', ...FRESHNESS_OPTION_NAMES]);
+const CACHED_KEYS = new Set<string>(['ttl', 'key', 'privateHeaders', 'tags', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates what `@Cached(...)` was given, when the decorator is applied. */
 export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefined): ResolvedCachedOptions {
@@ -95,14 +114,16 @@ export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefine
   for (const name of Object.keys(input)) {
     if (!CACHED_KEYS.has(name)) throw new InvalidOptionError(name, `unknown @Cached option; known options are ${[...CACHED_KEYS].join(', ')}`);
   }
-  const { ttl, key, privateHeaders } = input;
+  const { ttl, key, privateHeaders, tags } = input;
   if (key !== undefined && typeof key !== 'function') throw new InvalidOptionError('key', `expected a function (context) => string, got ${describe(key)}`);
-  return {
+  const resolved: ResolvedCachedOptions = {
     ttl: ttl === undefined ? undefined : typeof ttl === 'function' ? ttl : toMs(ttl, 'ttl'),
     key,
     privateHeaders: privateHeaders === undefined ? undefined : resolvePrivateHeaders(privateHeaders),
     freshness: pickFreshness(input),
   };
+  if (tags !== undefined) resolved.tags = resolveTags(tags);
+  return resolved;
 }
 
 /** Class-level options, overridden field by field by the handler's own. */
@@ -115,7 +136,24 @@ export function mergeCachedOptions(
     key: onHandler?.key ?? onClass?.key,
     privateHeaders: onHandler?.privateHeaders ?? onClass?.privateHeaders,
     freshness: { ...onClass?.freshness, ...onHandler?.freshness },
+    tags: onHandler?.tags ?? onClass?.tags,
   };
+}
+
+/** Checks tags given to a decorator: a list is validated now, a function when it is called. */
+export function resolveTags(tags: unknown, option = 'tags'): CachedTags {
+  if (typeof tags === 'function') return tags as CachedTags;
+  if (!Array.isArray(tags)) throw new InvalidOptionError(option, `expected an array of tags or a function (context) => string[], got ${describe(tags)}`);
+  return validateTags(tags, option);
+}
+
+/** The tags of one call: the list, or what the function returns for `context` (validated; none for a falsy result). */
+export async function tagsFor(tags: CachedTags | undefined, context: ExecutionContext, option = 'tags'): Promise<readonly string[] | undefined> {
+  if (tags === undefined) return undefined;
+  const list = typeof tags === 'function' ? await tags(context) : tags;
+  if (list === undefined || list === null) return undefined;
+  const valid = validateTags(list, option);
+  return valid.length > 0 ? valid : undefined;
 }
 
 /** The TTL of one call in ms: the route's (static or computed), else the module default. */
