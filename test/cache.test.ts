@@ -608,6 +608,30 @@ describe('when Redis fails', () => {
     await own.stop();
   });
 
+  it('a hit read of a key the process knows is bounded by commandTimeout too: it and the readers that joined it fall back together', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client(), commandTimeout: 100, backendCooldown: 50 });
+    const backendErrors = record(cache, 'backendError');
+    const key = uniq('slow-hit');
+    expect(await cache.getOrCompute(key, () => 'stored', 60_000)).toBe('stored');
+    await own.debugSleepInBackground(800);
+    let runs = 0;
+    const loader = () => {
+      runs++;
+      return 'computed';
+    };
+    // Five readers of a value believed fresh share one GET; none waits for the server to wake:
+    // a read answered by the server would return 'stored'.
+    const values = await Promise.all(Array.from({ length: 5 }, () => cache.getOrCompute(key, loader, 60_000)));
+    expect(values).toEqual(Array(5).fill('computed'));
+    expect(runs).toBe(1);
+    expect(backendErrors[0]).toMatchObject({ key, operation: 'get' });
+    expect(backendErrors[0]?.error.message).toMatch(/commandTimeout/);
+    await sleep(900);
+    await cache.close();
+    await own.stop();
+  });
+
   it('get/set/delete reject with BackendError when Redis is unreachable', async () => {
     const own = await startRedis();
     const cache = createCache({ redis: own.client({ maxRetriesPerRequest: 0, enableOfflineQueue: false }), commandTimeout: 200 });
