@@ -937,6 +937,22 @@ describe('adaptive linger of wake-up channels', () => {
     await waitUntil('the channel to be dropped after its doubled linger', async () => (await subscribers()) === 0, 2 * CHANNEL_LINGER_MS + 5_000);
     expect(performance.now() - left).toBeGreaterThanOrEqual(2 * CHANNEL_LINGER_MS - 5);
   });
+
+  it('a channel back later than its linger but within twice it after the drop also lingers twice as long (a process that waits on every other refresh)', async () => {
+    const client = server.client();
+    const watcher = server.client();
+    const channel = `linger-late-${Math.random().toString(36).slice(2)}`;
+    const subscribers = async () => ((await watcher.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1];
+    const sub = sharedSubscriber(client);
+    (await sub.listen(channel, () => {}))();
+    await waitUntil('the channel to be dropped after its linger', async () => (await subscribers()) === 0, CHANNEL_LINGER_MS + 5_000);
+    // Back 1.2 linger after the drop (and so after the drop was seen).
+    await sleep(CHANNEL_LINGER_MS * 1.2);
+    (await sharedSubscriber(client).listen(channel, () => {}))();
+    await sleep(CHANNEL_LINGER_MS * 1.3);
+    expect(await subscribers()).toBe(1);
+    await waitUntil('the channel to be dropped after its doubled linger', async () => (await subscribers()) === 0, 2 * CHANNEL_LINGER_MS + 5_000);
+  });
 });
 
 describe('plain callers joining a flight of this process (a key, a loader, a TTL)', () => {

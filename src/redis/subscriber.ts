@@ -30,8 +30,8 @@ const LINGER_MEMORY = 10_000;
  * Channel subscriptions are reference-counted: a channel is subscribed when its first
  * listener arrives and unsubscribed `CHANNEL_LINGER_MS` after its last one leaves (a lock or
  * key under contention keeps its subscription instead of paying SUBSCRIBE/UNSUBSCRIBE per
- * wait); a channel that comes back within its linger of being dropped lingers twice as long
- * the next time, up to `CHANNEL_LINGER_MAX_MS` (a hot key refreshed on a cycle keeps it). After a reconnect (ioredis re-subscribes by itself) every
+ * wait); a channel that comes back within twice its linger of being dropped lingers twice
+ * as long the next time, up to `CHANNEL_LINGER_MAX_MS` (a hot key refreshed on a cycle keeps it). After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
 /** What a `Subscriber` listens on: an ioredis client, the sharded or node connections of a cluster, or a node-redis duplicate. */
@@ -41,7 +41,7 @@ export class Subscriber {
   private readonly channels = new Map<string, ChannelState>();
   /**
    * Channels dropped lately: their linger, and when (monotonic ms) they were dropped. A channel
-   * subscribed again within its linger of being dropped (a hot key refreshed every few seconds,
+   * subscribed again within twice its linger of being dropped (a hot key refreshed every few seconds,
    * a busy lock) lingers twice as long next time, up to `CHANNEL_LINGER_MAX_MS`: its
    * SUBSCRIBE/UNSUBSCRIBE pair is paid once instead of at every wait.
    */
@@ -121,12 +121,15 @@ export class Subscriber {
     return this.channels.get(channel)?.live === true;
   }
 
-  /** The linger of a channel being subscribed: doubled when it comes back soon after being dropped. */
+  /** The linger of a channel being subscribed: doubled when it comes back within twice its linger of being dropped. */
   private lingerFor(channel: string): number {
     const last = this.dropped.get(channel);
     if (last === undefined) return CHANNEL_LINGER_MS;
     this.dropped.delete(channel);
-    return performance.now() - last.at <= last.linger ? Math.min(CHANNEL_LINGER_MAX_MS, last.linger * 2) : CHANNEL_LINGER_MS;
+    // Within twice its linger, not once: a key refreshed every second, whose process leads
+    // every other refresh (and so waits only every other one), is dropped a linger after its
+    // last wait and comes back a little more than a linger later.
+    return performance.now() - last.at <= 2 * last.linger ? Math.min(CHANNEL_LINGER_MAX_MS, last.linger * 2) : CHANNEL_LINGER_MS;
   }
 
   private drop(channel: string, state: ChannelState): void {
