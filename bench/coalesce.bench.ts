@@ -50,7 +50,9 @@ function build(checkout: string, name: string): string {
 
 /** Runs the worker once and returns its result line. */
 async function runWorker<T>(label: string, args: string[]): Promise<T> {
-  const child = NodeChild.tsx('bench/coalesce-worker.ts', args, { nodeArgs: ['--expose-gc'], stdin: 'ignore' });
+  // Its own builds are bundled here; its `../src` imports stay with tsx (the "sources run by tsx" row).
+  const env = { ...process.env, DOGPILE_BENCH_BUILDS: '[]' };
+  const child = NodeChild.tsx('bench/coalesce-worker.ts', args, { nodeArgs: ['--expose-gc'], stdin: 'ignore', env });
   try {
     const line = await child.waitFor((l) => l.startsWith('@@ '), 90_000);
     const msg = JSON.parse(line.slice(3)) as { ev: string; message?: string } & T;

@@ -27,6 +27,7 @@ import { sleep } from '../tools/basics.js';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
+import { useBuiltSources } from './lib/built-sources.js';
 import type { BenchContext } from './lib/types.js';
 import { NodeChild, root } from '../tools/child-process.js';
 
@@ -58,6 +59,7 @@ function baselineFromEnv(value: string | undefined): Baseline | undefined {
   if (!value) return undefined;
   const dir = path.resolve(value);
   if (!existsSync(path.join(dir, 'src', 'index.ts'))) throw new Error(`CORE_BENCH_BASELINE: no src/index.ts in ${dir}`);
+  useBuiltSources(dir, 'core-baseline');
   return { dir, label: `dogpile-guard @baseline (${commitOf(dir)})`, current: commitOf(root) };
 }
 

@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
+import { useBuiltSources } from './lib/built-sources.js';
 import type { BenchContext } from './lib/types.js';
 import type { Lib } from './lock-worker.js';
 import { JsonChild } from '../tools/child-process.js';
@@ -201,6 +202,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
   const loadBefore = os.loadavg()[0]!;
   const baselineRevision = process.env.BENCH_LOCK_BASELINE;
   const baseline = baselineRevision ? extractBaseline(baselineRevision) : undefined;
+  if (baseline) useBuiltSources(baseline.dir, 'lock-baseline');
   const libs: Lib[] = baseline ? ['dogpile-guard', 'dogpile-guard-baseline', 'redlock', 'redis-semaphore'] : LIBS;
   const server = await startRedis();
   const inspector = new Redis({ host: server.host, port: server.port });

@@ -10,6 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import type { BenchContext, BenchModule } from './lib/types.js';
 import { writeChart } from './chart.js';
+import { sourcesNote, useBuiltSources } from './lib/built-sources.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -32,6 +33,8 @@ async function main(): Promise<void> {
     .sort()
     .filter((f) => only.length === 0 || only.includes(f.replace('.bench.ts', '')));
   const started = Date.now();
+  // Before any benchmark imports src/: they all measure the build (see lib/built-sources.ts).
+  useBuiltSources();
   const sections: string[] = [];
   const ctx: BenchContext = {
     quick: process.env.BENCH_QUICK === '1',
@@ -55,6 +58,7 @@ async function main(): Promise<void> {
     `- Node ${process.version}; ${redisVersion.split(' ').slice(0, 3).join(' ')}`,
     `- Packages: ${versions(['ioredis', 'redlock', 'redis-semaphore', 'async-cache-dedupe', 'bentocache', 'cache-manager', '@keyv/redis', 'lru-cache', 'express', 'fastify', 'apicache', '@nestjs/core', '@nestjs/cache-manager', 'autocannon'])}`,
     '- Each benchmark runs against its own throwaway `redis-server` on loopback; numbers are medians over repeats with min–max in brackets.',
+    `- ${sourcesNote()}`,
     '',
   ].join('\n');
   if (only.length === 0) {
