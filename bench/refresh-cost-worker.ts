@@ -11,7 +11,8 @@
  *
  * Every command this process writes to the cache's connections (its client and the
  * subscriber connection the library duplicates from it; not the counter's) is tallied by
- * name, `EVALSHA`/`EVAL` by script, and each plain `GET` by whether it found a value.
+ * name, `EVALSHA`/`EVAL` by script, each plain `GET` by whether it found a value, each
+ * lookup-or-lead script by its answer, and every (un)subscribe with its time.
  * Commands are JSON lines on stdin, answers JSON lines on stdout (`JsonChild`):
  *
  * - `start`: the lanes begin.
@@ -59,6 +60,27 @@ const scriptBySource = new Map<string, string>(scripts.map((s) => [s.source, s.n
 const sent = new Map<string, number>();
 /** Plain GETs answered with nothing (the value had expired or was not there yet). */
 let emptyGets = 0;
+/** Lookup-or-lead scripts by answer: `value`, `lead`, `wait`, `stale+lead`, `stale` (see LookupReply). */
+const lookups = new Map<string, number>();
+/** Every (un)subscribe written: the command and when (ms since the epoch). */
+const pubsub: { name: string; at: number }[] = [];
+const PUBSUB = new Set(['subscribe', 'unsubscribe', 'ssubscribe', 'sunsubscribe', 'psubscribe', 'punsubscribe']);
+
+function lookupAnswer(reply: unknown): string {
+  if (!Array.isArray(reply)) return 'other';
+  switch (Number(reply[0])) {
+    case 1:
+      return 'value';
+    case 2:
+      return 'lead';
+    case 3:
+      return 'wait';
+    case 5:
+      return reply[2] === 1 ? 'stale+lead' : 'stale';
+    default:
+      return 'other';
+  }
+}
 
 const counter = connect();
 const toWritable = Command.prototype.toWritable;
@@ -69,6 +91,18 @@ Command.prototype.toWritable = function (this: Command, socket: unknown) {
     if (name === 'evalsha' || name === 'eval') {
       const first = String(this.args[0]);
       name = `${name} ${(name === 'evalsha' ? scriptBySha.get(first) : scriptBySource.get(first)) ?? 'other'}`;
+      if (name.endsWith(' lookup')) {
+        this.promise.then(
+          (reply: unknown) => {
+            const answer = lookupAnswer(reply);
+            lookups.set(answer, (lookups.get(answer) ?? 0) + 1);
+          },
+          () => {},
+        );
+      }
+    } else if (name === 'client' || name === 'config' || name === 'command') {
+      // Named like `INFO commandstats` names them (`client|setinfo`).
+      name = `${name}|${String(this.args[0]).toLowerCase()}`;
     } else if (name === 'get') {
       this.promise.then(
         (reply: unknown) => {
@@ -77,6 +111,7 @@ Command.prototype.toWritable = function (this: Command, socket: unknown) {
         () => {},
       );
     }
+    if (PUBSUB.has(name)) pubsub.push({ name, at: Date.now() });
     sent.set(name, (sent.get(name) ?? 0) + 1);
   }
   return toWritable.call(this, socket as never);
@@ -125,7 +160,7 @@ async function lane(): Promise<void> {
 }
 
 function tally() {
-  return { calls, errors, firstError, loaderRuns, emptyGets, sent: Object.fromEntries(sent) };
+  return { calls, errors, firstError, loaderRuns, emptyGets, sent: Object.fromEntries(sent), lookups: Object.fromEntries(lookups), pubsub: [...pubsub] };
 }
 
 async function pause(): Promise<void> {

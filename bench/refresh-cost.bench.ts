@@ -21,7 +21,8 @@ import type { Redis } from 'ioredis';
 import { JsonChild, type Message, root } from '../tools/child-process.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { cacheKeys } from '../src/store/key.js';
-import { commandCounts } from './lib/stats.js';
+import { CHANNEL_LINGER_MS } from '../src/redis/subscriber.js';
+import { commandCounts, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 
 const PROCESSES = 4;
@@ -52,6 +53,8 @@ interface Tally {
   loaderRuns: number;
   emptyGets: number;
   sent: Record<string, number>;
+  lookups: Record<string, number>;
+  pubsub: { name: string; at: number }[];
 }
 
 interface Measurement {
@@ -73,6 +76,10 @@ interface Measurement {
   sent: Record<string, number>;
   /** Plain GETs answered with nothing. */
   emptyGets: number;
+  /** Lookup-or-lead scripts by answer. */
+  lookups: Record<string, number>;
+  /** Per process, its (un)subscribes in the window: the command and when (ms after the window started). */
+  pubsubBy: { name: string; at: number }[][];
   /** Commands Redis ran (INFO commandstats), the inspector's own INFO and the counter's INCRs taken out. */
   server: Record<string, number>;
 }
@@ -83,21 +90,26 @@ function add(into: Record<string, number>, from: Record<string, number>, sign = 
   for (const [k, v] of Object.entries(from)) into[k] = (into[k] ?? 0) + sign * v;
 }
 
-/** Sum of the tallies at the end minus those at the start. */
-function delta(start: Tally[], end: Tally[]) {
+/** The sum over the processes of what each did between its two tallies. */
+function delta(start: Tally[], end: Tally[], t0: number) {
   const sent: Record<string, number> = {};
+  const lookups: Record<string, number> = {};
   end.forEach((t, i) => {
     add(sent, t.sent);
     add(sent, start[i]!.sent, -1);
+    add(lookups, t.lookups);
+    add(lookups, start[i]!.lookups, -1);
   });
-  for (const k of Object.keys(sent)) if (sent[k] === 0) delete sent[k];
+  for (const r of [sent, lookups]) for (const k of Object.keys(r)) if (r[k] === 0) delete r[k];
   return {
     sent,
+    lookups,
     calls: end.reduce((a, t, i) => a + t.calls - start[i]!.calls, 0),
     errors: end.reduce((a, t, i) => a + t.errors - start[i]!.errors, 0),
     firstError: end.find((t) => t.firstError !== undefined)?.firstError,
     emptyGets: end.reduce((a, t, i) => a + t.emptyGets - start[i]!.emptyGets, 0),
     loadsBy: end.map((t, i) => t.loaderRuns - start[i]!.loaderRuns),
+    pubsubBy: end.map((t, i) => t.pubsub.slice(start[i]!.pubsub.length).map((e) => ({ name: e.name, at: e.at - t0 }))),
   };
 }
 
@@ -149,6 +161,7 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
     const before = commandCounts(String(await inspector.info('commandstats')));
     const heardBefore = heard.length;
     const t0 = performance.now();
+    const epoch0 = Date.now();
     for (const w of workers) w.send({ cmd: 'resume' });
     await sleep(plan.windowMs);
     const endTallies = await boundary();
@@ -157,7 +170,7 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
     const loadsAfter = Number(await inspector.get(counterKey));
     const window = heard.slice(heardBefore);
 
-    const d = delta(startTallies, endTallies);
+    const d = delta(startTallies, endTallies, epoch0);
     const loads = loadsAfter - loadsBefore;
     const server: Record<string, number> = {};
     for (const [name, calls] of Object.entries(after)) {
@@ -178,6 +191,8 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
       cycles: countCycles(window, config.ttl),
       sent: d.sent,
       emptyGets: d.emptyGets,
+      lookups: d.lookups,
+      pubsubBy: d.pubsubBy,
       server,
     };
     log(
@@ -198,71 +213,137 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
 
 // --- the section ------------------------------------------------------------------------------
 
-/** What each command of a refresh is, for the table. */
-const WHAT: Record<string, string> = {
-  'evalsha lookup': 'lookup-or-lead script',
-  'evalsha commit': 'commit script (store, release, announce)',
-  'evalsha extend': 'lock renewal script',
-  'eval lookup': 'lookup-or-lead script, sent whole (NOSCRIPT)',
-  'eval commit': 'commit script, sent whole (NOSCRIPT)',
-  get: 'plain `GET` of the value',
-  subscribe: "the key's channel",
-  unsubscribe: "the key's channel",
-  ssubscribe: "the key's channel (sharded)",
-  sunsubscribe: "the key's channel (sharded)",
-  psubscribe: '',
-  publish: 'announcement of the commit',
-  spublish: 'announcement of the commit (sharded)',
-};
-
 const PUBSUB = ['subscribe', 'unsubscribe', 'ssubscribe', 'sunsubscribe', 'psubscribe', 'punsubscribe'];
+/** Commands the library's cache scripts run inside Redis (never sent on their own here). */
+const IN_SCRIPTS = ['set', 'pttl', 'pexpire', 'del', 'publish', 'spublish'];
+const LOOKUP_ANSWERS: [string, string][] = [
+  ['value', 'found the value'],
+  ['lead', 'lead taken'],
+  ['wait', 'wait'],
+  ['stale+lead', 'stale value, lead taken'],
+  ['stale', 'stale value, another leads'],
+  ['other', 'other'],
+];
+
+/** What a command sent by the caches is, for the table. */
+function what(name: string, m: Measurement): string {
+  switch (name) {
+    case 'evalsha lookup':
+    case 'eval lookup': {
+      const answers = LOOKUP_ANSWERS.filter(([k]) => (m.lookups[k] ?? 0) > 0).map(([k, label]) => `${label} ${m.lookups[k]}`);
+      return `lookup-or-lead script${answers.length > 0 ? ` (answered: ${answers.join('; ')})` : ''}`;
+    }
+    case 'evalsha commit':
+    case 'eval commit':
+      return 'commit script: store, release, announce';
+    case 'evalsha extend':
+      return 'lock renewal script';
+    case 'subscribe':
+    case 'unsubscribe':
+      return "the key's channel, on the subscriber connection";
+    case 'ssubscribe':
+    case 'sunsubscribe':
+      return 'sharded pub/sub (a cluster only)';
+    case 'psubscribe':
+      return 'not used by the library';
+    case 'info':
+      return 'ready check of a new subscriber connection (ioredis)';
+    case 'client|setinfo':
+      return 'sent by ioredis on a new connection';
+    default:
+      return '';
+  }
+}
 
 const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : '—');
+const code = (name: string) => {
+  const [cmd, script] = name.split(' ');
+  return `\`${cmd!.toUpperCase().replace('|', ' ')}\`${script ? ` ${script}` : ''}`;
+};
 
 function table(m: Measurement): string[] {
-  const refreshes = m.loads;
-  const per = (n: number) => f2(n / refreshes);
-  const hits = (m.sent.get ?? 0) - m.emptyGets;
-  // Commands sent by the caches, by bare name (EVALSHA of every script together), against what Redis ran.
-  const bare: Record<string, number> = {};
-  for (const [name, n] of Object.entries(m.sent)) bare[name.split(' ')[0]!] = (bare[name.split(' ')[0]!] ?? 0) + n;
-  const names = new Set([...Object.keys(m.sent).filter((n) => n !== 'get'), ...PUBSUB, ...Object.keys(m.server).filter((n) => n !== 'get' && !(n in bare))]);
-  const order = (n: string) => (n.startsWith('eval') ? 0 : PUBSUB.includes(n) ? 2 : 1);
-  const rows = [...names].sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+  const per = (n: number) => f2(n / m.loads);
+  const gets = m.sent.get ?? 0;
+  const hits = gets - m.emptyGets;
   const out: string[] = [];
-  out.push('| command | what it is | sent by the 4 caches | per refresh | run by Redis (`INFO commandstats`) | of these inside scripts |');
+  out.push('| command | what it is | sent by the 4 caches | per refresh | run by Redis | per refresh |');
   out.push('|---|---|---:|---:|---:|---:|');
-  const serverCell = (name: string) => {
-    const bareName = name.split(' ')[0]!;
-    if (name.includes(' ')) return '';
-    const ran = m.server[bareName] ?? 0;
-    return String(ran);
+  const row = (label: string, text: string, sent: number | undefined, ran: number | undefined, bold = false) => {
+    const b = (v: string) => (bold ? `**${v}**` : v);
+    out.push(`| ${b(label)} | ${text} | ${sent === undefined ? '' : b(String(sent))} | ${sent === undefined ? '' : b(per(sent))} | ${ran === undefined ? '' : b(String(ran))} | ${ran === undefined ? '' : b(per(ran))} |`);
   };
-  const insideCell = (name: string) => {
-    if (name.includes(' ')) return '';
-    return String((m.server[name] ?? 0) - (bare[name] ?? 0));
-  };
-  let beyond = 0;
-  for (const name of rows) {
-    const n = m.sent[name] ?? 0;
-    beyond += n;
-    const label = name.includes(' ') ? `\`${name.split(' ')[0]!.toUpperCase()}\` ${name.split(' ')[1]}` : `\`${name.toUpperCase()}\``;
-    out.push(`| ${label} | ${WHAT[name] ?? ''} | ${n} | ${per(n)} | ${serverCell(name)} | ${insideCell(name)} |`);
+  // What the caches sent beyond the GETs that found the value: the cost of the refreshes.
+  const scripts = Object.keys(m.sent)
+    .filter((n) => n.startsWith('evalsha ') || n.startsWith('eval '))
+    .sort((a, b) => (a.endsWith('lookup') ? -1 : b.endsWith('lookup') ? 1 : a.localeCompare(b)));
+  const others = Object.keys(m.sent).filter((n) => n !== 'get' && !scripts.includes(n) && !PUBSUB.includes(n)).sort();
+  let beyond = m.emptyGets;
+  for (const name of scripts) {
+    row(code(name), what(name, m), m.sent[name]!, undefined);
+    beyond += m.sent[name]!;
   }
-  // EVALSHA of all scripts together, as Redis counts it.
-  for (const bareName of ['evalsha', 'eval']) {
-    if (bare[bareName] === undefined && m.server[bareName] === undefined) continue;
-    out.push(`| \`${bareName.toUpperCase()}\`, all scripts | | ${bare[bareName] ?? 0} | ${per(bare[bareName] ?? 0)} | ${m.server[bareName] ?? 0} | ${(m.server[bareName] ?? 0) - (bare[bareName] ?? 0)} |`);
+  row('`GET`, found nothing', 'the value had expired', m.emptyGets, undefined);
+  for (const name of [...PUBSUB.filter((n) => n !== 'punsubscribe' || (m.sent[n] ?? 0) > 0), ...others]) {
+    const sent = m.sent[name] ?? 0;
+    beyond += sent;
+    row(code(name), what(name, m), sent, m.server[name] ?? 0);
   }
-  beyond += m.emptyGets;
-  out.push(`| \`GET\`, found nothing | the value had expired | ${m.emptyGets} | ${per(m.emptyGets)} | | |`);
-  out.push(`| **round trips beyond the hits** | | **${beyond}** | **${per(beyond)}** | | |`);
-  out.push(`| \`GET\`, found the value (hits) | | ${hits} | ${per(hits)} | | |`);
-  out.push(`| \`GET\`, all | | ${m.sent.get ?? 0} | ${per(m.sent.get ?? 0)} | ${m.server.get ?? 0} | ${(m.server.get ?? 0) - (m.sent.get ?? 0)} |`);
+  row('round trips beyond the hits', '', beyond, undefined, true);
+  row('`GET`, found the value (hits)', `${f2(gets / m.calls)} \`GET\` per call`, hits, undefined);
+  // How Redis counts them: an EVALSHA as one, and every command a script runs on its own.
+  const evalsha = scripts.filter((n) => n.startsWith('evalsha ')).reduce((a, n) => a + m.sent[n]!, 0);
+  const evals = scripts.filter((n) => n.startsWith('eval ')).reduce((a, n) => a + m.sent[n]!, 0);
+  row('`EVALSHA`, all scripts', '', evalsha, m.server.evalsha ?? 0);
+  if (evals > 0 || m.server.eval !== undefined) row('`EVAL`, all scripts', '', evals, m.server.eval ?? 0);
+  row('`GET`, all', 'plain ones sent, and those the scripts run', gets, m.server.get ?? 0);
+  for (const name of IN_SCRIPTS) if ((m.server[name] ?? 0) !== 0 || (m.sent[name] ?? 0) !== 0) row(code(name), 'run inside the scripts', m.sent[name] ?? 0, m.server[name] ?? 0);
+  const ranBeyond = Object.values(m.server).reduce((a, n) => a + n, 0) - hits;
+  row('Redis commands beyond the hits', 'all it ran, less the `GET`s that found the value', undefined, ranBeyond, true);
   return out;
 }
 
-function section(ctx: BenchContext, results: Measurement[], seconds: number, load: [number, number]): string {
+/** Commands sent outside scripts whose count Redis does not confirm (other than those scripts also run). */
+function mismatches(m: Measurement): string[] {
+  const bare: Record<string, number> = {};
+  for (const [name, n] of Object.entries(m.sent)) bare[name.split(' ')[0]!] = (bare[name.split(' ')[0]!] ?? 0) + n;
+  const names = new Set([...Object.keys(bare), ...Object.keys(m.server)]);
+  return [...names].filter((n) => n !== 'get' && !IN_SCRIPTS.includes(n) && (bare[n] ?? 0) !== (m.server[n] ?? 0)).map((n) => `${code(n)} sent ${bare[n] ?? 0}, Redis counted ${m.server[n] ?? 0}`);
+}
+
+function churn(m: Measurement): string {
+  const events = m.pubsubBy.flatMap((list, worker) => list.map((e) => ({ ...e, worker })));
+  const isSub = (e: { name: string }) => e.name === 'subscribe' || e.name === 'ssubscribe' || e.name === 'psubscribe';
+  const subs = events.filter(isSub);
+  const unsubs = events.filter((e) => !isSub(e));
+  const connections = m.sent.info ?? 0;
+  if (events.length === 0) {
+    return `**SUBSCRIBE/UNSUBSCRIBE in the window: none** (0 per refresh): every waiting process found the key's channel still subscribed${connections > 0 ? `; ${connections} subscriber connection(s) opened` : ''}.`;
+  }
+  // Per process, from each UNSUBSCRIBE to its next SUBSCRIBE: within the linger, the channel's linger doubles.
+  const gaps: number[] = [];
+  for (const list of m.pubsubBy) {
+    list.forEach((e, i) => {
+      if (isSub(e)) return;
+      const next = list.slice(i + 1).find(isSub);
+      if (next) gaps.push(next.at - e.at);
+    });
+  }
+  const late = gaps.filter((g) => g > CHANNEL_LINGER_MS).length;
+  const half = m.ms / 2;
+  const count = (list: typeof events, first: boolean) => list.filter((e) => (first ? e.at < half : e.at >= half)).length;
+  const byProcess = m.pubsubBy.map((list, i) => `${list.filter(isSub).length}/${list.filter((e) => !isSub(e)).length} (led ${m.loadsBy[i]})`);
+  return (
+    `**SUBSCRIBE/UNSUBSCRIBE in the window: ${subs.length} SUBSCRIBE, ${unsubs.length} UNSUBSCRIBE** (${f2(events.length / m.loads)} per refresh), ` +
+    `${count(subs, true)} and ${count(unsubs, true)} in the first half of the window, ${count(subs, false)} and ${count(unsubs, false)} in the second; ` +
+    `by process (subscribes/unsubscribes, and how many of the refreshes it led): ${byProcess.join(', ')}; ${connections} subscriber connection(s) opened in the window. ` +
+    (gaps.length === 0
+      ? ''
+      : `From an UNSUBSCRIBE to the same process's next SUBSCRIBE: ${summary(gaps, 0)} ms (median [min–max] of ${gaps.length}); ${late} of them longer than the ${CHANNEL_LINGER_MS} ms linger ` +
+        "(a channel subscribed again later than its linger after being dropped starts over at 1 s instead of lingering twice as long).")
+  );
+}
+
+function section(ctx: BenchContext, results: Measurement[], plan: { warmupMs: number; windowMs: number }, seconds: number, load: [number, number]): string {
   const out: string[] = [];
   out.push('## Round trips per refresh of a hot key (bench/refresh-cost.bench.ts)');
   out.push('');
@@ -276,42 +357,40 @@ function section(ctx: BenchContext, results: Measurement[], seconds: number, loa
   out.push(
     `**Method.** Per configuration, ${PROCESSES} fresh processes, each with the cache on its own ioredis client and ${LANES} lanes that call ` +
       `\`getOrCompute(key, loader, ttl)\` on one hot key in a loop (each call awaited, ${PAUSE_MS} ms pause between calls). The loader counts its runs ` +
-      "with `INCR` on a separate connection, then waits 50 ms. After a warm-up, a window of whole refresh cycles is measured: a listener on the key's channel " +
+      `with \`INCR\` on a separate connection, then waits 50 ms. After a warm-up of ${plan.warmupMs / 1000} s, a window of about ${plan.windowMs / 1000} s of whole refresh cycles is measured: a listener on the key's channel ` +
       `hears every commit, and the window starts and ends ${BOUNDARY_AT * 100} % of a TTL after one (mid-cycle), with every lane paused for the moment of the snapshot, so that no call, ` +
       'loader or refresh is in flight when the counts are read. *Refreshes* are the loader runs in the window; *cycles* are the groups of commits heard (commits less than half a TTL apart count as one). ' +
       "Two counts per command: *sent by the 4 caches*, tallied in each process on the cache's connections (its client and the subscriber connection the library opens from it; every " +
-      'command written to the socket, `EVALSHA` by script, `GET` by whether it found a value); and *run by Redis*, the `INFO commandstats` difference on an inspector connection, ' +
-      "less the inspector's own `INFO` and the loaders' counting `INCR`s. Redis counts the commands that scripts run too: the difference is listed as *inside scripts*. " +
+      'command written to the socket, `EVALSHA` by script and the lookup script by its answer, `GET` by whether it found a value); and *run by Redis*, the `INFO commandstats` difference on an inspector connection, ' +
+      "less the inspector's own `INFO` and the loaders' counting `INCR`s. Redis also counts every command a script runs, so its `GET` includes the scripts' and `SET`, `PTTL`, `DEL`, `PUBLISH` are the scripts' alone. " +
       '*Round trips beyond the hits* is every command the caches sent except the `GET`s that found the value.',
   );
   out.push('');
   out.push(
-    "What the commands are (`src/store/cache-scripts.ts`, `src/store/redis-backend.ts`, `src/core/miss-protocol.ts`): a process that believes the value fresh reads it with a plain `GET`; once that finds nothing (or the process's own record of the expiry has passed), " +
-      'it runs the *lookup-or-lead* script (`GET` the value; if missing or past its `ttl`, `SET NX PX` the lead lock; else `PTTL` of the lock): one process gets the lead, the others are told to wait. ' +
-      "A waiter subscribes to the key's channel and runs the lookup once more (so that a commit made before its subscription is not missed), then sleeps until the announcement. " +
-      'The leader runs the loader and then the *commit* script (`GET` the lock to check the token, `DEL` it, `SET` the value, `PUBLISH` it inline on the channel). ' +
-      'Within a process, concurrent callers share one flight and one `GET`. The subscriber connection keeps a channel subscribed for a linger after its last waiter left; a channel that comes back within its linger lingers twice as long the next time (up to 60 s, `src/redis/subscriber.ts`).',
+    'What the commands are (`src/store/cache-scripts.ts`, `src/store/redis-backend.ts`, `src/core/miss-protocol.ts`): a process that believes the value fresh reads it with a plain `GET` ' +
+      '(concurrent callers of a process share one flight and one `GET`). Once its own record of the expiry has passed (it runs from the value\'s creation, taken before the commit, so it ends a moment before the key expires in Redis) ' +
+      'or a `GET` finds nothing, it runs the *lookup-or-lead* script: `GET` the value; if missing (or, with `staleWhileRevalidate`, past its `ttl`), `SET NX PX` the lead lock, else `PTTL` of the lock. ' +
+      'One process gets the lead; the others are told to wait: a waiter subscribes to the key\'s channel and runs the lookup once more (so a commit made before its subscription is not missed), then sleeps until the announcement. ' +
+      'A lookup that still finds the value is answered as a hit. The leader runs the loader and then the *commit* script: `GET` the lock to check its token, `DEL` it, `SET` the value, `PUBLISH` it inline on the channel. ' +
+      'With `staleWhileRevalidate`, a lookup past the `ttl` answers the stale value at once (one caller takes the lead and refreshes in the background), and the other processes do not wait. ' +
+      'The subscriber connection keeps a channel subscribed for a linger (1 s) after its last waiter left; a channel subscribed again within its linger of being dropped lingers twice as long the next time, up to 60 s; ' +
+      'a subscriber connection left without channels closes 500 ms later (`src/redis/subscriber.ts`).',
   );
   for (const m of results) {
-    const cfg = m.config;
-    const refreshes = m.loads;
-    const pubsub = PUBSUB.map((n) => [n, m.sent[n] ?? 0] as const).filter(([, n]) => n > 0);
+    const mism = mismatches(m);
     out.push('');
-    out.push(`### ${cfg.title}`);
+    out.push(`### ${m.config.title}`);
     out.push('');
     out.push(
       `Window ${(m.ms / 1000).toFixed(1)} s: ${m.calls} calls answered (${((m.calls / m.ms) * 1000).toFixed(0)}/s), ${m.errors} error(s)${m.firstError ? ` (first: ${m.firstError})` : ''}; ` +
-        `${refreshes} refreshes (loader runs; by process ${m.loadsBy.join(', ')}) in ${m.cycles} cycles: **${f2(refreshes / m.cycles)} loader run(s) per cycle** fleet-wide, ` +
-        `${m.messages} commit(s) heard. \`GET\`s per call: ${f2((m.sent.get ?? 0) / m.calls)}.`,
+        `${m.loads} refreshes (loader runs; by process ${m.loadsBy.join(', ')}) in ${m.cycles} cycles: **${f2(m.loads / m.cycles)} loader run(s) per cycle** fleet-wide, ` +
+        `${m.messages} commit(s) heard.`,
     );
     out.push('');
     out.push(...table(m));
     out.push('');
-    out.push(
-      pubsub.length === 0
-        ? `SUBSCRIBE/UNSUBSCRIBE in the window: **none** (0 per refresh).`
-        : `SUBSCRIBE/UNSUBSCRIBE in the window: **${pubsub.map(([n, c]) => `${c} ${n.toUpperCase()}`).join(', ')}** (${f2(pubsub.reduce((a, [, c]) => a + c, 0) / refreshes)} per refresh).`,
-    );
+    out.push(churn(m));
+    if (mism.length > 0) out.push(`Counts sent and counted by Redis that differ (outside scripts): ${mism.join('; ')}.`);
   }
   return out.join('\n');
 }
@@ -327,5 +406,5 @@ export default async function run(ctx: BenchContext): Promise<string> {
   } finally {
     await redis.stop();
   }
-  return section(ctx, results, (performance.now() - started) / 1000, [load0, os.loadavg()[0]!]);
+  return section(ctx, results, plan, (performance.now() - started) / 1000, [load0, os.loadavg()[0]!]);
 }
