@@ -302,6 +302,20 @@ function table(m: Measurement): string[] {
   return out;
 }
 
+/** The totals of the summary table. */
+function totals(m: Measurement) {
+  const gets = m.sent.get ?? 0;
+  const sentAll = Object.values(m.sent).reduce((a, n) => a + n, 0);
+  const ranAll = Object.values(m.server).reduce((a, n) => a + n, 0);
+  const hits = gets - m.emptyGets;
+  return {
+    beyond: sentAll - hits,
+    lookups: (m.sent['evalsha lookup'] ?? 0) + (m.sent['eval lookup'] ?? 0),
+    pubsub: PUBSUB.reduce((a, n) => a + (m.sent[n] ?? 0), 0),
+    ranBeyond: ranAll - hits,
+  };
+}
+
 /** Commands sent outside scripts whose count Redis does not confirm (other than those scripts also run). */
 function mismatches(m: Measurement): string[] {
   const bare: Record<string, number> = {};
@@ -376,6 +390,15 @@ function section(ctx: BenchContext, results: Measurement[], plan: { warmupMs: nu
       'The subscriber connection keeps a channel subscribed for a linger (1 s) after its last waiter left; a channel subscribed again within its linger of being dropped lingers twice as long the next time, up to 60 s; ' +
       'a subscriber connection left without channels closes 500 ms later (`src/redis/subscriber.ts`).',
   );
+  out.push('');
+  out.push('| configuration | loader runs per cycle | round trips per refresh beyond the hits | of which lookup scripts | SUBSCRIBE + UNSUBSCRIBE per refresh | Redis commands per refresh beyond the hits | `GET` per call |');
+  out.push('|---|---:|---:|---:|---:|---:|---:|');
+  for (const m of results) {
+    const t = totals(m);
+    out.push(
+      `| ${m.config.title} | ${f2(m.loads / m.cycles)} | ${f2(t.beyond / m.loads)} | ${f2(t.lookups / m.loads)} | ${f2(t.pubsub / m.loads)} | ${f2(t.ranBeyond / m.loads)} | ${f2((m.sent.get ?? 0) / m.calls)} |`,
+    );
+  }
   for (const m of results) {
     const mism = mismatches(m);
     out.push('');
