@@ -6,8 +6,9 @@
  * Settings: `{ key, counterKey, ttl, lanes, pauseMs, options }`. The process holds a
  * `createCache({ redis, ...options })` on its own ioredis client; `lanes` lanes each call
  * `getOrCompute(key, loader, ttl)` in a loop, awaiting each call and pausing `pauseMs` between
- * calls. The loader counts its runs with `INCR counterKey` on a separate connection, then
- * waits `LOADER_MS`.
+ * calls. The loader counts its runs with `INCR counterKey` on a separate connection (in a
+ * script that also answers the server's `TIME`, so runs of different processes are placed on one
+ * clock), then waits `LOADER_MS`.
  *
  * Every command this process writes to the cache's connections (its client and the
  * subscriber connection the library duplicates from it; not the counter's) is tallied by
@@ -122,10 +123,15 @@ Command.prototype.toWritable = function (this: Command, socket: unknown) {
 const redis = connect();
 const cache = createCache({ ...settings.options, redis });
 
+/** INCR of the run counter, and the server's clock at that moment. */
+const COUNT_RUN = "local n = redis.call('INCR', KEYS[1]) local t = redis.call('TIME') return {n, t[1], t[2]}";
 let loaderRuns = 0;
+/** When each loader run started (ms on the Redis server's clock). */
+const runStarts: number[] = [];
 const loader = async () => {
   loaderRuns++;
-  await counter.incr(settings.counterKey);
+  const [, sec, usec] = (await counter.eval(COUNT_RUN, 1, settings.counterKey)) as [number, string, string];
+  runStarts.push(Number(sec) * 1000 + Number(usec) / 1000);
   await sleep(LOADER_MS);
   return { pid: process.pid, at: Date.now() };
 };
@@ -160,7 +166,7 @@ async function lane(): Promise<void> {
 }
 
 function tally() {
-  return { calls, errors, firstError, loaderRuns, emptyGets, sent: Object.fromEntries(sent), lookups: Object.fromEntries(lookups), pubsub: [...pubsub] };
+  return { calls, errors, firstError, loaderRuns, runStarts: [...runStarts], emptyGets, sent: Object.fromEntries(sent), lookups: Object.fromEntries(lookups), pubsub: [...pubsub] };
 }
 
 async function pause(): Promise<void> {

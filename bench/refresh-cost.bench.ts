@@ -5,7 +5,7 @@
  *
  * One throwaway Redis; per configuration, 4 fresh processes (`bench/refresh-cost-worker.ts`),
  * each with a cache on its own ioredis client and 20 lanes calling `getOrCompute(key, loader,
- * ttl)` in a loop (1 ms pause between calls); the loader counts its runs with `INCR` on its
+ * ttl)` in a loop (1 ms pause between calls); the loader counts its runs with `INCR` (and the server's `TIME`) on its
  * own connection and waits 50 ms. After a warm-up, a window of whole refresh cycles is
  * measured: it starts and ends in the middle of a cycle (a listener on the key's channel hears
  * each commit; the boundary is 30 % of the TTL after one), with every lane paused for the
@@ -51,6 +51,7 @@ interface Tally {
   errors: number;
   firstError: string | undefined;
   loaderRuns: number;
+  runStarts: number[];
   emptyGets: number;
   sent: Record<string, number>;
   lookups: Record<string, number>;
@@ -69,8 +70,9 @@ interface Measurement {
   loads: number;
   /** Loader runs per process. */
   loadsBy: number[];
-  /** Commits heard on the key's channel in the window, and the refresh cycles they form. */
+  /** Commits heard on the key's channel in the window. */
   messages: number;
+  /** Refresh cycles: the groups the loader runs form on the Redis server's clock. */
   cycles: number;
   /** Commands written by the 4 caches' connections, by name (`evalsha lookup`, `get`, ...). */
   sent: Record<string, number>;
@@ -80,7 +82,7 @@ interface Measurement {
   lookups: Record<string, number>;
   /** Per process, its (un)subscribes in the window: the command and when (ms after the window started). */
   pubsubBy: { name: string; at: number }[][];
-  /** Commands Redis ran (INFO commandstats), the inspector's own INFO and the counter's INCRs taken out. */
+  /** Commands Redis ran (INFO commandstats), the inspector's own INFO and the loaders' counting scripts taken out. */
   server: Record<string, number>;
 }
 
@@ -109,11 +111,15 @@ function delta(start: Tally[], end: Tally[], t0: number) {
     firstError: end.find((t) => t.firstError !== undefined)?.firstError,
     emptyGets: end.reduce((a, t, i) => a + t.emptyGets - start[i]!.emptyGets, 0),
     loadsBy: end.map((t, i) => t.loaderRuns - start[i]!.loaderRuns),
+    runStarts: end.flatMap((t, i) => t.runStarts.slice(start[i]!.runStarts.length)).sort((a, b) => a - b),
     pubsubBy: end.map((t, i) => t.pubsub.slice(start[i]!.pubsub.length).map((e) => ({ name: e.name, at: e.at - t0 }))),
   };
 }
 
-/** Commits closer than half a TTL to the previous one belong to the same refresh cycle. */
+/**
+ * Loader runs that start less than half a TTL after the previous one belong to the same refresh
+ * cycle (the next cycle's run starts at least a TTL after the previous commit).
+ */
 function countCycles(times: number[], ttl: number): number {
   let cycles = 0;
   for (let i = 0; i < times.length; i++) if (i === 0 || times[i]! - times[i - 1]! > ttl / 2) cycles++;
@@ -176,7 +182,7 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
     for (const [name, calls] of Object.entries(after)) {
       let n = calls - (before[name] ?? 0);
       if (name === 'info') n -= 1; // the first INFO commandstats
-      if (name === 'incr') n -= loads; // the loaders' counter
+      if (name === 'incr' || name === 'eval' || name === 'time') n -= loads; // the loaders' counting script
       if (n !== 0) server[name] = n;
     }
     const m: Measurement = {
@@ -188,7 +194,7 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
       loads,
       loadsBy: d.loadsBy,
       messages: window.length,
-      cycles: countCycles(window, config.ttl),
+      cycles: countCycles(d.runStarts, config.ttl),
       sent: d.sent,
       emptyGets: d.emptyGets,
       lookups: d.lookups,
@@ -331,7 +337,8 @@ function churn(m: Measurement): string {
   const unsubs = events.filter((e) => !isSub(e));
   const connections = m.sent.info ?? 0;
   if (events.length === 0) {
-    return `**SUBSCRIBE/UNSUBSCRIBE in the window: none** (0 per refresh): every waiting process found the key's channel still subscribed${connections > 0 ? `; ${connections} subscriber connection(s) opened` : ''}.`;
+    const why = (m.lookups.wait ?? 0) === 0 ? 'no process waited on the channel' : "every process that waited found the key's channel still subscribed";
+    return `**SUBSCRIBE/UNSUBSCRIBE in the window: none** (0 per refresh): ${why}${connections > 0 ? `; ${connections} subscriber connection(s) opened` : ''}.`;
   }
   // Per process, from each UNSUBSCRIBE to its next SUBSCRIBE: within the linger, the channel's linger doubles.
   const gaps: number[] = [];
@@ -352,8 +359,8 @@ function churn(m: Measurement): string {
     `by process (subscribes/unsubscribes, and how many of the refreshes it led): ${byProcess.join(', ')}; ${connections} subscriber connection(s) opened in the window. ` +
     (gaps.length === 0
       ? ''
-      : `From an UNSUBSCRIBE to the same process's next SUBSCRIBE: ${summary(gaps, 0)} ms (median [min–max] of ${gaps.length}); ${late} of them longer than the ${CHANNEL_LINGER_MS} ms linger ` +
-        "(a channel subscribed again later than its linger after being dropped starts over at 1 s instead of lingering twice as long).")
+      : `From an UNSUBSCRIBE to the same process's next SUBSCRIBE: ${summary(gaps, 0)} ms (median [min–max] of ${gaps.length}); ${late} of them longer than the ${CHANNEL_LINGER_MS} ms linger` +
+        (late > 0 ? ' (a channel subscribed again later than its linger after being dropped starts over at 1 s instead of lingering twice as long).' : '.'))
   );
 }
 
@@ -371,22 +378,23 @@ function section(ctx: BenchContext, results: Measurement[], plan: { warmupMs: nu
   out.push(
     `**Method.** Per configuration, ${PROCESSES} fresh processes, each with the cache on its own ioredis client and ${LANES} lanes that call ` +
       `\`getOrCompute(key, loader, ttl)\` on one hot key in a loop (each call awaited, ${PAUSE_MS} ms pause between calls). The loader counts its runs ` +
-      `with \`INCR\` on a separate connection, then waits 50 ms. After a warm-up of ${plan.warmupMs / 1000} s, a window of about ${plan.windowMs / 1000} s of whole refresh cycles is measured: a listener on the key's channel ` +
+      `with \`INCR\` (and reads the server's \`TIME\`) in a script on a separate connection, then waits 50 ms. After a warm-up of ${plan.warmupMs / 1000} s, a window of about ${plan.windowMs / 1000} s of whole refresh cycles is measured: a listener on the key's channel ` +
       `hears every commit, and the window starts and ends ${BOUNDARY_AT * 100} % of a TTL after one (mid-cycle), with every lane paused for the moment of the snapshot, so that no call, ` +
-      'loader or refresh is in flight when the counts are read. *Refreshes* are the loader runs in the window; *cycles* are the groups of commits heard (commits less than half a TTL apart count as one). ' +
+      'loader or refresh is in flight when the counts are read. *Refreshes* are the loader runs in the window; *cycles* are the groups they form on the Redis server\'s clock (the counting script also answers `TIME`; runs that start less than half a TTL apart count as one cycle). ' +
       "Two counts per command: *sent by the 4 caches*, tallied in each process on the cache's connections (its client and the subscriber connection the library opens from it; every " +
       'command written to the socket, `EVALSHA` by script and the lookup script by its answer, `GET` by whether it found a value); and *run by Redis*, the `INFO commandstats` difference on an inspector connection, ' +
-      "less the inspector's own `INFO` and the loaders' counting `INCR`s. Redis also counts every command a script runs, so its `GET` includes the scripts' and `SET`, `PTTL`, `DEL`, `PUBLISH` are the scripts' alone. " +
+      "less the inspector's own `INFO` and the loaders' counting scripts (`EVAL` of `INCR` and `TIME`). Redis also counts every command a script runs, so its `GET` includes the scripts' and `SET`, `PTTL`, `DEL`, `PUBLISH` are the scripts' alone. " +
       '*Round trips beyond the hits* is every command the caches sent except the `GET`s that found the value.',
   );
   out.push('');
   out.push(
     'What the commands are (`src/store/cache-scripts.ts`, `src/store/redis-backend.ts`, `src/core/miss-protocol.ts`): a process that believes the value fresh reads it with a plain `GET` ' +
       '(concurrent callers of a process share one flight and one `GET`). Once its own record of the expiry has passed (it runs from the value\'s creation, taken before the commit, so it ends a moment before the key expires in Redis) ' +
-      'or a `GET` finds nothing, it runs the *lookup-or-lead* script: `GET` the value; if missing (or, with `staleWhileRevalidate`, past its `ttl`), `SET NX PX` the lead lock, else `PTTL` of the lock. ' +
+      'or a `GET` finds nothing, it runs the *lookup-or-lead* script: `GET` the value; if it is missing (or, with `staleWhileRevalidate`, past its `ttl`), `SET NX PX` of the lead lock and, when that fails, `PTTL` of the lock (for a stale value also a `GET` of the lock). ' +
       'One process gets the lead; the others are told to wait: a waiter subscribes to the key\'s channel and runs the lookup once more (so a commit made before its subscription is not missed), then sleeps until the announcement. ' +
       'A lookup that still finds the value is answered as a hit. The leader runs the loader and then the *commit* script: `GET` the lock to check its token, `DEL` it, `SET` the value, `PUBLISH` it inline on the channel. ' +
-      'With `staleWhileRevalidate`, a lookup past the `ttl` answers the stale value at once (one caller takes the lead and refreshes in the background), and the other processes do not wait. ' +
+      'With `staleWhileRevalidate`, a lookup past the `ttl` answers the stale value at once (one caller takes the lead and refreshes in the background), and the other processes do not wait; ' +
+      'a process answered with the stale value keeps no record of a fresh value, so each of its next flights runs the lookup script again until the new value is committed (in the leading process too, without trying the lead). ' +
       'The subscriber connection keeps a channel subscribed for a linger (1 s) after its last waiter left; a channel subscribed again within its linger of being dropped lingers twice as long the next time, up to 60 s; ' +
       'a subscriber connection left without channels closes 500 ms later (`src/redis/subscriber.ts`).',
   );
