@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { useRedis } from './support/use-redis.js';
 import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { waitUntil } from '../tools/basics.js';
 
 interface CallRecord {
   ok: boolean;
@@ -101,6 +102,33 @@ describe('staleWhileRevalidate across processes', () => {
     expect(Math.max(...all.map((r) => r.latency))).toBeLessThan(loaderMs / 2);
     // the refreshed values replaced the old ones: calls saw every run's value
     expect(new Set(all.map((r) => r.run)).size).toBeGreaterThanOrEqual(log.length - 1);
+  });
+
+  it('while another process refreshes, a process answers the stale value without asking Redis again at every call, and takes the new value once it is announced', async () => {
+    const key = `swr-elsewhere-${++keyN}`;
+    const loaderMs = 800;
+    // A lock TTL far longer than the test's bounds: only the refresh's announcement can end
+    // the stale answers in time.
+    const [a, b] = await startWorkers(2, { key, ttl: 300, loaderMs, cache: { staleWhileRevalidate: '20s', lockTtl: 10_000 } });
+    expect((await call(a!)).status).toBe('miss');
+    await sleep(400);
+    expect(await call(a!)).toMatchObject({ status: 'stale', run: 1 });
+    await a!.waitFor((l) => l === 'leading 2', 10_000);
+    const scripts = async () => {
+      const info = await redis.info('commandstats');
+      return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    const before = await scripts();
+    const during = await loop(b!, 400, 10);
+    const lookups = (await scripts()) - before;
+    expect(during.length).toBeGreaterThanOrEqual(20);
+    expect(during.every((r) => r.ok && r.status === 'stale' && r.reason === 'revalidate' && r.run === 1)).toBe(true);
+    // The first lookup follows the key's channel; one sent once it is live lets the rest be
+    // answered from memory (one lookup per call before).
+    expect(lookups, `lookup scripts run for ${during.length} calls`).toBeLessThanOrEqual(4);
+    // The refresh is announced: the next calls get its value, long before the lock would run out.
+    await waitUntil('the refresh to be logged', async () => (await runLog(key)).some((l) => l.run === 2), 10_000);
+    await waitUntil('the new value in the other process', async () => (await call(b!)).run === 2, 2_000);
   });
 
   it('SIGKILL of the process running a background refresh: another process refreshes after the lock TTL, and no caller waits meanwhile', async () => {

@@ -328,6 +328,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.protocol.close();
     await this.backend.close();
   }
 

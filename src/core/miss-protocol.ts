@@ -15,6 +15,7 @@ import { earlyRefreshDue, isFresh, staleWindow, withinRevalidate, withinStaleIfE
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
 import type { Loader, LoaderContext } from './types.js';
 import { mergeTags, validateTags } from '../store/tags.js';
+import { RefreshingElsewhere } from './refreshing-elsewhere.js';
 
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -39,17 +40,29 @@ export class MissProtocol {
   /** Keys whose early refresh this process tried and found led elsewhere: no new try until then (monotonic ms). */
   private readonly earlyThrottle = new Map<string, number>();
 
+  /** Stale values whose refresh another process runs: answered without asking Redis again. */
+  private readonly elsewhere: RefreshingElsewhere;
+
   constructor(
     private readonly backend: GuardedBackend,
     private readonly hints: FreshnessHints,
     private readonly events: CacheEmitter,
-  ) {}
+  ) {
+    this.elsewhere = new RefreshingElsewhere(backend);
+  }
+
+  /** Stops following the channels of keys refreshed elsewhere. */
+  close(): void {
+    this.elsewhere.clear();
+  }
 
   async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const deadline = monotonicNow() + opts.waitTimeout;
     let skipValue = false;
     for (;;) {
       if (!this.backend.usable(key)) return this.runLocal(key, loader, opts, true);
+      const elsewhere = this.elsewhere.get(key);
+      if (elsewhere !== undefined && withinRevalidate(elsewhere, Date.now(), opts.freshness)) return this.staleAnswer(key, elsewhere, 'revalidate');
       if (!skipValue && this.hints.believedFresh(key)) {
         // This process saw the value and it has not expired: read it with a plain GET. Only a
         // key that is unknown here or expired goes to the lookup-or-lead script, so a miss
@@ -73,6 +86,7 @@ export class MissProtocol {
         this.hints.forget(key);
       }
       const token = this.nextToken();
+      const sentAt = monotonicNow();
       let lookup;
       try {
         lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, Date.now(), !this.refreshes.has(key));
@@ -89,10 +103,12 @@ export class MissProtocol {
           skipValue = true;
           continue;
         case 'hit':
+          this.elsewhere.forget(key);
           return this.hitFrom(key, lookup.entry, 'hit', loader, opts);
         case 'stale':
-          return this.fromStale(key, token, lookup, loader, opts, deadline);
+          return this.fromStale(key, token, lookup, loader, opts, deadline, sentAt);
         case 'lead': {
+          this.elsewhere.forget(key);
           if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
           if (debug.enabled) debug('lead key=%s: no value, this process runs the loader', key);
           const led = await this.lead(key, token, loader, opts);
@@ -100,6 +116,7 @@ export class MissProtocol {
           return led;
         }
         case 'wait': {
+          this.elsewhere.forget(key);
           if (lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
           if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
           if (debug.enabled) debug('wait key=%s: another process leads, its lock expires in %d ms', key, lookup.remaining);
@@ -223,6 +240,8 @@ export class MissProtocol {
     loader: Loader<T>,
     opts: CallOptions<T>,
     deadline: number,
+    /** When the lookup was sent (monotonic ms). */
+    sentAt: number,
   ): Promise<Settled<T>> {
     const { entry } = lookup;
     if (entry.kind !== EntryKind.Value) return MARKER as Settled<T>;
@@ -239,6 +258,8 @@ export class MissProtocol {
         return { ...this.staleAnswer<T>(key, entry, 'revalidate'), inline };
       }
       if (lookup.lead) this.refreshInBackground(key, token, loader, opts, entry);
+      // Refreshed by another process: later flights here answer this value until it is over.
+      else if (!lookup.hold && !this.refreshes.has(key)) this.elsewhere.heard(key, entry, lookup.remaining, sentAt);
       // While a failed refresh holds the lock (failSafeRetry), the stale value is served because of that error.
       return this.staleAnswer(key, entry, lookup.hold ? 'error' : 'revalidate');
     }
