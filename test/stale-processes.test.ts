@@ -106,7 +106,7 @@ describe('staleWhileRevalidate across processes', () => {
 
   it('while another process refreshes, a process answers the stale value without asking Redis again at every call, and takes the new value once it is announced', async () => {
     const key = `swr-elsewhere-${++keyN}`;
-    const loaderMs = 800;
+    const loaderMs = 1500;
     // A lock TTL far longer than the test's bounds: only the refresh's announcement can end
     // the stale answers in time.
     const [a, b] = await startWorkers(2, { key, ttl: 300, loaderMs, cache: { staleWhileRevalidate: '20s', lockTtl: 10_000 } });
@@ -126,6 +126,11 @@ describe('staleWhileRevalidate across processes', () => {
     // The first lookup follows the key's channel; one sent once it is live lets the rest be
     // answered from memory (one lookup per call before).
     expect(lookups, `lookup scripts run for ${during.length} calls`).toBeLessThanOrEqual(4);
+    // The process running the refresh answers its own later calls the same way, without a lookup.
+    const beforeOwn = await scripts();
+    const own = await loop(a!, 200, 10);
+    expect(own.every((r) => r.ok && r.status === 'stale' && r.run === 1)).toBe(true);
+    expect((await scripts()) - beforeOwn, `lookup scripts run for ${own.length} calls in the refreshing process`).toBe(0);
     // The refresh is announced: the next calls get its value, long before the lock would run out.
     await waitUntil('the refresh to be logged', async () => (await runLog(key)).some((l) => l.run === 2), 10_000);
     await waitUntil('the new value in the other process', async () => (await call(b!)).run === 2, 2_000);

@@ -61,6 +61,9 @@ export class MissProtocol {
     let skipValue = false;
     for (;;) {
       if (!this.backend.usable(key)) return this.runLocal(key, loader, opts, true);
+      // A refresh of the key runs here or in another process: its stale value is the answer.
+      const refreshing = this.staleWhileRefreshing<T>(key, opts);
+      if (refreshing) return refreshing;
       const elsewhere = this.elsewhere.get(key);
       if (elsewhere !== undefined && withinRevalidate(elsewhere, Date.now(), opts.freshness)) return this.staleAnswer(key, elsewhere, 'revalidate');
       if (!skipValue && this.hints.believedFresh(key)) {

@@ -2,15 +2,21 @@ import { monotonicNow } from '../shared/clock.js';
 import type { StoredEntry } from '../store/types.js';
 import type { GuardedBackend } from './guarded-backend.js';
 
-/** A key whose stale value another process is refreshing, followed on its channel. */
+/** How long a key is followed at most after its last refresh elsewhere was heard of (a key refreshed on a cycle stays followed). */
+const FOLLOW_MAX_MS = 60_000;
+
+/** A key whose stale value another process refreshes (or refreshed lately), followed on its channel. */
 interface Followed {
   /** Monotonic ms from which the key's channel is live: lookups sent from then on are covered. */
   liveAt: number | undefined;
   /** The stale value to answer, once a lookup sent while the channel was live said so. */
   entry: StoredEntry | undefined;
+  /** Monotonic ms of the last message heard on the channel. */
+  newsAt: number;
   /** Monotonic ms when the refresh's lock runs out (then lookups go to Redis again). */
   until: number;
-  timer: NodeJS.Timeout | undefined;
+  /** Ends the following once the key has not been refreshed elsewhere for a while. */
+  idle: NodeJS.Timeout | undefined;
   unlisten: (() => void) | undefined;
   ended: boolean;
 }
@@ -22,8 +28,11 @@ interface Followed {
  * process). Instead the process follows the key's channel, and once a lookup sent while the
  * channel was live has said "stale, refreshed elsewhere", later flights answer that value from
  * memory until the channel carries any news of the key (the refresh's commit or failure, a
- * write, a delete, a reconnect) or the refresh's lock runs out. Entries with tags are not kept
- * (an invalidation travels on the tag's channel, not the key's).
+ * write, a delete; a reconnect, after which only lookups sent later count) or the refresh's
+ * lock runs out. The channel stays followed for twice the value's TTL after the last such
+ * lookup (at most a minute), so a key refreshed on a cycle is answered from memory from the
+ * first lookup of each refresh, without subscribing again. Entries with tags are not kept (an
+ * invalidation travels on the tag's channel, not the key's).
  */
 export class RefreshingElsewhere {
   private readonly keys = new Map<string, Followed>();
@@ -35,7 +44,7 @@ export class RefreshingElsewhere {
     const followed = this.keys.get(key);
     if (followed?.entry === undefined) return undefined;
     if (monotonicNow() < followed.until) return followed.entry;
-    this.end(key, followed);
+    followed.entry = undefined;
     return undefined;
   }
 
@@ -46,23 +55,22 @@ export class RefreshingElsewhere {
    */
   heard(key: string, entry: StoredEntry, remaining: number, sentAt: number): void {
     if (entry.tags !== undefined || remaining <= 0) return;
-    let followed = this.keys.get(key);
-    if (followed === undefined) {
-      followed = this.follow(key);
-    } else if (followed.liveAt !== undefined && sentAt >= followed.liveAt) {
+    const followed = this.keys.get(key) ?? this.follow(key);
+    // Not when news of the key arrived after the lookup was sent: the refresh's commit can
+    // overtake the lookup's reply (another connection), and the value is then not stale.
+    if (followed.liveAt !== undefined && sentAt >= followed.liveAt && followed.newsAt < sentAt) {
       followed.entry = entry;
+      followed.until = monotonicNow() + remaining;
     }
-    const until = monotonicNow() + remaining;
-    if (until > followed.until) {
-      followed.until = until;
-      this.arm(key, followed, remaining);
-    }
+    if (followed.idle) clearTimeout(followed.idle);
+    followed.idle = setTimeout(() => this.end(key, followed), Math.min(FOLLOW_MAX_MS, Math.max(remaining, 2 * entry.ttl)));
+    followed.idle.unref();
   }
 
   /** A lookup found the key otherwise (fresh, missing, led here): its refresh is over. */
   forget(key: string): void {
     const followed = this.keys.get(key);
-    if (followed) this.end(key, followed);
+    if (followed) followed.entry = undefined;
   }
 
   /** Stops following every key. */
@@ -71,9 +79,15 @@ export class RefreshingElsewhere {
   }
 
   private follow(key: string): Followed {
-    const followed: Followed = { liveAt: undefined, entry: undefined, until: 0, timer: undefined, unlisten: undefined, ended: false };
+    const followed: Followed = { liveAt: undefined, entry: undefined, newsAt: 0, until: 0, idle: undefined, unlisten: undefined, ended: false };
     this.keys.set(key, followed);
-    this.backend.listen(key, () => this.end(key, followed)).then(
+    const heard = (outcome: unknown) => {
+      followed.entry = undefined;
+      followed.newsAt = monotonicNow();
+      // Reconnected: a message may have been lost; only lookups sent from now on count.
+      if (outcome === null && followed.liveAt !== undefined) followed.liveAt = monotonicNow();
+    };
+    this.backend.listen(key, heard).then(
       (unlisten) => {
         if (followed.ended) return unlisten();
         followed.unlisten = unlisten;
@@ -84,16 +98,11 @@ export class RefreshingElsewhere {
     return followed;
   }
 
-  private arm(key: string, followed: Followed, ms: number): void {
-    if (followed.timer) clearTimeout(followed.timer);
-    followed.timer = setTimeout(() => this.end(key, followed), ms);
-    followed.timer.unref();
-  }
-
   private end(key: string, followed: Followed): void {
     if (followed.ended) return;
     followed.ended = true;
-    if (followed.timer) clearTimeout(followed.timer);
+    followed.entry = undefined;
+    if (followed.idle) clearTimeout(followed.idle);
     if (this.keys.get(key) === followed) this.keys.delete(key);
     followed.unlisten?.();
   }
