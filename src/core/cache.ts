@@ -13,7 +13,7 @@ import { RedisBackend } from '../store/redis-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { checkTaggedLifetime, isPlainCall, resolveCallOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
-import { Flights, READ_FAILED, withSignal } from './flights.js';
+import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { FreshnessHints } from './hints.js';
 import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
@@ -97,36 +97,19 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (!this.flights.has(key) && this.hints.believedFresh(key) && this.guarded.usable(key)) {
-        const joined = this.flights.joinRead(key);
-        if (joined !== undefined) return joined.then((found) => this.answerRead(key, loader, ttlOrOptions, found));
-        this.flights.startRead(key);
-        return this.guarded.readHit(
-          key,
+        return this.flights.sharedRead(key, () => this.guarded.getUnchecked(key)).then(
           (found) => {
-            this.flights.endRead(key, found);
-            return this.answerRead(key, loader, ttlOrOptions, found);
-          },
-          () => {
-            this.flights.endRead(key, READ_FAILED);
+            // An entry with tags is not answered here: the full path checks them.
+            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFresh(found, Date.now())) {
+              if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
+              if (this.options.l1) this.hints.remember(key, found);
+              return found.value as T;
+            }
             return this.resolve(key, loader, ttlOrOptions).then(valueOf);
           },
+          () => this.resolve(key, loader, ttlOrOptions).then(valueOf),
         );
       }
-    }
-    return this.resolve(key, loader, ttlOrOptions).then(valueOf);
-  }
-
-  /**
-   * The answer to a plain call from what the fast path's read found: a fresh value without tags
-   * is a hit; a miss, a marker, a corrupt value, an entry with tags (the full path checks them)
-   * or a failed read goes on to the full protocol.
-   */
-  private answerRead<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, found: unknown): T | Promise<T> {
-    const entry = found as StoredEntry | { corrupt: Error } | undefined | typeof READ_FAILED;
-    if (entry !== undefined && entry !== READ_FAILED && !('corrupt' in entry) && entry.kind === EntryKind.Value && entry.tags === undefined && isFresh(entry, Date.now())) {
-      if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
-      if (this.options.l1) this.hints.remember(key, entry);
-      return entry.value as T;
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
   }

@@ -2,20 +2,14 @@ import { abortReason } from '../shared/wait.js';
 import type { CallOptions } from './call-options.js';
 import { rejoinIfAbandoned, TIMED_OUT, type Settled } from './settled.js';
 
-/** What a failed plain read hands its joiners: each goes the full way. */
-export const READ_FAILED: unique symbol = Symbol('read failed');
-
 /**
  * Single-flight within the process: one flight per key, joined by every concurrent caller of
- * that key; and one plain read per key at a time for the fast path.
+ * that key; and one shared plain read per key for the fast path.
  */
 export class Flights {
   private readonly inflight = new Map<string, Promise<Settled<unknown>>>();
-  /**
-   * Plain reads of values believed fresh, one per key, joined by the key's other readers while
-   * it is in flight: the callbacks of those who joined (null until one does).
-   */
-  private readonly reads = new Map<string, ((found: unknown) => void)[] | null>();
+  /** Plain reads of values believed fresh, shared by concurrent readers of a key. */
+  private readonly reads = new Map<string, Promise<unknown>>();
 
   has(key: string): boolean {
     return this.inflight.has(key);
@@ -35,29 +29,19 @@ export class Flights {
     joined.then(cleanup, cleanup);
   }
 
-  /**
-   * Joins the key's plain read if one is in flight: resolves what it finds (`READ_FAILED` when
-   * it fails); else returns undefined and the caller reads for everyone (`startRead`).
-   */
-  joinRead(key: string): Promise<unknown> | undefined {
-    const joined = this.reads.get(key);
-    if (joined === undefined) return undefined;
-    return new Promise((resolve) => {
-      if (joined === null) this.reads.set(key, [resolve]);
-      else joined.push(resolve);
-    });
-  }
-
-  /** Makes the caller's read the key's plain read, joined by the key's readers until `endRead`. */
-  startRead(key: string): void {
-    this.reads.set(key, null);
-  }
-
-  /** Ends the key's plain read with what it found (or `READ_FAILED`): its joiners get it. */
-  endRead(key: string, found: unknown): void {
-    const joined = this.reads.get(key);
-    this.reads.delete(key);
-    if (joined) for (const resolve of joined) resolve(found);
+  /** The key's shared read, started with `read()` if there is none; forgotten once it settles. */
+  sharedRead<R>(key: string, read: () => Promise<R>): Promise<R> {
+    let shared = this.reads.get(key) as Promise<R> | undefined;
+    if (shared === undefined) {
+      shared = read();
+      this.reads.set(key, shared);
+      const current = shared;
+      const forget = () => {
+        if (this.reads.get(key) === current) this.reads.delete(key);
+      };
+      current.then(forget, forget);
+    }
+    return shared;
   }
 
   /**

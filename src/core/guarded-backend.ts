@@ -6,13 +6,11 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/typ
 import { CircuitBreaker } from './circuit-breaker.js';
 import type { CacheEmitter } from './events.js';
 
-/** A backend call in flight: what the sweep needs to time it out. */
 interface PendingCall {
   deadline: number;
   key: string | undefined;
   operation: string;
-  /** Ends the call with `err` (a failure, or the sweep's timeout); a no-op once it has ended. */
-  fail: (err: unknown) => void;
+  fail: ((err: unknown) => void) | undefined;
 }
 
 export interface GuardOptions {
@@ -72,50 +70,6 @@ export class GuardedBackend {
     return this.timed(key, 'get', (this.backend.untagged ?? this.backend).get(key));
   }
 
-  /**
-   * The hit fast path's read: `getUnchecked`, bounded and reported the same way, with the
-   * caller's answer worked out by `answer` in the step that decodes the entry, so only the
-   * client's promise and this one stand between Redis's reply and the caller. A failure or a
-   * timeout goes to `fallback` (after being reported); so does an `answer` that throws.
-   */
-  readHit<R>(
-    key: string,
-    answer: (found: StoredEntry | { corrupt: Error } | undefined) => R | PromiseLike<R>,
-    fallback: () => R | PromiseLike<R>,
-  ): Promise<R> {
-    const backend = this.backend.untagged ?? this.backend;
-    const read = backend.readHit;
-    if (read === undefined) return this.getUnchecked(key).then(answer, fallback);
-    return new Promise<R>((resolve, reject) => {
-      const call: PendingCall = {
-        deadline: monotonicNow() + this.options.commandTimeout,
-        key,
-        operation: 'get',
-        fail: (err) => {
-          if (!this.pending.delete(call)) return;
-          this.report(err, key, 'get');
-          settle(fallback);
-        },
-      };
-      const settle = (step: () => R | PromiseLike<R>) => {
-        try {
-          resolve(step());
-        } catch (err) {
-          reject(err);
-        }
-      };
-      this.track(call);
-      read.call(
-        backend,
-        key,
-        (found) => {
-          if (this.pending.delete(call)) settle(() => answer(found));
-        },
-        call.fail,
-      );
-    });
-  }
-
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     return this.timed(key, 'get', this.backend.getShared(key));
   }
@@ -167,44 +121,34 @@ export class GuardedBackend {
    */
   private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const call: PendingCall = {
-        deadline: monotonicNow() + this.options.commandTimeout,
-        key,
-        operation,
-        fail: (err) => {
-          if (this.pending.delete(call)) reject(this.report(err, key, operation));
-        },
+      const call: PendingCall = { deadline: monotonicNow() + this.options.commandTimeout, key, operation, fail: undefined };
+      const settle = (err: unknown) => {
+        if (!this.pending.delete(call)) return;
+        if (err instanceof SerializationError) {
+          // The value cannot be encoded: the caller's error, found before anything was sent.
+          reject(err);
+          return;
+        }
+        const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
+        if (isKeyError(err)) {
+          // The server answered, about this key only: the breaker stays closed, no backendError.
+          this.keyErrors.add(error);
+          reject(error);
+          return;
+        }
+        this.breaker.trip();
+        this.events.emit('backendError', { key, operation, error });
+        publishBackendError(key, operation, error);
+        if (debug.enabled) debug('degraded key=%s: %s; Redis skipped for %d ms', key, error.message, this.options.backendCooldown);
+        reject(error);
       };
-      this.track(call);
+      call.fail = settle;
+      this.pending.add(call);
+      this.sweepTimer ??= this.startSweep();
       promise.then((v) => {
         if (this.pending.delete(call)) resolve(v);
-      }, call.fail);
+      }, settle);
     });
-  }
-
-  private track(call: PendingCall): void {
-    this.pending.add(call);
-    this.sweepTimer ??= this.startSweep();
-  }
-
-  /**
-   * The error a failed call rejects with, reported: `SerializationError` as it is (the value
-   * cannot be encoded: the caller's error, found before anything was sent); an answer about
-   * this key only (the breaker stays closed, no `backendError`); else the backend is unusable:
-   * the breaker trips and `backendError` is emitted.
-   */
-  private report(err: unknown, key: string | undefined, operation: string): Error {
-    if (err instanceof SerializationError) return err;
-    const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
-    if (isKeyError(err)) {
-      this.keyErrors.add(error);
-      return error;
-    }
-    this.breaker.trip();
-    this.events.emit('backendError', { key, operation, error });
-    publishBackendError(key, operation, error);
-    if (debug.enabled) debug('degraded key=%s: %s; Redis skipped for %d ms', key, error.message, this.options.backendCooldown);
-    return error;
   }
 
   private startSweep(): NodeJS.Timeout {
@@ -217,7 +161,7 @@ export class GuardedBackend {
       }
       const now = monotonicNow();
       for (const call of this.pending) {
-        if (call.deadline <= now) call.fail(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
+        if (call.deadline <= now) call.fail?.(new BackendError(`Redis did not answer ${call.operation} within ${ms} ms (commandTimeout)`, { key: call.key }));
       }
     }, Math.max(5, Math.floor(ms / 4)));
     timer.unref();

@@ -211,15 +211,6 @@ export class RedisBackend implements Backend {
     });
   }
 
-  readHit(key: string, done: (found: StoredEntry | { corrupt: Error } | undefined) => void, failed: (err: unknown) => void): void {
-    const sent = this.l1 ? monotonicNow() : undefined;
-    this.commands.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
-      if (bytes === null) return done(undefined);
-      const decoded = this.decode(bytes, sent);
-      done('error' in decoded ? { corrupt: decoded.error } : decoded);
-    }, failed);
-  }
-
   async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     const bytes = await this.commands.getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;

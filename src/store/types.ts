@@ -109,13 +109,6 @@ export interface Backend {
   /** Subscribes to the key's outcomes; resolves once the subscription is live. */
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void>;
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
-  /**
-   * `get` for the hit fast path, in callback form (optional; `get` serves otherwise): the
-   * entry goes to `done`, a failure to `failed`, in the step that decodes it, so the caller
-   * puts no promise of its own between the client's answer and its caller's. Neither callback
-   * may throw.
-   */
-  readHit?(key: string, done: (found: StoredEntry | { corrupt: Error } | undefined) => void, failed: (err: unknown) => void): void;
   /** The value a leader shared (not stored) and announced as too big to inline. */
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   /** Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be encoded. */
