@@ -632,6 +632,40 @@ describe('when Redis fails', () => {
     await own.stop();
   });
 
+  it('hit reads of one tick share one write to Redis, and each keeps its own answer (a key whose value is of another type does not fail the others)', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client() });
+    const inspector = own.client();
+    const keys = Array.from({ length: 50 }, (_, i) => uniq(`tick-${i}`));
+    for (const key of keys) await cache.getOrCompute(key, () => `v:${key}`, 60_000);
+    const readEvents = async () => Number(/total_reads_processed:(\d+)/.exec(await inspector.info('stats'))![1]);
+    const before = await readEvents();
+    let runs = 0;
+    const values = await Promise.all(
+      keys.map((key) =>
+        cache.getOrCompute(key, () => {
+          runs++;
+          return 'recomputed';
+        }, 60_000),
+      ),
+    );
+    const events = (await readEvents()) - before;
+    expect(values).toEqual(keys.map((key) => `v:${key}`));
+    expect(runs).toBe(0);
+    // 50 GETs and the INFO: one write for the first GET, one pipeline for the other 49.
+    expect(events, `read events on the server for 50 hit reads`).toBeLessThanOrEqual(6);
+
+    // One key's value replaced by a list: its GET fails with WRONGTYPE inside the pipeline,
+    // that call alone goes the full way (looks past the foreign value and loads); the others hit.
+    await inspector.del(`dogpile:v:{${keys[7]!}}`);
+    await inspector.lpush(`dogpile:v:{${keys[7]!}}`, 'foreign');
+    const again = await Promise.all(keys.map((key) => cache.getOrCompute(key, () => 'recomputed', 60_000)));
+    expect(again.filter((v) => v === 'recomputed')).toHaveLength(1);
+    expect(again[7]).toBe('recomputed');
+    await cache.close();
+    await own.stop();
+  });
+
   it('get/set/delete reject with BackendError when Redis is unreachable', async () => {
     const own = await startRedis();
     const cache = createCache({ redis: own.client({ maxRetriesPerRequest: 0, enableOfflineQueue: false }), commandTimeout: 200 });

@@ -9,6 +9,7 @@ import { sharedSubscriber } from '../redis/subscriber.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
 import { EXTEND } from '../redis/extend-script.js';
+import { valueReader } from '../redis/get-batch.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
@@ -46,6 +47,8 @@ export class RedisBackend implements Backend {
   readonly tagStamps: RedisTagStamps;
   /** The commands this backend sends (the full client is kept for its status, its subscriber and closing). */
   private readonly commands: CommandClient;
+  /** Where the GETs of values go (the GETs of one tick share a write on a standalone ioredis-like client). */
+  private readonly values: Pick<CommandClient, 'getBuffer'>;
   private readonly l1: L1 | undefined;
   /** Keys held in L1 whose channel this process follows. */
   private readonly links = new Map<string, Link>();
@@ -59,6 +62,7 @@ export class RedisBackend implements Backend {
     private readonly options: RedisBackendOptions,
   ) {
     this.commands = commandClient(client);
+    this.values = valueReader(client, this.commands);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
     this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key)) : undefined;
   }
@@ -204,7 +208,7 @@ export class RedisBackend implements Backend {
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     // The hit path: one GET and one step after it (no async frame).
     const sent = this.l1 ? monotonicNow() : undefined;
-    return this.commands.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
+    return this.values.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
       if (bytes === null) return undefined;
       const decoded = this.decode(bytes, sent);
       return 'error' in decoded ? { corrupt: decoded.error } : decoded;
