@@ -17,7 +17,7 @@ import { JsonChild, type Message, root } from '../tools/child-process.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { tagKeys } from '../src/store/key.js';
 import { parseStamp } from '../src/store/tags.js';
-import { percentile, ratio, summary } from './lib/stats.js';
+import { histogram, percentile, ratio, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 
 const PROCESSES = 4;
@@ -172,15 +172,6 @@ function lags(rounds: Round[], from: 'reply' | 'call'): Lags {
   };
 }
 
-/** "1 run × 150, 2 runs × 50": how many rounds had each number of loader runs. */
-function histogram(runs: number[]): string {
-  const counts = new Map<number, number>();
-  for (const n of runs) counts.set(n, (counts.get(n) ?? 0) + 1);
-  return [...counts]
-    .sort((a, b) => a[0] - b[0])
-    .map(([n, c]) => `${n} run${n === 1 ? '' : 's'} × ${c}`)
-    .join(', ');
-}
 
 const f2 = (v: number) => (Number.isNaN(v) ? '—' : v.toFixed(2));
 

@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { JsonChild, type Message, root } from '../tools/child-process.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { sleep } from '../tools/basics.js';
-import { median, percentile, summary } from './lib/stats.js';
+import { histogram, median, percentile, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 
 const PROCESSES = 8;
@@ -152,15 +152,6 @@ function rawSpread(r: Round): { all: Spread; others: Spread } {
   return { all: spread(lat(r.processes)), others: spread(lat(r.processes.filter((_, i) => i !== r.leader))) };
 }
 
-/** "1 run × 14, 2 runs × 1": how many rounds had each number of loader runs. */
-function histogram(runs: number[]): string {
-  const counts = new Map<number, number>();
-  for (const n of runs) counts.set(n, (counts.get(n) ?? 0) + 1);
-  return [...counts]
-    .sort((a, b) => a[0] - b[0])
-    .map(([n, c]) => `${n} run${n === 1 ? '' : 's'} × ${c}`)
-    .join(', ');
-}
 
 export default async function stampedeWakeupBench(ctx: BenchContext): Promise<string> {
   const plan = ctx.quick ? { warmup: 1, rounds: 3, budgetMs: 20_000 } : { warmup: 3, rounds: 15, budgetMs: 60_000 };

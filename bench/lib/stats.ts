@@ -37,3 +37,13 @@ export function commandCounts(info: string): Record<string, number> {
   for (const m of info.matchAll(/cmdstat_([a-z|_-]+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
   return out;
 }
+
+/** "1 run × 150, 2 runs × 50": how many rounds had each number of loader runs. */
+export function histogram(runs: number[]): string {
+  const counts = new Map<number, number>();
+  for (const n of runs) counts.set(n, (counts.get(n) ?? 0) + 1);
+  return [...counts]
+    .sort((a, b) => a[0] - b[0])
+    .map(([n, c]) => `${n} run${n === 1 ? '' : 's'} × ${c}`)
+    .join(', ');
+}
