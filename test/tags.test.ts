@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createCache, InvalidOptionError, MAX_TAGS, type DogpileCache } from '../src/index.js';
 import { EntryCodec } from '../src/store/codec.js';
 import { decodeEntry, encodeEntry, EntryKind } from '../src/store/entry.js';
@@ -142,6 +142,22 @@ describe.each(stores)('tags %s', (_name, make) => {
     expect(await cache.get('k')).toBeUndefined();
     expect(await cache.get('k2')).toBeUndefined();
     await cache.close();
+  });
+});
+
+describe('invalidateTags and the wall clock', () => {
+  it('resolves when the wall clock stands still or steps back (its wait for the next millisecond is bounded on the monotonic clock)', async () => {
+    const cache = createCache();
+    const frozen = Date.now();
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => frozen);
+    try {
+      const done = cache.invalidateTags(['frozen']).then(() => 'resolved');
+      const bound = new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000).unref());
+      expect(await Promise.race([done, bound])).toBe('resolved');
+    } finally {
+      spy.mockRestore();
+      await cache.close();
+    }
   });
 });
 

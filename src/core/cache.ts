@@ -4,6 +4,7 @@ import { toMs, type Duration } from '../shared/duration.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
+import { monotonicNow } from '../shared/clock.js';
 import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
@@ -298,9 +299,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (list.length === 0) return;
     // The stamp is the millisecond of the call; a run that started in it counts as older. The
     // stamp is written (and so can be learnt of) only once the clock has left that millisecond,
-    // so a recompute that follows the invalidation never starts inside it.
+    // so a recompute that follows the invalidation never starts inside it. The wait is bounded
+    // on the monotonic clock: a wall clock stepped back (or frozen) does not hold it up.
     const at = Date.now();
-    while (Date.now() <= at) await new Promise((resolve) => setTimeout(resolve, 1));
+    const bound = monotonicNow() + TAG_STAMP_WAIT_MS;
+    while (Date.now() <= at && monotonicNow() < bound) await new Promise((resolve) => setTimeout(resolve, 1));
     await this.guarded.invalidateTags(list, at, options.stale === true, this.options.tagStampTtl);
   }
 
@@ -343,6 +346,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');
   }
 }
+
+/** The longest `invalidateTags` waits for the wall clock to leave the millisecond of its stamp. */
+const TAG_STAMP_WAIT_MS = 10;
 
 /** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
 function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
