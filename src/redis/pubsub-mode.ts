@@ -13,6 +13,8 @@ import { isCluster, type RedisClient } from './client.js';
 export type PubSubMode = 'sharded' | 'plain';
 
 const modes = new WeakMap<Cluster, Promise<PubSubMode>>();
+/** The modes of the clusters whose probe has answered. */
+const known = new WeakMap<Cluster, PubSubMode>();
 
 /** The pub/sub mode of `client`, asked of the server once per client (`COMMAND INFO SPUBLISH`). */
 export function pubSubMode(client: RedisClient): Promise<PubSubMode> {
@@ -20,11 +22,21 @@ export function pubSubMode(client: RedisClient): Promise<PubSubMode> {
   let mode = modes.get(client);
   if (!mode) {
     mode = detect(client);
+    const cluster = client;
+    mode.then((m) => known.set(cluster, m), () => {});
     // A failed probe (cluster unreachable) is not remembered: the next call asks again.
     mode.catch(() => modes.delete(client));
     modes.set(client, mode);
   }
   return mode;
+}
+
+/**
+ * The pub/sub mode of `client` when it is known without asking (a single server, or a cluster
+ * already probed), else `undefined`: the hot paths publish without waiting a promise hop.
+ */
+export function knownPubSubMode(client: RedisClient): PubSubMode | undefined {
+  return isCluster(client) ? known.get(client) : 'plain';
 }
 
 const PLAIN: Promise<PubSubMode> = Promise.resolve('plain');

@@ -6,7 +6,7 @@ import { RedisTagStamps } from './redis-tags.js';
 import { monotonicNow } from '../shared/clock.js';
 import { clientAvailable, closeClient, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
 import { sharedSubscriber } from '../redis/subscriber.js';
-import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
+import { knownPubSubMode, publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { valueReader } from '../redis/get-batch.js';
@@ -176,7 +176,7 @@ export class RedisBackend implements Backend {
         break;
     }
     const k = cacheKeys(this.options.prefix, key);
-    const pub = publishCommand(await pubSubMode(this.client));
+    const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1 && commit.mode === 'store') this.sentAt.set(commit.entry, monotonicNow());
     const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
@@ -226,7 +226,7 @@ export class RedisBackend implements Backend {
   async set(key: string, entry: StoredEntry): Promise<void> {
     const bytes = this.options.codec.encode(key, entry);
     const k = cacheKeys(this.options.prefix, key);
-    const pub = publishCommand(await pubSubMode(this.client));
+    const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1) this.sentAt.set(entry, monotonicNow());
     await SET_ANNOUNCE.run(this.commands, [k.value], [bytes, Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))), k.channel, this.options.inlineMax, pub]);
   }
@@ -236,7 +236,7 @@ export class RedisBackend implements Backend {
     const at = Date.now();
     this.l1?.heard(key, at);
     const k = cacheKeys(this.options.prefix, key);
-    const pub = publishCommand(await pubSubMode(this.client));
+    const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     const stamp = Buffer.allocUnsafe(8);
     stamp.writeDoubleBE(at, 0);
     return (await DELETE_ANNOUNCE.run(this.commands, [k.value], [k.channel, stamp, pub])) > 0;
