@@ -22,6 +22,7 @@ import { useRedis } from './support/use-redis.js';
 import { startRedis } from '../tools/redis-server.js';
 import { sleep, waitUntil } from '../tools/basics.js';
 import { CHANNEL_LINGER_MS, sharedSubscriber } from '../src/redis/subscriber.js';
+import { cacheKeys } from '../src/store/key.js';
 
 const server = useRedis();
 let redis: Redis;
@@ -1038,5 +1039,56 @@ describe('plain callers joining a flight of this process (a key, a loader, a TTL
     expect(await first).toBe('late');
     await throwing.close();
     await loading.close();
+  });
+});
+
+describe('plain callers waiting on another process', () => {
+  it('are answered from the announcement itself, before the flight finishes its own steps; callers joining after that get the value too', async () => {
+    // Two caches on their own connections: the leader's loader holds the key until released.
+    const leaderClient = server.client();
+    const leader = createCache({ redis: leaderClient });
+    const waiting = createCache({ redis });
+    const key = uniq('early-answer');
+    let release!: () => void;
+    const led = leader.getOrCompute(key, () => new Promise<string>((resolve) => (release = () => resolve('from-leader'))), 10_000);
+    await waitUntil('the leader runs its loader', () => release !== undefined);
+
+    const order: string[] = [];
+    const first = waiting.getOrCompute(key, () => 'not-mine', 10_000).then((v) => {
+      order.push('first');
+      return v;
+    });
+    const late: Promise<string>[] = [];
+    const joined = Array.from({ length: 20 }, (_, i) =>
+      waiting.getOrCompute(key, () => 'not-mine', 10_000).then((v) => {
+        order.push(`joiner ${i}`);
+        // Joins the same flight after the early answer: answered when that flight settles.
+        if (i === 0) late.push(waiting.getOrCompute(key, () => 'not-mine', 10_000));
+        return v;
+      }),
+    );
+    // The waiting cache is subscribed and sleeping on the key's channel.
+    const { channel } = cacheKeys(waiting.options.prefix, key);
+    await waitUntil('the waiting cache subscribes', async () => Number(((await redis.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1]) > 0);
+    // Its look-up after subscribing has been answered.
+    await sleep(50);
+    // A listener of the same channel on the same subscriber connection, after the waiting
+    // cache's: a microtask it queues runs after every promise settled before it was called.
+    const unlisten = await sharedSubscriber(redis).listen(channel, (message) => {
+      if (message !== null) queueMicrotask(() => order.push('the message, one microtask later'));
+    });
+    release();
+    expect(await led).toBe('from-leader');
+    expect(await Promise.all(joined)).toEqual(Array.from({ length: 20 }, () => 'from-leader'));
+    expect(await first).toBe('from-leader');
+    expect(await Promise.all(late)).toEqual(['from-leader']);
+    // The callers that joined the flight were answered by the message's listener itself; the
+    // one whose call started the flight waits for the waiting step to finish and the hops back.
+    expect(order.slice(0, 21)).toEqual([...Array.from({ length: 20 }, (_, i) => `joiner ${i}`), 'the message, one microtask later']);
+    expect(order.indexOf('first')).toBeGreaterThan(20);
+    unlisten();
+    await leader.close();
+    await waiting.close();
+    leaderClient.disconnect();
   });
 });

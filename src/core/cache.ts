@@ -168,8 +168,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
 
-    const flight = this.protocol.fly(key, loader, opts);
-    this.flights.start(key, flight);
+    // Plain callers joined to this flight are answered as soon as another process's value is
+    // heard (from the subscriber's listener), not after the hops back to this flight.
+    let joined: Promise<Settled<unknown>> | undefined;
+    const flight = this.protocol.fly(key, loader, opts, (settled) => {
+      if (joined !== undefined) this.joiners.answer(joined, settled);
+    });
+    joined = this.flights.start(key, flight);
     let settled;
     try {
       settled = await withSignal(flight, opts.signal, key);

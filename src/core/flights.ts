@@ -19,14 +19,18 @@ export class Flights {
     return this.inflight.get(key) as Promise<Settled<T>> | undefined;
   }
 
-  /** Makes `flight` the key's flight until it settles; callers joining it see an abandoned loader as ABANDONED (and look again), not as its error. */
-  start<T>(key: string, flight: Promise<Settled<T>>): void {
+  /**
+   * Makes `flight` the key's flight until it settles; callers joining it see an abandoned
+   * loader as ABANDONED (and look again), not as its error. Returns the promise they join.
+   */
+  start<T>(key: string, flight: Promise<Settled<T>>): Promise<Settled<unknown>> {
     const joined = flight.catch(rejoinIfAbandoned) as Promise<Settled<unknown>>;
     this.inflight.set(key, joined);
     const cleanup = () => {
       if (this.inflight.get(key) === joined) this.inflight.delete(key);
     };
     joined.then(cleanup, cleanup);
+    return joined;
   }
 
   /** The key's shared read, started with `read()` if there is none; forgotten once it settles. */

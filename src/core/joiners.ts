@@ -57,6 +57,15 @@ export class Joiners<L, A> {
     });
   }
 
+  /**
+   * Answers the callers joined to `flight` so far with `settled` before the flight itself
+   * settles (its value is known early); callers joining later wait for the flight.
+   */
+  answer(flight: Promise<Settled<unknown>>, settled: Settled<unknown>): void {
+    const group = this.groups.get(flight);
+    if (group !== undefined) this.settle(flight, group, settled, undefined);
+  }
+
   private arm(group: Group<L, A>, ms: number): void {
     group.timer = setTimeout(() => this.expire(group), Math.max(0, ms));
   }
@@ -79,7 +88,8 @@ export class Joiners<L, A> {
   private settle(flight: Promise<Settled<unknown>>, group: Group<L, A>, settled: Settled<unknown> | undefined, error: unknown): void {
     if (group.timer !== undefined) clearTimeout(group.timer);
     group.timer = undefined;
-    this.groups.delete(flight);
+    // Callers who joined after an early answer wait in a group of their own.
+    if (this.groups.get(flight) === group) this.groups.delete(flight);
     const { waiters, head } = group;
     group.waiters = [];
     group.head = 0;

@@ -56,7 +56,13 @@ export class MissProtocol {
     this.elsewhere.clear();
   }
 
-  async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+  /**
+   * The flight of `key` for the callers of this process. `early`, if given, is called with the
+   * answer as soon as another process's announcement of a value is heard, before the waiting
+   * step's own bookkeeping (freshness hint, unsubscribing) and the promise hops back to the
+   * flight: the callers joined to the flight can be answered from the listener itself.
+   */
+  async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, early?: (settled: Settled<T>) => void): Promise<Settled<T>> {
     const deadline = monotonicNow() + opts.waitTimeout;
     let skipValue = false;
     for (;;) {
@@ -123,7 +129,7 @@ export class MissProtocol {
           if (lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
           if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
           if (debug.enabled) debug('wait key=%s: another process leads, its lock expires in %d ms', key, lookup.remaining);
-          const waited = await this.waitRemote(key, loader, opts, deadline);
+          const waited = await this.waitRemote(key, loader, opts, deadline, early);
           if (waited === RETRY) continue;
           return waited;
         }
@@ -454,14 +460,18 @@ export class MissProtocol {
   }
 
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
-  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number): Promise<Settled<T> | typeof RETRY> {
+  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number, early?: (settled: Settled<T>) => void): Promise<Settled<T> | typeof RETRY> {
     const wakeup = new Wakeup();
     const waitStart = debug.enabled ? monotonicNow() : 0;
     let outcome: Outcome | null = null;
     let unlisten: () => void;
     try {
       unlisten = await this.backend.listen(key, (o) => {
-        if (o) outcome = o;
+        if (o) {
+          outcome = o;
+          // A value for all: what the loop below answers once it resumes (fromOutcome), given now.
+          if (early !== undefined && o.kind === 'value' && o.entry.kind === EntryKind.Value) early(answer<T>(o.entry, 'coalesced'));
+        }
         wakeup.wake();
       });
     } catch {
