@@ -170,11 +170,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
     // Plain callers joined to this flight are answered as soon as another process's value is
     // heard (from the subscriber's listener), not after the hops back to this flight.
-    let joined: Promise<Settled<unknown>> | undefined;
+    const started: { joined?: Promise<Settled<unknown>> } = {};
     const flight = this.protocol.fly(key, loader, opts, (settled) => {
-      if (joined !== undefined) this.joiners.answer(joined, settled);
+      if (started.joined !== undefined) this.joiners.answer(started.joined, settled);
     });
-    joined = this.flights.start(key, flight);
+    started.joined = this.flights.start(key, flight);
     let settled;
     try {
       settled = await withSignal(flight, opts.signal, key);
