@@ -13,7 +13,7 @@
  *   stampede of `key`: `CALLERS` calls of `getOrCompute(key, loader, TTL_MS)` in one loop, no
  *   await between them. The loader counts its run (`INCR runsKey` on the plain connection),
  *   waits `LOADER_MS` and returns a small object. Once every call resolved: `stampede { round,
- *   trigger, firstCall, loopEnd, firstCommand, firstCommandName, commands, resolved, loads }`.
+ *   trigger, firstCall, loopEnd, firstCommand, firstCommandName, commands, commandTimes, resolved, loads }`.
  * - `raw-arm { round }` → `raw-armed`: `CALLERS` promises wait for the next message on
  *   `RAW_CHANNEL`, all resolved by one listener; once they are: `raw { round, resolved }`.
  * - `publish { round }`: a raw PUBLISH of a ~100-byte payload on `RAW_CHANNEL` from the plain
@@ -26,7 +26,7 @@
  * each loader run of this process returned its value to the library. `firstCommand` is when
  * the library handed its first command after the trigger to the cache's client (its
  * `sendCommand`, wrapped here to take that time: a measurement shim of this process only), and
- * `commands` how many it handed over until every call resolved.
+ * `commands` how many it handed over until every call resolved, `commandTimes` when each was.
  */
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
@@ -73,6 +73,8 @@ let watching = false;
 let firstCommand: number | undefined;
 let firstCommandName: string | undefined;
 let commands = 0;
+/** When each of those commands was handed over. */
+let commandTimes: number[] = [];
 const sendCommand = client.sendCommand.bind(client);
 client.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
   if (watching) {
@@ -81,9 +83,20 @@ client.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
       firstCommandName = args[0].name;
     }
     commands++;
+    commandTimes.push(nowNs());
   }
   return sendCommand(...args);
 }) as Redis['sendCommand'];
+/** When the library's subscriber connection (a duplicate of `client`) received each message of the round. */
+let arrivals: number[] = [];
+const duplicate = client.duplicate.bind(client);
+client.duplicate = ((...args: Parameters<Redis['duplicate']>) => {
+  const connection = duplicate(...args);
+  connection.prependListener('messageBuffer', () => {
+    if (watching) arrivals.push(nowNs());
+  });
+  return connection;
+}) as Redis['duplicate'];
 const cache = createCache({ redis: client });
 
 /** Plain connections: the run counter and the raw PUBLISH; the subscriber of both channels. */
@@ -118,6 +131,8 @@ function stampede(a: Armed, trigger: number): void {
   firstCommand = undefined;
   firstCommandName = undefined;
   commands = 0;
+  commandTimes = [];
+  arrivals = [];
   watching = true;
   const firstCall = nowNs();
   for (let i = 0; i < CALLERS; i++) {
@@ -130,7 +145,7 @@ function stampede(a: Armed, trigger: number): void {
   const loopEnd = nowNs();
   Promise.all(calls).then(() => {
     watching = false;
-    send({ event: 'stampede', round: a.round, trigger, firstCall, loopEnd, firstCommand, firstCommandName, commands, resolved, loads });
+    send({ event: 'stampede', round: a.round, trigger, firstCall, loopEnd, firstCommand, firstCommandName, commands, commandTimes, arrivals, resolved, loads });
   }, fatal);
 }
 
@@ -138,6 +153,7 @@ function stampede(a: Armed, trigger: number): void {
 
 /** The resolvers of the promises waiting for the next raw message. */
 let rawWaiting: ((payload: unknown) => void)[] = [];
+let rawArrival = 0;
 
 function rawArm(round: number): void {
   const resolved = new Array<number>(CALLERS).fill(0);
@@ -151,7 +167,7 @@ function rawArm(round: number): void {
     );
   }
   rawWaiting = resolvers;
-  Promise.all(waits).then(() => send({ event: 'raw', round, resolved }), fatal);
+  Promise.all(waits).then(() => send({ event: 'raw', round, resolved, arrival: rawArrival }), fatal);
   send({ event: 'raw-armed', round });
 }
 
@@ -174,6 +190,7 @@ subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => {
   } else if (name === RAW_CHANNEL) {
     // One listener wakes every waiting promise with the parsed message, as the library's
     // subscriber wakes the waiters of a key.
+    rawArrival = at;
     const payload = JSON.parse(message.toString()) as unknown;
     const waiting = rawWaiting;
     rawWaiting = [];

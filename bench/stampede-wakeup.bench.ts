@@ -53,6 +53,9 @@ interface ProcessRound {
   firstCommand: number | undefined;
   firstCommandName: string | undefined;
   commands: number;
+  commandTimes: number[];
+  arrivals: number[];
+  rawArrival: number;
   resolved: number[];
   loads: number[];
   raw: number[];
@@ -113,6 +116,9 @@ async function runRounds(redis: RedisServer, plan: { warmup: number; rounds: num
           firstCommand: m.firstCommand as number | undefined,
           firstCommandName: m.firstCommandName as string | undefined,
           commands: m.commands as number,
+          commandTimes: m.commandTimes as number[],
+          arrivals: m.arrivals as number[],
+          rawArrival: raws[i]!.arrival as number,
           resolved: m.resolved as number[],
           loads: m.loads as number[],
           raw: raws[i]!.resolved as number[],
@@ -247,6 +253,30 @@ function report(input: { ctx: BenchContext; plan: { warmup: number; rounds: numb
   );
   out.push(
     `- The trigger reached the ${PROCESSES} processes within ${col(triggerSpread)} ms of each other (first to last receipt), the last ${col(triggerLast)} ms after the control PUBLISH was sent.`,
+  );
+  // The leader's commit: the last command it handed over in the round, after its loader returned.
+  const commitLeft = single.map((r) => {
+    const p = r.processes[r.leader]!;
+    return ms(p.commandTimes[p.commandTimes.length - 1]! - p.loads[0]!);
+  });
+  const firstOther = (r: Round, times: (p: ProcessRound) => number[], from: number) =>
+    ms(Math.min(...r.processes.filter((_, i) => i !== r.leader).flatMap((p) => times(p))) - from);
+  const commitToFirst = single.map((r) => {
+    const p = r.processes[r.leader]!;
+    return firstOther(r, (q) => q.resolved, p.commandTimes[p.commandTimes.length - 1]!);
+  });
+  const rawToFirst = single.map((r) => firstOther(r, (q) => q.raw, r.publishSent));
+  out.push(
+    `- The fixed delay, split: the leader handed its commit (\`EVALSHA\`) to the client ${col(commitLeft, 3)} ms after its loader returned; ` +
+      `the first caller of another process was woken ${col(commitToFirst, 3)} ms after that, where the raw PUBLISH woke its first ${col(rawToFirst, 3)} ms after it was sent.`,
+  );
+  const others = single.flatMap((r) => r.processes.filter((_, i) => i !== r.leader));
+  const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+  out.push(
+    `- In each other process, median over rounds × processes: the announcement reached the library's subscriber ${col(single.flatMap((r) => r.processes.filter((_, i) => i !== r.leader).map((p) => ms(p.arrivals[0]! - r.processes[r.leader]!.commandTimes.at(-1)!))), 3)} ms after the commit was handed over ` +
+      `(raw: ${col(single.flatMap((r) => r.processes.filter((_, i) => i !== r.leader).map((p) => ms(p.rawArrival - r.publishSent))), 3)} ms after the PUBLISH was sent); ` +
+      `from there to its first / p99 caller woken ${col(others.map((p) => ms(sorted(p.resolved)[0]! - p.arrivals[0]!)), 3)} / ${col(others.map((p) => ms(percentile(p.resolved, 99) - p.arrivals[0]!)), 3)} ms ` +
+      `(raw: ${col(others.map((p) => ms(sorted(p.raw)[0]! - p.rawArrival)), 3)} / ${col(others.map((p) => ms(percentile(p.raw, 99) - p.rawArrival)), 3)} ms).`,
   );
   out.push(`- Loader runs per round, fleet-wide (INCR counter): ${histogram(rounds.map((r) => r.runs))}.`);
   out.push('');
