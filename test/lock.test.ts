@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Redis } from 'ioredis';
+import net from 'node:net';
+import { Redis as IORedis, type Redis } from 'ioredis';
 import {
   RedisLock,
   lockKeys,
@@ -18,6 +19,7 @@ import {
 import { useRedis } from './support/use-redis.js';
 import type { RedisClient } from '../src/redis/client.js';
 import { RedisServer, startRedis } from '../tools/redis-server.js';
+import { Subscriber } from '../src/redis/subscriber.js';
 
 const server = useRedis();
 /** For inspection: an ioredis connection. */
@@ -476,5 +478,50 @@ describe('RedisLock specifics', () => {
     expect(new errors.LockTimeoutError('x').code).toBe('E_LOCK_TIMEOUT');
     expect(new errors.LockLostError('x').name).toBe('LockLostError');
     expect(new errors.LoaderError('x', { cause: 1 }).cause).toBe(1);
+  });
+});
+
+describe('RedisLock: subscribing is part of the wait', () => {
+  /** A TCP server on 127.0.0.1 that accepts connections and never answers (a Redis that hangs). */
+  async function silentServer(): Promise<{ port: number; close: () => Promise<void> }> {
+    const sockets = new Set<net.Socket>();
+    const srv = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+    return {
+      port: (srv.address() as net.AddressInfo).port,
+      close: () =>
+        new Promise<void>((resolve) => {
+          for (const s of sockets) s.destroy();
+          srv.close(() => resolve());
+        }),
+    };
+  }
+
+  it('acquire() ends at its timeout, or when its signal aborts, while its subscriber is never answered', async () => {
+    const silent = await silentServer();
+    const connection = new IORedis({ host: '127.0.0.1', port: silent.port, lazyConnect: false, maxRetriesPerRequest: null, retryStrategy: () => 50 });
+    connection.on('error', () => {});
+    const subscriber = new Subscriber(connection, { owned: true });
+    const name = uniq('silent-subscriber');
+    const holder = new RedisLock(lib, name);
+    await holder.acquire();
+    const waiter = new RedisLock(lib, name, { subscriber });
+    try {
+      await expect(waiter.acquire({ timeout: 200 })).rejects.toBeInstanceOf(LockTimeoutError);
+      const controller = new AbortController();
+      const aborted = waiter.acquire({ timeout: 60_000, signal: controller.signal });
+      setTimeout(() => controller.abort(), 100);
+      await expect(aborted).rejects.toBeInstanceOf(AbortedError);
+      // Nothing was queued: the waiter gave up before it could enqueue.
+      expect(await redis.zcard(lockKeys('dogpile', name).queue)).toBe(0);
+      expect(await holder.getOwnerId()).not.toBeNull();
+    } finally {
+      await holder.release();
+      subscriber.close();
+      await silent.close();
+    }
   });
 });

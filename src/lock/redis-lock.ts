@@ -10,7 +10,7 @@ import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { isNodeRedis } from '../redis/node-redis.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
-import { abortReason, Wakeup } from '../shared/wait.js';
+import { abortReason, bounded, Wakeup } from '../shared/wait.js';
 
 export interface RedisLockOptions extends LockOptions {
   /**
@@ -114,7 +114,7 @@ export class RedisLock extends BaseLock {
     let handed: number | undefined;
     const wakeup = new Wakeup();
     const subscriber = this.subscriber ?? sharedSubscriber(this.client);
-    const unlisten = await subscriber.listen(this.keys.channel, (message) => {
+    const listening = subscriber.listen(this.keys.channel, (message) => {
       if (message === null) return wakeup.wake(); // reconnected: a message may have been missed
       const text = message.toString();
       if (text.startsWith(handOffPrefix)) {
@@ -124,6 +124,9 @@ export class RedisLock extends BaseLock {
         wakeup.wake(); // an earlier version's release reserved the lock for this waiter
       }
     });
+    // Subscribing is part of the wait: bounded by its deadline and its signal (a subscriber
+    // connection that cannot connect or is not answered must not hold acquire() past them).
+    const unlisten = await bounded(listening, deadline - performance.now(), signal, () => this.timeoutError(timeoutMs), (late) => late(), this.name);
     let queued = false;
     try {
       for (;;) {

@@ -47,6 +47,48 @@ export class Wakeup {
   }
 }
 
+/**
+ * `promise`, bounded: rejects with `onTimeout()` once `ms` have passed (a timer: the monotonic
+ * clock), or with the signal's reason when it aborts, whichever comes first. A value that
+ * arrives after the wait gave up is handed to `late`, to be released. The timer and the
+ * listener are removed when it settles.
+ */
+export function bounded<T>(promise: Promise<T>, ms: number, signal: AbortSignal | undefined, onTimeout: () => unknown, late: (value: T) => void, key?: string): Promise<T> {
+  if (signal?.aborted) {
+    promise.then(late, () => {});
+    return Promise.reject(abortReason(signal, key));
+  }
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const finish = () => {
+      done = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = () => {
+      finish();
+      reject(abortReason(signal!, key));
+    };
+    const timer = setTimeout(() => {
+      finish();
+      reject(onTimeout());
+    }, Math.max(0, ms));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        if (done) return late(value);
+        finish();
+        resolve(value);
+      },
+      (error: unknown) => {
+        if (done) return;
+        finish();
+        reject(error);
+      },
+    );
+  });
+}
+
 export function abortReason(signal: AbortSignal, key?: string): unknown {
   const reason: unknown = signal.reason;
   if (reason instanceof Error && reason.name !== 'AbortError') return reason;
