@@ -525,3 +525,52 @@ describe('RedisLock: subscribing is part of the wait', () => {
     }
   });
 });
+
+describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
+  it('acquire() gives up at its timeout, before Redis answers again; a late answer is undone', async () => {
+    const own = await startRedis();
+    const admin = own.client();
+    const probe = own.client();
+    const lib2 = await own.libraryClient();
+    try {
+      // 1. The first try itself is not answered.
+      const name = uniq('paused-first-try');
+      await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+      // Answered once the pause ends: the mark every bounded wait must beat.
+      const resumed = probe.ping().then(() => 'resumed');
+      const first = new RedisLock(lib2, name).acquire({ timeout: 150 }).then(
+        () => 'acquired',
+        (error: unknown) => (error instanceof LockTimeoutError ? 'timed out' : `other: ${String(error)}`),
+      );
+      expect(await Promise.race([first, resumed])).toBe('timed out');
+      await resumed;
+      // Its late try took the free lock, and gave it back.
+      await waitUntilFree(admin, name);
+
+      // 2. A queued waiter's next try (after the holder's TTL ran out) is not answered.
+      const name2 = uniq('paused-queued');
+      const holder = new RedisLock(lib2, name2, { ttl: 200 });
+      await holder.acquire();
+      const waiting = new RedisLock(lib2, name2).acquire({ timeout: 700 }).then(
+        () => 'acquired',
+        (error: unknown) => (error instanceof LockTimeoutError ? 'timed out' : `other: ${String(error)}`),
+      );
+      while ((await admin.zcard(lockKeys('dogpile', name2).queue)) < 1) await new Promise((r) => setTimeout(r, 5));
+      await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
+      const resumed2 = probe.ping().then(() => 'resumed');
+      expect(await Promise.race([waiting, resumed2])).toBe('timed out');
+      await resumed2;
+      // Its late ACQUIRE found the lock expired and took it, or queued it again: either way it was undone.
+      await waitUntilFree(admin, name2);
+      expect(await admin.zcard(lockKeys('dogpile', name2).queue)).toBe(0);
+    } finally {
+      await admin.call('CLIENT', 'UNPAUSE').catch(() => {});
+      await own.stop();
+    }
+  });
+
+  async function waitUntilFree(client: Redis, name: string): Promise<void> {
+    for (let i = 0; i < 200 && (await client.exists(lockKeys('dogpile', name).lock)) === 1; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await client.exists(lockKeys('dogpile', name).lock)).toBe(0);
+  }
+});

@@ -4,7 +4,7 @@ import { toMs } from '../shared/duration.js';
 import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
 import { resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
 import { Renewal } from './renewal.js';
-import { abortReason } from '../shared/wait.js';
+import { abortReason, bounded } from '../shared/wait.js';
 import { lockChannel, traceLock } from '../shared/diagnostics.js';
 import type { AcquireOptions, Lock, LockOptions } from './types.js';
 
@@ -89,7 +89,11 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
     try {
       if (signal?.aborted) throw abortReason(signal, this.name);
       const value = newLockValue(this.options.id);
-      let token = timeout === 0 || this.tryFirst() ? await this.tryOnce(value) : false;
+      // The first try is bounded by the wait's timeout too (a Redis that does not answer); one
+      // that succeeds after acquire() gave up is released.
+      let token = timeout === 0 ? await this.tryOnce(value) : this.tryFirst() ? await bounded(this.tryOnce(value), timeout, signal, () => this.timeoutError(timeout), (late) => {
+        if (late !== false) this.releaseRaw(value).catch(() => {});
+      }, this.name) : false;
       if (token === false) {
         if (timeout === 0) throw this.timeoutError(0);
         token = await this.waitFor(value, timeout, signal);

@@ -143,7 +143,16 @@ export class RedisLock extends BaseLock {
         if (signal?.aborted) throw abortReason(signal, this.name);
         const left = Math.ceil(deadline - performance.now());
         if (left <= 0) throw this.timeoutError(timeoutMs);
-        const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left]);
+        // Bounded by the deadline: an answer that comes after acquire() gave up (a Redis that
+        // stalled) is undone, the lock released or the queue entry left.
+        const [ok, n] = await bounded(
+          ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left]),
+          left,
+          signal,
+          () => this.timeoutError(timeoutMs),
+          ([lateOk]) => void (lateOk === 1 ? this.releaseRaw(value) : this.leave(entry, value)).catch(() => {}),
+          this.name,
+        );
         if (ok === 1) {
           queued = false;
           return await this.replicated(value, n);
@@ -155,15 +164,19 @@ export class RedisLock extends BaseLock {
       }
     } catch (err) {
       // Leaving also passes the lock on if a release handed it to this waiter meanwhile.
-      if (queued) {
-        await this.publisher()
-          .then((pub) => LEAVE.run(this.commands, [this.keys.queue, this.keys.lock, this.keys.fence], [entry, value, this.keys.channel, pub]))
-          .catch(() => {});
-      }
+      // Not awaited: a Redis that stalls must not hold the rejection past the deadline. It goes out
+      // on the connection ahead of whatever this lock sends next; if it is lost, the entry's own
+      // deadline (on the server's clock) takes it out of the queue.
+      if (queued) void this.leave(entry, value).catch(() => {});
       throw err;
     } finally {
       unlisten();
     }
+  }
+
+  /** Leaves the wait queue; passes the lock on if a release handed it to this waiter meanwhile. */
+  private async leave(entry: string, value: string): Promise<void> {
+    await LEAVE.run(this.commands, [this.keys.queue, this.keys.lock, this.keys.fence], [entry, value, this.keys.channel, await this.publisher()]);
   }
 
   /**
