@@ -21,7 +21,7 @@ import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFresh, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
-import { Joiners, type Joiner } from './joiners.js';
+import { Joiners, type Answer } from './joiners.js';
 import type { CacheResult, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../store/tags.js';
 
@@ -201,23 +201,22 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   }
 
   /** Answers a plain caller of a settled flight (see `joinPlain`). */
-  private readonly answerJoiner = (key: string, joiner: Joiner<Loader<unknown>, Duration>, settled: Settled<unknown> | undefined, error: unknown): void => {
-    const { loader, ttl } = joiner;
-    let answer: Promise<CacheResult<unknown>>;
-    if (settled === undefined) answer = this.afterRemoteError(error, key, loader, this.plainOptions(key, loader, ttl));
-    else if (settled.private) answer = this.pass(key, loader, this.plainOptions(key, loader, ttl), settled.degraded);
-    else if (settled.abandoned) answer = this.resolveCall(key, loader, ttl);
+  private readonly answerJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration, settled: Settled<unknown> | undefined, error: unknown): void => {
+    let result: Promise<CacheResult<unknown>>;
+    if (settled === undefined) result = this.afterRemoteError(error, key, loader, this.plainOptions(key, loader, ttl));
+    else if (settled.private) result = this.pass(key, loader, this.plainOptions(key, loader, ttl), settled.degraded);
+    else if (settled.abandoned) result = this.resolveCall(key, loader, ttl);
     else {
-      joiner.resolve(settled.value);
+      answer(settled.value);
       return;
     }
-    answer.then((r) => joiner.resolve(r.value), joiner.reject);
+    // Resolved with a promise: the caller's settles as it does, rejection included.
+    answer(result.then(valueOf));
   };
 
   /** A plain caller's waitTimeout passed before the flight settled. */
-  private readonly expireJoiner = (key: string, joiner: Joiner<Loader<unknown>, Duration>): void => {
-    const { loader, ttl } = joiner;
-    this.protocol.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then((s) => joiner.resolve(s.value), joiner.reject);
+  private readonly expireJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration): void => {
+    answer(this.protocol.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then(settledValue));
   };
 
   private readonly joiners = new Joiners<Loader<unknown>, Duration>(this.answerJoiner, this.expireJoiner);
@@ -371,4 +370,8 @@ function result<T>(settled: Settled<T>, status = settled.status): CacheResult<T>
 
 function valueOf<T>(r: CacheResult<T>): T {
   return r.value;
+}
+
+function settledValue<T>(s: Settled<T>): T {
+  return s.value;
 }
