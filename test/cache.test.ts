@@ -1042,6 +1042,47 @@ describe('plain callers joining a flight of this process (a key, a loader, a TTL
   });
 });
 
+describe('plain callers of the leading process', () => {
+  it('are answered once the value is on its way to Redis, not after Redis answers the commit', async () => {
+    const own = await startRedis();
+    const admin = own.client();
+    const probe = own.client();
+    const cache = createCache({ redis: own.client(), commandTimeout: 5_000 });
+    try {
+      const key = uniq('leader-early');
+      let release!: () => void;
+      const order: string[] = [];
+      const first = cache.getOrCompute(key, () => new Promise<string>((resolve) => (release = () => resolve('v'))), 60_000).then((v) => {
+        order.push('first');
+        return v;
+      });
+      const joined = Array.from({ length: 10 }, () =>
+        cache.getOrCompute(key, () => 'not-mine', 60_000).then((v) => {
+          order.push('joiner');
+          return v;
+        }),
+      );
+      await waitUntil('the loader runs', () => release !== undefined);
+      // Redis stops answering; the probe's PING is answered when it resumes.
+      await admin.call('CLIENT', 'PAUSE', '400', 'ALL');
+      const resumed = probe.ping().then(() => order.push('resumed'));
+      release();
+      expect(await Promise.all(joined)).toEqual(Array.from({ length: 10 }, () => 'v'));
+      expect(await first).toBe('v');
+      await resumed;
+      // The joiners had their value while the commit waited; the caller that started the flight
+      // is answered with the commit's outcome (after Redis resumed).
+      expect(order.slice(0, 10)).toEqual(Array.from({ length: 10 }, () => 'joiner'));
+      expect(order.indexOf('first')).toBeGreaterThan(order.indexOf('resumed'));
+      // The commit went through: the value is stored.
+      expect(await cache.getOrCompute(key, () => 'again', 60_000)).toBe('v');
+    } finally {
+      await cache.close();
+      await own.stop();
+    }
+  });
+});
+
 describe('plain callers waiting on another process', () => {
   it('are answered from the announcement itself, before the flight finishes its own steps; callers joining after that get the value too', async () => {
     // Two caches on their own connections: the leader's loader holds the key until released.

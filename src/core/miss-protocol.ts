@@ -120,7 +120,7 @@ export class MissProtocol {
           this.elsewhere.forget(key);
           if (this.events.listenerCount('miss') > 0) this.events.emit('miss', { key });
           if (debug.enabled) debug('lead key=%s: no value, this process runs the loader', key);
-          const led = await this.lead(key, token, loader, opts);
+          const led = await this.lead(key, token, loader, opts, undefined, early);
           if (led === RETRY) continue;
           return led;
         }
@@ -357,7 +357,12 @@ export class MissProtocol {
    * `failSafeRetry` (no new attempt fleet-wide until then). `hardTimeout` gives the loader up:
    * its signal aborts with `LoaderTimeoutError` and the lock is released at once.
    */
-  private async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, fallback?: StoredEntry): Promise<Settled<T> | typeof RETRY> {
+  /**
+   * Leads: runs the loader holding a renewed lock, then commits. `early`, if given, is called
+   * with the answer as soon as the value's commit is on its way (its callers need not wait for
+   * Redis's reply: the flight's value is the loader's whatever the commit's fate).
+   */
+  private async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, fallback?: StoredEntry, early?: (settled: Settled<T>) => void): Promise<Settled<T> | typeof RETRY> {
     const controller = new AbortController();
     const rules = opts.freshness;
     const renewal = this.backend.distributed
@@ -447,7 +452,8 @@ export class MissProtocol {
     const entry = valueEntry(value, createdAt, decided, opts, delta);
     let committed;
     try {
-      committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl });
+      const sent = early === undefined ? undefined : () => early({ value, status: 'miss', createdAt, degraded: false, private: false });
+      committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl, sent });
     } catch (error) {
       // The value cannot be encoded (nothing was sent): announce the error and release.
       await this.commit(key, token, errorCommit(error));
@@ -505,7 +511,7 @@ export class MissProtocol {
         if (lookup.kind === 'lead') {
           this.events.emit('miss', { key });
           if (debug.enabled) debug('takeover key=%s after %d ms: the leader\'s lock ran out, this process leads', key, Math.round(monotonicNow() - waitStart));
-          return await this.lead(key, token, loader, opts);
+          return await this.lead(key, token, loader, opts, undefined, early);
         }
         const left = deadline - monotonicNow();
         if (left <= 0) return await this.waitTimedOut(key, loader, opts);

@@ -71,9 +71,11 @@ export class MemoryBackend implements Backend {
       case 'store':
         this.codec.encode(key, commit.entry);
         if (commit.entry.ttl) this.lru.set(key, commit.entry, { ttl: commit.entry.ttl + (commit.entry.stale ?? 0) });
+        commit.sent?.();
         break;
       case 'share':
         this.codec.encode(key, commit.entry);
+        commit.sent?.();
         break;
       case 'uncacheable':
         if (commit.marker && commit.marker.ttl) this.lru.set(key, commit.marker, { ttl: commit.marker.ttl });

@@ -178,7 +178,7 @@ export class RedisBackend implements Backend {
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1 && commit.mode === 'store') this.sentAt.set(commit.entry, monotonicNow());
-    const result = await COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
+    const committing = COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
       bytes,
@@ -188,7 +188,8 @@ export class RedisBackend implements Backend {
       Math.max(1, Math.ceil(sharedTtl)),
       pub,
     ]);
-    return result === 1;
+    if (commit.mode === 'store' || commit.mode === 'share') commit.sent?.();
+    return (await committing) === 1;
   }
 
   async tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {

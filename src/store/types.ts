@@ -49,12 +49,16 @@ export type Outcome =
 
 export type CommitMode = Commit['mode'];
 
-/** Step 4 of the miss protocol: what the leader hands the store when it lets go of the lead. */
+/**
+ * Step 4 of the miss protocol: what the leader hands the store when it lets go of the lead.
+ * A value's `sent`, if given, is called once the value is encoded and its commit handed to the
+ * store, before the store answers: the leader's own callers need not wait for that answer.
+ */
 export type Commit =
   /** Store the value for `entry.ttl` and announce it. */
-  | { mode: 'store'; entry: StoredEntry; sharedTtl: number }
+  | { mode: 'store'; entry: StoredEntry; sharedTtl: number; sent?: () => void }
   /** Announce the value without storing it; a value too big to inline is kept `sharedTtl` ms for the waiters to read once. */
-  | { mode: 'share'; entry: StoredEntry; sharedTtl: number }
+  | { mode: 'share'; entry: StoredEntry; sharedTtl: number; sent?: () => void }
   /** Announce "not cacheable"; with a marker, store it for `marker.ttl` (hit-for-miss). */
   | { mode: 'uncacheable'; marker: StoredEntry | undefined }
   /** Announce the loader's error. */
