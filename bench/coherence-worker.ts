@@ -291,6 +291,7 @@ async function hits(msg: { contenders: string[]; mode: HitMode; slices: number; 
     'bento-raw': () => bentoRaw.getOrSet({ key, factory: load, ttl: ENTRY_TTL_MS }),
     dogpile: () => hitCache.getOrCompute(key, load, ENTRY_TTL_MS),
     'dogpile-tags': () => hitCache.getOrCompute(`${key}:tagged`, load, { ttl: ENTRY_TTL_MS, tags: ['product:1'] }),
+    'dogpile-peek': () => hitCache.peek(key),
   };
   // Every contender holds the value before the measurement; dogpile-guard's copies are L1 hits.
   const l1Hit = async (k: string, call: () => unknown) => {
@@ -314,7 +315,7 @@ async function hits(msg: { contenders: string[]; mode: HitMode; slices: number; 
   const runs = msg.contenders.map((id) => {
     const fn = fns[id];
     if (!fn) throw new Error(`unknown hit contender ${id}`);
-    return { id, fn, sync: id === 'lru-sync', slices: [] as { ops: number; ms: number }[] };
+    return { id, fn, sync: id === 'lru-sync' || id === 'dogpile-peek', slices: [] as { ops: number; ms: number }[] };
   });
   for (const r of runs) await runReads(r.fn, msg.mode, msg.warmup, r.sync);
   for (let s = 0; s < msg.slices; s++) {

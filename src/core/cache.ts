@@ -19,7 +19,7 @@ import { GuardedBackend } from './guarded-backend.js';
 import { FreshnessHints } from './hints.js';
 import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
-import { isFresh, staleWindow } from './freshness.js';
+import { isFreshNow, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { CacheResult, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
@@ -83,7 +83,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // With early refresh on, every hit draws, so hits go through resolve().
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
-      if (local !== undefined && local.kind === EntryKind.Value && isFresh(local, Date.now())) {
+      if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local)) {
         if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
@@ -101,7 +101,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         return this.flights.sharedRead(key, () => this.guarded.getUnchecked(key)).then(
           (found) => {
             // An entry with tags is not answered here: the full path checks them.
-            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFresh(found, Date.now())) {
+            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found)) {
               if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
               return found.value as T;
@@ -124,7 +124,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     if (this.closed) return undefined;
     const local = this.backend.peek(key);
-    if (local === undefined || local.kind !== EntryKind.Value || !isFresh(local, Date.now())) return undefined;
+    if (local === undefined || local.kind !== EntryKind.Value || !isFreshNow(local)) return undefined;
     if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
     return local.value as T;
   }
@@ -144,7 +144,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
     const local = this.backend.peek(key);
-    if (local?.kind === EntryKind.Value && isFresh(local, Date.now())) {
+    if (local?.kind === EntryKind.Value && isFreshNow(local)) {
       if (this.listenerCount('hit') > 0) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
@@ -239,7 +239,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     const local = this.backend.peek(key);
-    if (local && isFresh(local, Date.now())) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
+    if (local && isFreshNow(local)) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
     let found;
     try {
       found = await this.guarded.get(key);
@@ -252,7 +252,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       this.emit('corrupt', { key, error: found.corrupt });
       return undefined;
     }
-    if (found.kind !== EntryKind.Value || !isFresh(found, Date.now())) return undefined;
+    if (found.kind !== EntryKind.Value || !isFreshNow(found)) return undefined;
     this.hints.remember(key, found);
     return found.value as T;
   }

@@ -11,7 +11,7 @@ import type { CacheEmitter } from './events.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import { errorMessage } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
-import { earlyRefreshDue, isFresh, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
+import { earlyRefreshDue, isFresh, isFreshNow, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
 import type { Loader, LoaderContext } from './types.js';
 import { mergeTags, validateTags } from '../store/tags.js';
@@ -90,7 +90,7 @@ export class MissProtocol {
             skipValue = true;
             continue;
           }
-          if (isFresh(found, Date.now())) return this.hitFrom(key, found, 'hit', loader, opts);
+          if (isFreshNow(found)) return this.hitFrom(key, found, 'hit', loader, opts);
         }
         this.hints.forget(key);
       }
