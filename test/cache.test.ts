@@ -1133,3 +1133,30 @@ describe('plain callers waiting on another process', () => {
     leaderClient.disconnect();
   });
 });
+
+describe('hit events follow their listeners', () => {
+  it('are emitted while a listener is attached, also after removeAllListeners() and with once()', async () => {
+    const cache = createCache();
+    await cache.getOrCompute('h', () => 1, 60_000);
+    const seen: string[] = [];
+    const listener = (e: { key: string }) => seen.push(`on ${e.key}`);
+    cache.on('hit', listener);
+    await cache.getOrCompute('h', () => 2, 60_000);
+    expect(cache.peek('h')).toBe(1);
+    cache.off('hit', listener);
+    await cache.getOrCompute('h', () => 2, 60_000);
+    cache.once('hit', (e) => seen.push(`once ${e.key}`));
+    cache.peek('h');
+    cache.peek('h');
+    cache.on('hit', listener);
+    cache.removeAllListeners();
+    cache.peek('h');
+    // Listeners attached after removeAllListeners() are still heard.
+    cache.on('hit', (e) => seen.push(`after ${e.key}`));
+    cache.peek('h');
+    cache.removeAllListeners('hit');
+    cache.peek('h');
+    expect(seen).toEqual(['on h', 'on h', 'once h', 'after h']);
+    await cache.close();
+  });
+});

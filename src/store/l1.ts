@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { monotonicNow } from '../shared/clock.js';
+import { coarseMonotonicNow, monotonicNow } from '../shared/clock.js';
 import type { StoredEntry } from './types.js';
 
 /** How long a key remembers that it was written or deleted elsewhere (longer than any read in flight). */
@@ -44,9 +44,10 @@ export class L1 {
     });
   }
 
+  /** The copy of `key` if it is still a hit (its `freshUntil` checked on the coarse clock: never early, late by up to a millisecond). */
   get(key: string): StoredEntry | undefined {
     const kept = this.lru.get(key);
-    return kept !== undefined && kept.freshUntil > monotonicNow() ? kept.entry : undefined;
+    return kept !== undefined && kept.freshUntil > coarseMonotonicNow() ? kept.entry : undefined;
   }
 
   /** The copy of `key` kept as a fallback, fresh or not (until its stale window ends). */
