@@ -74,7 +74,8 @@ export class L1 {
     // The same value, already served as a hit: a copy that may only be a fallback does not demote it.
     if (hitFor === 0 && current?.entry !== undefined && current.entry.createdAt === entry.createdAt && current.freshUntil > monotonicNow()) return;
     const lifetime = Math.max(1, hitFor, staleLeft, current ? FLOOR_MS : 0);
-    this.lru.set(key, { entry, freshUntil: monotonicNow() + hitFor, floor }, { ttl: lifetime });
+    // A fallback only is never a hit, however the coarse clock of `get` lags (0 is before any reading).
+    this.lru.set(key, { entry, freshUntil: hitFor > 0 ? monotonicNow() + hitFor : 0, floor }, { ttl: lifetime });
   }
 
   /**

@@ -438,6 +438,9 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         // A value that was not read after the key was followed is a fallback only, never a hit.
         const keptOnly = freshId('k');
         const k = entry('kept only');
+        // A hit read just before, in the same tick: the hit check's clock reading is then
+        // older than the fallback's keeping, and must still not make it a hit.
+        expect(backend.peek(key)).toBeDefined();
         backend.keep(keptOnly, k, 60_000);
         expect(backend.peek(keptOnly)).toBeUndefined();
         expectEntry(backend.peekStale(keptOnly), k);
