@@ -355,12 +355,9 @@ export class MissProtocol {
    * `fallback` (a stored value being refreshed) the run is a refresh: reported by `refresh`
    * events, and a failure under `staleIfError` answers the fallback and keeps the lock for
    * `failSafeRetry` (no new attempt fleet-wide until then). `hardTimeout` gives the loader up:
-   * its signal aborts with `LoaderTimeoutError` and the lock is released at once.
-   */
-  /**
-   * Leads: runs the loader holding a renewed lock, then commits. `early`, if given, is called
-   * with the answer as soon as the value's commit is on its way (its callers need not wait for
-   * Redis's reply: the flight's value is the loader's whatever the commit's fate).
+   * its signal aborts with `LoaderTimeoutError` and the lock is released at once. `early`, if
+   * given, is called with the answer as soon as the value's commit is on its way (its callers
+   * need not wait for Redis's reply: the flight's value is the loader's whatever the commit's fate).
    */
   private async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, fallback?: StoredEntry, early?: (settled: Settled<T>) => void): Promise<Settled<T> | typeof RETRY> {
     const controller = new AbortController();

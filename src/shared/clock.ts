@@ -19,7 +19,7 @@ const forget = () => {
  * kept until a 1 ms timer drops it, or for 256 calls, whichever comes first. It is never ahead
  * of the clock; it lags by up to a millisecond, by longer only while the event loop is blocked
  * (when the L1's invalidation messages wait unread too). A clock read costs about as much as
- * two lookups of an lru-cache, so a hit that reads it each time runs at half the speed.
+ * two or three lookups of an lru-cache: a hit that read it every time ran at half the speed.
  */
 export function coarseMonotonicNow(): number {
   if (cachedNow === 0 || ++served >= 256) {
