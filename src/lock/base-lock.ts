@@ -91,9 +91,14 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
       const value = newLockValue(this.options.id);
       // The first try is bounded by the wait's timeout too (a Redis that does not answer); one
       // that succeeds after acquire() gave up is released.
-      let token = timeout === 0 ? await this.tryOnce(value) : this.tryFirst() ? await bounded(this.tryOnce(value), timeout, signal, () => this.timeoutError(timeout), (late) => {
-        if (late !== false) this.releaseRaw(value).catch(() => {});
-      }, this.name) : false;
+      let token: number | false = false;
+      if (timeout === 0) token = await this.tryOnce(value);
+      else if (this.tryFirst()) {
+        const releaseLate = (late: number | false) => {
+          if (late !== false) this.releaseRaw(value).catch(() => {});
+        };
+        token = await bounded(this.tryOnce(value), timeout, signal, () => this.timeoutError(timeout), releaseLate, this.name);
+      }
       if (token === false) {
         if (timeout === 0) throw this.timeoutError(0);
         token = await this.waitFor(value, timeout, signal);
