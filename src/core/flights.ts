@@ -1,4 +1,4 @@
-import { abortReason } from '../shared/wait.js';
+import { bounded } from '../shared/wait.js';
 import type { CallOptions } from './call-options.js';
 import { rejoinIfAbandoned, TIMED_OUT, type Settled } from './settled.js';
 
@@ -54,52 +54,11 @@ export class Flights {
    * goes on for the others. Every timer and listener is removed when the wait ends.
    */
   join<T>(flight: Promise<Settled<T>>, key: string, opts: CallOptions<T>): Promise<Settled<T> | typeof TIMED_OUT> {
-    const { signal } = opts;
-    if (signal?.aborted) return Promise.reject(abortReason(signal, key));
-    return new Promise((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const onAbort = () => {
-        done();
-        reject(abortReason(signal!, key));
-      };
-      const timer = setTimeout(() => {
-        done();
-        resolve(TIMED_OUT);
-      }, opts.waitTimeout);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      flight.then(
-        (v) => {
-          done();
-          resolve(v);
-        },
-        (e: unknown) => {
-          done();
-          reject(e);
-        },
-      );
-    });
+    return bounded(flight, { ms: opts.waitTimeout, onTimeout: () => TIMED_OUT, signal: opts.signal, key });
   }
 }
 
 /** `promise`, or the signal's reason as soon as it aborts (the listener is removed either way). */
 export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined, key: string): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(abortReason(signal, key));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortReason(signal, key));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
+  return signal ? bounded(promise, { signal, key }) : promise;
 }

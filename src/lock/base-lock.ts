@@ -97,7 +97,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
         const releaseLate = (late: number | false) => {
           if (late !== false) this.releaseRaw(value).catch(() => {});
         };
-        token = await bounded(this.tryOnce(value), timeout, signal, () => this.timeoutError(timeout), releaseLate, this.name);
+        token = await bounded(this.tryOnce(value), { ms: timeout, onTimeout: () => this.throwTimeout(timeout), signal, key: this.name, late: releaseLate });
       }
       if (token === false) {
         if (timeout === 0) throw this.timeoutError(0);
@@ -154,6 +154,11 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.release();
+  }
+
+  /** Throws the `LockTimeoutError` of a wait of `timeout` ms (what a bounded wait settles with when it runs out). */
+  protected throwTimeout(timeout: number): never {
+    throw this.timeoutError(timeout);
   }
 
   protected timeoutError(timeout: number): LockTimeoutError {

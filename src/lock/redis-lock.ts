@@ -126,7 +126,7 @@ export class RedisLock extends BaseLock {
     });
     // Subscribing is part of the wait: bounded by its deadline and its signal (a subscriber
     // connection that cannot connect or is not answered must not hold acquire() past them).
-    const unlisten = await bounded(listening, deadline - performance.now(), signal, () => this.timeoutError(timeoutMs), (late) => late(), this.name);
+    const unlisten = await bounded(listening, { ms: deadline - performance.now(), onTimeout: () => this.throwTimeout(timeoutMs), signal, key: this.name, late: (late) => late() });
     let queued = false;
     try {
       for (;;) {
@@ -145,14 +145,13 @@ export class RedisLock extends BaseLock {
         if (left <= 0) throw this.timeoutError(timeoutMs);
         // Bounded by the deadline: an answer that comes after acquire() gave up (a Redis that
         // stalled) is undone, the lock released or the queue entry left.
-        const [ok, n] = await bounded(
-          ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left]),
-          left,
+        const [ok, n] = await bounded(ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left]), {
+          ms: left,
+          onTimeout: () => this.throwTimeout(timeoutMs),
           signal,
-          () => this.timeoutError(timeoutMs),
-          ([lateOk]) => void (lateOk === 1 ? this.releaseRaw(value) : this.leave(entry, value)).catch(() => {}),
-          this.name,
-        );
+          key: this.name,
+          late: ([lateOk]) => void (lateOk === 1 ? this.releaseRaw(value) : this.leave(entry, value)).catch(() => {}),
+        });
         if (ok === 1) {
           queued = false;
           return await this.replicated(value, n);

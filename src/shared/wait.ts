@@ -47,18 +47,32 @@ export class Wakeup {
   }
 }
 
+/** How `bounded()` bounds a wait. */
+export interface Bounds<T, U> {
+  /** Gives up after this many ms (a timer: the monotonic clock); no bound when undefined. */
+  ms?: number;
+  /** What the wait settles with once `ms` have passed: its return value, or what it throws. */
+  onTimeout?: () => U;
+  /** Gives up with the signal's reason when it aborts. */
+  signal?: AbortSignal;
+  /** Named in the error of an abort. */
+  key?: string;
+  /** Handed a value that arrives after the wait gave up, to be released. */
+  late?: (value: T) => void;
+}
+
 /**
- * `promise`, bounded: rejects with `onTimeout()` once `ms` have passed (a timer: the monotonic
- * clock), or with the signal's reason when it aborts, whichever comes first. A value that
- * arrives after the wait gave up is handed to `late`, to be released. The timer and the
- * listener are removed when it settles.
+ * `promise`, or what `onTimeout()` gives once `ms` have passed, or the signal's reason as soon
+ * as it aborts, whichever comes first. The timer and the listener are removed when it settles;
+ * the promise goes on (a value it brings too late goes to `late`).
  */
-export function bounded<T>(promise: Promise<T>, ms: number, signal: AbortSignal | undefined, onTimeout: () => unknown, late: (value: T) => void, key?: string): Promise<T> {
+export function bounded<T, U = never>(promise: Promise<T>, bounds: Bounds<T, U>): Promise<T | U> {
+  const { ms, onTimeout, signal, key, late } = bounds;
   if (signal?.aborted) {
     promise.then(late, () => {});
     return Promise.reject(abortReason(signal, key));
   }
-  return new Promise<T>((resolve, reject) => {
+  return new Promise<T | U>((resolve, reject) => {
     let done = false;
     const finish = () => {
       done = true;
@@ -69,14 +83,21 @@ export function bounded<T>(promise: Promise<T>, ms: number, signal: AbortSignal 
       finish();
       reject(abortReason(signal!, key));
     };
-    const timer = setTimeout(() => {
-      finish();
-      reject(onTimeout());
-    }, Math.max(0, ms));
+    const timer =
+      ms === undefined
+        ? undefined
+        : setTimeout(() => {
+            finish();
+            try {
+              resolve(onTimeout!());
+            } catch (error) {
+              reject(error);
+            }
+          }, Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });
     promise.then(
       (value) => {
-        if (done) return late(value);
+        if (done) return late?.(value);
         finish();
         resolve(value);
       },
