@@ -1045,7 +1045,6 @@ describe('plain callers joining a flight of this process (a key, a loader, a TTL
 describe('plain callers of the leading process', () => {
   it('are answered once the value is on its way to Redis, not after Redis answers the commit', async () => {
     const own = await startRedis();
-    const admin = own.client();
     const probe = own.client();
     const cache = createCache({ redis: own.client(), commandTimeout: 5_000 });
     try {
@@ -1064,7 +1063,7 @@ describe('plain callers of the leading process', () => {
       );
       await waitUntil('the loader runs', () => release !== undefined);
       // Redis stops answering; the probe's PING is answered when it resumes.
-      await admin.call('CLIENT', 'PAUSE', '400', 'ALL');
+      await own.clientPause(400);
       const resumed = probe.ping().then(() => order.push('resumed'));
       release();
       expect(await Promise.all(joined)).toEqual(Array.from({ length: 10 }, () => 'v'));
