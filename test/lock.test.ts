@@ -535,7 +535,7 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
     try {
       // 1. The first try itself is not answered.
       const name = uniq('paused-first-try');
-      await own.clientPause(1500);
+      await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
       // Answered once the pause ends: the mark every bounded wait must beat.
       const resumed = probe.ping().then(() => 'resumed');
       const first = new RedisLock(lib2, name).acquire({ timeout: 150 }).then(
@@ -556,7 +556,7 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
         (error: unknown) => (error instanceof LockTimeoutError ? 'timed out' : `other: ${String(error)}`),
       );
       while ((await admin.zcard(lockKeys('dogpile', name2).queue)) < 1) await new Promise((r) => setTimeout(r, 5));
-      await own.clientPause(2000);
+      await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
       const resumed2 = probe.ping().then(() => 'resumed');
       expect(await Promise.race([waiting, resumed2])).toBe('timed out');
       await resumed2;
@@ -564,6 +564,7 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
       await waitUntilFree(admin, name2);
       expect(await admin.zcard(lockKeys('dogpile', name2).queue)).toBe(0);
     } finally {
+      await admin.call('CLIENT', 'UNPAUSE').catch(() => {});
       await own.stop();
     }
   });
