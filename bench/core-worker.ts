@@ -423,7 +423,7 @@ async function hitSetup(keyCount: number): Promise<void> {
         const bytes = await client.getBuffer(valueKeys[slot]!);
         return bytes === null ? undefined : v8.deserialize(bytes.subarray(20));
       },
-      'raw-lookup': (slot) => LOOKUP.runBuffer(client, [valueKeys[slot]!, lockKeys[slot]!], ['bench-token', 5000, '0', Date.now(), '1']),
+      'raw-lookup': (slot) => LOOKUP.runBuffer(client, [valueKeys[slot]!, lockKeys[slot]!], ['bench-token', 5000, '0', '0', '1']),
       dogpile: dp(dogpile),
       'dogpile-json': dp(dogpileJson),
       'dogpile-l1': dp(dogpileL1),

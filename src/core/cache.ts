@@ -4,7 +4,6 @@ import { toMs, type Duration } from '../shared/duration.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
-import { monotonicNow } from '../shared/clock.js';
 import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
@@ -50,6 +49,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * of an L1 hit).
    */
   private hitListened = false;
+  /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
+  private readonly clock = (): number => this.backend.now();
 
   constructor(options: CacheOptions = {}) {
     super();
@@ -67,6 +68,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         l1,
         ownsClient: typeof redis === 'string',
         replication: this.options.replication,
+        writeTimeout: this.options.commandTimeout,
       }));
     }
     this.hints = new FreshnessHints(this.backend);
@@ -117,7 +119,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // With early refresh on, every hit draws, so hits go through resolve().
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
-      if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local)) {
+      if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
         if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
@@ -135,7 +137,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         return this.flights.sharedRead(key, () => this.guarded.getUnchecked(key)).then(
           (found) => {
             // An entry with tags is not answered here: the full path checks them.
-            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found)) {
+            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found, this.clock)) {
               if (this.hitListened) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
               return found.value as T;
@@ -158,7 +160,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     if (this.closed) return undefined;
     const local = this.backend.peek(key);
-    if (local === undefined || local.kind !== EntryKind.Value || !isFreshNow(local)) return undefined;
+    if (local === undefined || local.kind !== EntryKind.Value || !isFreshNow(local, this.clock)) return undefined;
     if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
     return local.value as T;
   }
@@ -178,7 +180,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
     const local = this.backend.peek(key);
-    if (local?.kind === EntryKind.Value && isFreshNow(local)) {
+    if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
       if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
@@ -273,7 +275,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     const local = this.backend.peek(key);
-    if (local && isFreshNow(local)) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
+    if (local && isFreshNow(local, this.clock)) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
     let found;
     try {
       found = await this.guarded.get(key);
@@ -286,7 +288,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       this.emit('corrupt', { key, error: found.corrupt });
       return undefined;
     }
-    if (found.kind !== EntryKind.Value || !isFreshNow(found)) return undefined;
+    if (found.kind !== EntryKind.Value || !isFreshNow(found, this.clock)) return undefined;
     this.hints.remember(key, found);
     return found.value as T;
   }
@@ -301,7 +303,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const stale = staleWindow(this.options.freshness);
     if (tags) checkTaggedLifetime(ttl, this.options.freshness, this.options.tagStampTtl);
     this.assertOpen();
-    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: Date.now(), ttl, stale };
+    // Created at the store's time (Redis stamps it again with its own when it stores it).
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: this.backend.now(), ttl, stale };
     if (tags) {
       entry.tags = tags;
       entry.delta = 0;
@@ -335,14 +338,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (options.stale !== undefined && typeof options.stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof options.stale}`);
     this.assertOpen();
     if (list.length === 0) return;
-    // The stamp is the millisecond of the call; a run that started in it counts as older. The
-    // stamp is written (and so can be learnt of) only once the clock has left that millisecond,
-    // so a recompute that follows the invalidation never starts inside it. The wait is bounded
-    // on the monotonic clock: a wall clock stepped back (or frozen) does not hold it up.
-    const at = Date.now();
-    const bound = monotonicNow() + TAG_STAMP_WAIT_MS;
-    while (Date.now() <= at && monotonicNow() < bound) await new Promise((resolve) => setTimeout(resolve, 1));
-    await this.guarded.invalidateTags(list, at, options.stale === true, this.options.tagStampTtl);
+    // The stamp is the store's time when it is written (the Redis server's, to the microsecond):
+    // a run that began before it counts as older, one that begins after it as newer.
+    await this.guarded.invalidateTags(list, options.stale === true, this.options.tagStampTtl);
   }
 
   /**
@@ -384,9 +382,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');
   }
 }
-
-/** The longest `invalidateTags` waits for the wall clock to leave the millisecond of its stamp. */
-const TAG_STAMP_WAIT_MS = 10;
 
 /** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
 function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {

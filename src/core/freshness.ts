@@ -90,9 +90,9 @@ export function isFresh(entry: StoredEntry, now: number): boolean {
   return !entry.stale || now < entry.createdAt + entry.ttl;
 }
 
-/** `isFresh` at this moment; reads the clock only for an entry kept past its TTL (one with a stale window). */
-export function isFreshNow(entry: StoredEntry): boolean {
-  return !entry.stale || Date.now() < entry.createdAt + entry.ttl;
+/** `isFresh` at this moment on the store's clock; reads the clock only for an entry kept past its TTL (one with a stale window). */
+export function isFreshNow(entry: StoredEntry, now: () => number): boolean {
+  return !entry.stale || now() < entry.createdAt + entry.ttl;
 }
 
 /** A stale entry may be served at once while it is refreshed (its own window, else the call's). */

@@ -74,8 +74,13 @@ export class GuardedBackend {
     return this.timed(key, 'get', this.backend.getShared(key));
   }
 
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now?: number, tryLead?: boolean): Promise<Lookup> {
-    return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue, now, tryLead));
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
+    return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue, expired, tryLead));
+  }
+
+  /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock. */
+  now(): number {
+    return this.backend.now();
   }
 
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
@@ -102,8 +107,8 @@ export class GuardedBackend {
     return this.timed(key, 'delete', this.backend.delete(key));
   }
 
-  invalidateTags(tags: readonly string[], at: number, stale: boolean, keepFor: number): Promise<void> {
-    return this.timed(undefined, 'invalidateTags', this.backend.tagStamps.invalidate(tags, at, stale, keepFor));
+  invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
+    return this.timed(undefined, 'invalidateTags', this.backend.tagStamps.invalidate(tags, stale, keepFor));
   }
 
   /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */

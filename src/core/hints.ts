@@ -21,13 +21,13 @@ export class FreshnessHints {
   }
 
   /**
-   * Keeps what this process learnt of a stored value. The entry's expiry is wall-clock
-   * (createdAt is stored); what it has left is turned into a monotonic deadline here, once,
-   * so a later step of the wall clock cannot stretch a hint (a GET that finds nothing only
+   * Keeps what this process learnt of a stored value. The entry's expiry is on the store's
+   * clock (createdAt is stored); what it has left is turned into a monotonic deadline here,
+   * once, so nothing later can stretch a hint (a GET that finds nothing only
    * costs one round trip anyway).
    */
   remember(key: string, entry: StoredEntry): void {
-    const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+    const left = Math.min(entry.createdAt + entry.ttl - this.backend.now(), entry.ttl);
     const staleLeft = left + (entry.stale ?? 0);
     if (left <= 0) {
       this.fresh?.delete(key);

@@ -11,7 +11,7 @@ import type { CacheEmitter } from './events.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import { errorMessage } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
-import { earlyRefreshDue, isFresh, isFreshNow, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
+import { earlyRefreshDue, isFresh, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
 import type { Loader, LoaderContext } from './types.js';
 import { mergeTags, validateTags } from '../store/tags.js';
@@ -71,7 +71,7 @@ export class MissProtocol {
       const refreshing = this.staleWhileRefreshing<T>(key, opts);
       if (refreshing) return refreshing;
       const elsewhere = this.elsewhere.get(key);
-      if (elsewhere !== undefined && withinRevalidate(elsewhere, Date.now(), opts.freshness)) return this.staleAnswer(key, elsewhere, 'revalidate');
+      if (elsewhere !== undefined && withinRevalidate(elsewhere, this.backend.now(), opts.freshness)) return this.staleAnswer(key, elsewhere, 'revalidate');
       if (!skipValue && this.hints.believedFresh(key)) {
         // This process saw the value and it has not expired: read it with a plain GET. Only a
         // key that is unknown here or expired goes to the lookup-or-lead script, so a miss
@@ -90,7 +90,7 @@ export class MissProtocol {
             skipValue = true;
             continue;
           }
-          if (isFreshNow(found)) return this.hitFrom(key, found, 'hit', loader, opts);
+          if (isFresh(found, this.backend.now())) return this.hitFrom(key, found, 'hit', loader, opts);
         }
         this.hints.forget(key);
       }
@@ -98,7 +98,7 @@ export class MissProtocol {
       const sentAt = monotonicNow();
       let lookup;
       try {
-        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, Date.now(), !this.refreshes.has(key));
+        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, false, !this.refreshes.has(key));
       } catch (error) {
         // A fault of this key: look again past its value; if even that fails, run without Redis
         // for this call only.
@@ -141,7 +141,7 @@ export class MissProtocol {
   async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const started = monotonicNow();
     const value = await this.runLoader(key, loader);
-    const createdAt = Date.now();
+    const createdAt = this.backend.now();
     const decided = decide(value, opts);
     const { decision } = decided;
     let degraded = false;
@@ -165,7 +165,7 @@ export class MissProtocol {
    */
   async loadAfterRemoteError<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const value = await this.runLoader(key, loader);
-    return { value, status: 'miss', createdAt: Date.now(), degraded: false, private: decide(value, opts).decision === 'private' };
+    return { value, status: 'miss', createdAt: this.backend.now(), degraded: false, private: decide(value, opts).decision === 'private' };
   }
 
   async waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
@@ -197,7 +197,7 @@ export class MissProtocol {
   afterHit<T>(key: string, entry: StoredEntry, loader: Loader<T>, opts: CallOptions<T>): void {
     const beta = opts.freshness.earlyRefreshBeta;
     if (beta <= 0 || entry.kind !== EntryKind.Value || this.refreshes.has(key)) return;
-    const now = Date.now();
+    const now = this.backend.now();
     if (!earlyRefreshDue(entry, now, beta)) return;
     const throttled = this.earlyThrottle.get(key);
     if (throttled !== undefined && throttled > monotonicNow()) return;
@@ -231,7 +231,7 @@ export class MissProtocol {
    */
   staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
     const running = this.refreshes.get(key);
-    if (running === undefined || !withinRevalidate(running.entry, Date.now(), opts.freshness)) return undefined;
+    if (running === undefined || !withinRevalidate(running.entry, this.backend.now(), opts.freshness)) return undefined;
     return this.staleAnswer(key, running.entry, 'revalidate');
   }
 
@@ -255,7 +255,7 @@ export class MissProtocol {
     const { entry } = lookup;
     if (entry.kind !== EntryKind.Value) return MARKER as Settled<T>;
     this.hints.remember(key, entry);
-    const now = Date.now();
+    const now = this.backend.now();
     const rules = opts.freshness;
     if (withinRevalidate(entry, now, rules)) {
       if (lookup.lead && opts.inlineRefresh) {
@@ -287,7 +287,7 @@ export class MissProtocol {
       ? running.then((settled) => (settled.status === 'stale' ? settled : { ...settled, status: 'coalesced' }))
       : this.waitRemote(key, loader, opts, deadline).then((w) => (w === RETRY ? this.fly(key, loader, opts) : w));
     const guarded = waited.catch((error: unknown) => {
-      if (error instanceof WaitTimeoutError || !withinStaleIfError(entry, Date.now(), rules)) throw error;
+      if (error instanceof WaitTimeoutError || !withinStaleIfError(entry, this.backend.now(), rules)) throw error;
       return this.failSafe<T>(key, entry, error, false);
     });
     return this.softly(key, guarded, entry, opts);
@@ -295,7 +295,7 @@ export class MissProtocol {
 
   /** The stale value as the answer, reported by a `stale` event. */
   private staleAnswer<T>(key: string, entry: StoredEntry, reason: 'revalidate' | 'error' | 'timeout', degraded = false): Settled<T> {
-    const age = Date.now() - entry.createdAt;
+    const age = this.backend.now() - entry.createdAt;
     if (debug.enabled) debug('stale key=%s: a stale value served (%s), %d ms old', key, reason, age);
     if (this.events.listenerCount('stale') > 0) this.events.emit('stale', { key, reason, age });
     return { value: entry.value as T, status: 'stale', staleReason: reason, createdAt: entry.createdAt, degraded, private: false };
@@ -409,7 +409,7 @@ export class MissProtocol {
         this.events.emit('loaderError', { key, error });
         await this.commit(key, token, errorCommit(error));
         refreshEnd('timeout');
-        if (fallback && withinStaleIfError(fallback, Date.now(), rules)) return this.failSafe(key, fallback, error, false);
+        if (fallback && withinStaleIfError(fallback, this.backend.now(), rules)) return this.failSafe(key, fallback, error, false);
         throw error;
       }
       if (controller.signal.aborted && error === controller.signal.reason) {
@@ -424,7 +424,7 @@ export class MissProtocol {
       }
       this.events.emit('loaderError', { key, error });
       refreshEnd('error');
-      if (fallback && withinStaleIfError(fallback, Date.now(), rules)) {
+      if (fallback && withinStaleIfError(fallback, this.backend.now(), rules)) {
         await this.commit(key, token, { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs: rules.failSafeRetry });
         return this.failSafe(key, fallback, error, false);
       }
@@ -436,7 +436,7 @@ export class MissProtocol {
     const delta = monotonicNow() - started;
     if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(delta));
 
-    const createdAt = Date.now();
+    const createdAt = this.backend.now();
     const decided = decide(value, opts);
     const { decision } = decided;
     if (decision === 'private') {
@@ -502,7 +502,7 @@ export class MissProtocol {
         if (lookup.kind === 'hit') return this.hitFrom(key, lookup.entry, 'coalesced');
         if (lookup.kind === 'stale') {
           if (lookup.lead) return await this.lead(key, token, loader, opts, lookup.entry);
-          if (withinRevalidate(lookup.entry, Date.now(), opts.freshness) || lookup.hold) return RETRY;
+          if (withinRevalidate(lookup.entry, this.backend.now(), opts.freshness) || lookup.hold) return RETRY;
         }
         if (lookup.kind === 'wait' && lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
@@ -566,7 +566,7 @@ export class MissProtocol {
     // With staleIfError, a value this process kept (L1) is served rather than loading without Redis.
     const kept = this.backend.backend.peekStale(key);
     if (kept?.kind === EntryKind.Value && (kept.staleIfError ?? opts.freshness.staleIfError) > 0) {
-      const now = Date.now();
+      const now = this.backend.now();
       if (isFresh(kept, now) && now < kept.createdAt + kept.ttl) return { ...answer<T>(kept, 'hit'), degraded };
       if (withinStaleIfError(kept, now, opts.freshness)) {
         return this.failSafe(key, kept, new BackendError(`Redis is unusable; serving the stale value of "${key}"`, { key }), degraded);
@@ -574,7 +574,7 @@ export class MissProtocol {
     }
     const started = monotonicNow();
     const value = await this.runLoader(key, loader, degraded);
-    const createdAt = Date.now();
+    const createdAt = this.backend.now();
     const decided = decide(value, opts);
     const { decision } = decided;
     if (decision === 'store') this.hints.remember(key, valueEntry(value, createdAt, decided, opts, monotonicNow() - started));

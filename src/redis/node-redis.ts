@@ -143,6 +143,8 @@ export class NodeRedisSubscriberConnection extends EventEmitter {
     });
     this.connection.on('ready', () => this.emit('ready'));
     this.connection.on('end', () => this.emit('close'));
+    // A dropped connection that node-redis is re-opening: nothing published meanwhile arrives.
+    this.connection.on('reconnecting', () => this.emit('close'));
     this.connecting = (this.connection.connect() as Promise<unknown>).then(
       () => undefined,
       () => undefined,

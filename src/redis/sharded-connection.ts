@@ -217,6 +217,10 @@ export class ShardedSubscriberConnection extends EventEmitter {
       if (node.readyOnce) this.emit('ready');
       node.readyOnce = true;
     });
+    // A node's connection closed: what it carried is not heard until it is back (`ready`).
+    redis.on('close', () => {
+      if (!this.closed && node.channels.size > 0) this.emit('close');
+    });
     redis.on('moved', () => this.relocate(node));
     redis.once('end', () => this.relocate(node));
     return node;

@@ -4,7 +4,10 @@ import type { Redis } from 'ioredis';
 import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
 import { isNodeRedis, NodeRedisSubscriberConnection } from './node-redis.js';
 
-/** Called with a message, or with `null` when the connection came back and messages may have been lost. */
+/**
+ * Called with a message, or with `null` when messages may have been lost: the connection
+ * closed (`isLive` is then false until it is back) or came back.
+ */
 export type ChannelListener = (message: Buffer | null) => void;
 
 interface ChannelState {
@@ -48,6 +51,8 @@ export class Subscriber {
   private readonly dropped: Map<string, { linger: number; at: number }>;
   private connectedOnce = false;
   private closed = false;
+  /** True from the connection's `close` until its next `ready`: nothing published meanwhile reaches this process. */
+  private down = false;
   private lingerTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -64,6 +69,7 @@ export class Subscriber {
     this.dropped = options.lingerHistory ?? new Map();
     connection.on('messageBuffer', this.onMessage);
     connection.on('ready', this.onReady);
+    connection.on('close', this.onClose);
     connection.on('error', this.onError);
     if (connection.status === 'ready') this.connectedOnce = true;
   }
@@ -116,9 +122,12 @@ export class Subscriber {
     return remove;
   }
 
-  /** True when `channel` is subscribed right now, so a publish on it reaches this connection. */
+  /**
+   * True when `channel` is subscribed and the connection is up right now, so a publish on it
+   * reaches this process. False from the moment the connection closes until it is back.
+   */
   isLive(channel: string): boolean {
-    return this.channels.get(channel)?.live === true;
+    return !this.down && this.channels.get(channel)?.live === true;
   }
 
   /** The linger of a channel being subscribed: doubled when it comes back within twice its linger of being dropped. */
@@ -155,6 +164,7 @@ export class Subscriber {
     this.cancelLinger();
     this.connection.off('messageBuffer', this.onMessage);
     this.connection.off('ready', this.onReady);
+    this.connection.off('close', this.onClose);
     for (const state of this.channels.values()) {
       if (state.idleTimer) clearTimeout(state.idleTimer);
       for (const l of state.listeners) l(null);
@@ -213,10 +223,22 @@ export class Subscriber {
   };
 
   private readonly onReady = () => {
+    this.down = false;
     if (!this.connectedOnce) {
       this.connectedOnce = true;
       return;
     }
+    for (const state of this.channels.values()) for (const l of [...state.listeners]) l(null);
+  };
+
+  /**
+   * The connection closed (killed, the server gone, a reconnect under way): every listener
+   * hears `null` at once, with `isLive` false, so nothing that relies on hearing of changes
+   * (an L1 copy, a tag stamp) is trusted until the connection is back and says so (`ready`).
+   */
+  private readonly onClose = () => {
+    if (this.closed || this.down) return;
+    this.down = true;
     for (const state of this.channels.values()) for (const l of [...state.listeners]) l(null);
   };
 

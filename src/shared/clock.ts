@@ -6,6 +6,15 @@ export function monotonicNow(): number {
   return performance.now();
 }
 
+/**
+ * This process's clock in ms since the epoch, carried on the monotonic clock (fractional, never
+ * steps back): the store's clock when the store is in this process. It starts at the wall
+ * clock of the process's start and does not follow later steps of it.
+ */
+export function processNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
 /** The coarse clock's last reading, or 0 when it must be read again. */
 let cachedNow = 0;
 /** Readings served since the clock was last read. */

@@ -13,23 +13,67 @@ import { LuaScript } from '../redis/lua-script.js';
  * invalidated; channel P:tc:{tag} carries 't' + that text after each invalidation.
  */
 
+
+/**
+ * Lua shared by the scripts that write an entry or a delete: the server's clock, never a
+ * process's. `server_now(value_key)` is the server's time in ms (fractional: microseconds),
+ * and always later than the created-at of the entry the key holds, so every write and delete
+ * of one key is stamped strictly after the one before, whatever the clocks. `stamp(bytes, now,
+ * started)` rewrites an encoded entry's header (store/entry.ts) to be created at `now`: its
+ * expiry and stale end move with it, and Δ becomes at least `now - started` (the run began no
+ * later than `started`, on the server's clock), so a value whose run began before a tag's
+ * invalidation counts as older.
+ */
+const STAMP_LUA = `
+local function server_now(value_key)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  local head = redis.pcall('GETRANGE', value_key, 0, 11)
+  if type(head) == 'string' and #head == 12 and string.byte(head, 1) == 208 and string.byte(head, 2) == 103 then
+    local created = struct.unpack('>d', string.sub(head, 5, 12))
+    if created >= now then now = created + 0.001 end
+  end
+  return now
+end
+local function stamp(bytes, now, started)
+  if #bytes < 20 or string.byte(bytes, 1) ~= 208 or string.byte(bytes, 2) ~= 103 then return bytes, 0 end
+  if string.byte(bytes, 3) == 1 then return string.sub(bytes, 1, 4) .. struct.pack('>d', now) .. string.sub(bytes, 13), 0 end
+  if #bytes < 36 then return bytes, 0 end
+  local shift = now - struct.unpack('>d', string.sub(bytes, 5, 12))
+  local expires = struct.unpack('>d', string.sub(bytes, 13, 20)) + shift
+  local stale_until = struct.unpack('>d', string.sub(bytes, 21, 28)) + shift
+  local delta = struct.unpack('>d', string.sub(bytes, 29, 36))
+  if started and now - started > delta then delta = now - started end
+  return string.sub(bytes, 1, 4) .. struct.pack('>dddd', now, expires, stale_until, delta) .. string.sub(bytes, 37), delta
+end
+`;
+
 /**
  * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value; '<' +
  * ms since the epoch: ignore it only when it was created at or before then, i.e. it is still
  * the value the caller found invalidated),
- * now (ms since the epoch), try lead on a stale value ('1' | '0').
- * Returns {1, value} | {2} (lead: the lock is ours) | {3, remaining ms of the leader's lock
+ * expired ('1': answer a version 2 or 3 entry as past its expiry whatever the time; '0': by
+ * the server's clock), try lead on a stale value ('1' | '0').
+ * Every reply starts with its kind and the server's time (ms since the epoch, as text with its
+ * microseconds: the moment a lead was taken, and a reading of the server's clock):
+ * {1, t, value} | {2, t} (lead: the lock is ours) | {3, t, remaining ms of the leader's lock
  * [, 1 when the lock had no expiry and was given lockTtl]}
- * | {4, error} (the value key holds another Redis type: a foreign value, looked past with skip)
- * | {5, value, 1} (a version 2 or 3 entry past its expiry, and the lead is ours: refresh it)
- * | {5, value, 0, remaining ms of the lock or -2 when there is none, 1 when the lock is a
+ * | {4, t, error} (the value key holds another Redis type: a foreign value, looked past with skip)
+ * | {5, t, value, 1} (a version 2 or 3 entry past its expiry, and the lead is ours: refresh it)
+ * | {5, t, value, 0, remaining ms of the lock or -2 when there is none, 1 when the lock is a
  *   failSafeRetry hold ('F:' + token, kept after a failed refresh: no one is loading)}.
  * The expiry of a version 2 or 3 entry is the float64 at bytes 12..19 (store/entry.ts).
  */
 /** What LOOKUP answers (bulk strings as Buffers: it is run with `runBuffer`). */
-export type LookupReply = [1, Buffer] | [2] | [3, number, 1?] | [4, Buffer] | [5, Buffer, 1] | [5, Buffer, 0, number, 0 | 1];
+export type LookupReply =
+  | [1, Buffer, Buffer]
+  | [2, Buffer]
+  | [3, Buffer, number, 1?]
+  | [4, Buffer, Buffer]
+  | [5, Buffer, Buffer, 1]
+  | [5, Buffer, Buffer, 0, number, 0 | 1];
 
-export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: string, now: number, tryLead: '0' | '1'], LookupReply>(
+export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: string, expired: '0' | '1', tryLead: '0' | '1'], LookupReply>(
   'lookup',
   `
 local value_key = KEYS[1]
@@ -37,9 +81,13 @@ local lock_key = KEYS[2]
 local token = ARGV[1]
 local lock_ttl = ARGV[2]
 local skip_value = ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local time = string.format('%.3f', now)
+if ARGV[4] == '1' then now = 8.64e15 end
 if skip_value ~= '1' then
   local v = redis.pcall('GET', value_key)
-  if type(v) == 'table' and v.err then return {4, v.err} end
+  if type(v) == 'table' and v.err then return {4, time, v.err} end
   if v and string.sub(skip_value, 1, 1) == '<' and #v >= 12 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103
     and struct.unpack('>d', string.sub(v, 5, 12)) <= tonumber(string.sub(skip_value, 2)) then
     -- The value the caller found invalidated (created at or before that time): looked past.
@@ -47,42 +95,45 @@ if skip_value ~= '1' then
   end
   if v then
     if #v >= 36 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103 and (string.byte(v, 3) == 2 or string.byte(v, 3) == 3)
-      and tonumber(ARGV[4]) >= struct.unpack('>d', string.sub(v, 13, 20)) then
-      if ARGV[5] == '1' and redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {5, v, 1} end
+      and now >= struct.unpack('>d', string.sub(v, 13, 20)) then
+      if ARGV[5] == '1' and redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {5, time, v, 1} end
       local holder = redis.call('GET', lock_key)
-      return {5, v, 0, redis.call('PTTL', lock_key), (holder and string.sub(holder, 1, 2) == 'F:') and 1 or 0}
+      return {5, time, v, 0, redis.call('PTTL', lock_key), (holder and string.sub(holder, 1, 2) == 'F:') and 1 or 0}
     end
-    return {1, v}
+    return {1, time, v}
   end
 end
-if redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {2} end
+if redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {2, time} end
 local left = redis.call('PTTL', lock_key)
 if left == -1 then
   -- A lock never lives without an expiry: another program wrote it, or it was PERSISTed.
   -- Give it one, so a live leader's renewals keep it and a dead one's lock runs out.
   redis.call('PEXPIRE', lock_key, lock_ttl)
-  return {3, tonumber(lock_ttl), 1}
+  return {3, time, tonumber(lock_ttl), 1}
 end
-return {3, left}
+return {3, time, left}
 `,
 );
 
 /**
  * KEYS: value, lock, shared. ARGV: token, mode, bytes, ttl ms, channel, inline max bytes,
- * shared ttl ms, publish command ('SPUBLISH' on a cluster with sharded pub/sub, else 'PUBLISH').
+ * shared ttl ms, publish command ('SPUBLISH' on a cluster with sharded pub/sub, else 'PUBLISH'),
+ * started (when the lead was taken, on the server's clock; '' when unknown).
  * mode: 'store' (write + announce), 'share' (announce; a value too big to inline is left
  * under the shared key for the shared ttl, for the waiters to read once), 'uncacheable' (optional marker),
  * 'error' (announce the error), 'release' (announce nothing but the release), 'fail' (announce
  * the error, but keep the lock for ttl ms more instead of releasing it: failSafeRetry).
  * Writes only while the lock still holds this token, so a leader that lost its lock never
- * overwrites a newer leader's value. Returns 1, or 0 when the lock was lost.
+ * overwrites a newer leader's value. A value or marker is stamped with the server's time
+ * (STAMP_LUA). Returns {1, created at, Δ} (as text; '0' for modes that write no entry), or 0
+ * when the lock was lost.
  */
 export const COMMIT = new LuaScript<
-  [token: string, mode: string, bytes: Buffer, ttl: number, channel: string, inlineMax: number, sharedTtl: number, publish: string],
-  0 | 1
+  [token: string, mode: string, bytes: Buffer, ttl: number, channel: string, inlineMax: number, sharedTtl: number, publish: string, started: string],
+  0 | [1, string, string]
 >(
   'commit',
-  `
+  `${STAMP_LUA}
 local value_key = KEYS[1]
 local lock_key = KEYS[2]
 local shared_key = KEYS[3]
@@ -98,9 +149,14 @@ if redis.call('GET', lock_key) ~= token then return 0 end
 if mode == 'fail' then
   redis.call('SET', lock_key, 'F:' .. token, 'PX', ttl)
   redis.call('PUBLISH', channel, 'e' .. bytes)
-  return 1
+  return {1, '0', '0'}
 end
 redis.call('DEL', lock_key)
+local now, delta = 0, 0
+if #bytes > 0 and (mode == 'store' or mode == 'share' or mode == 'uncacheable') then
+  now = server_now(value_key)
+  bytes, delta = stamp(bytes, now, tonumber(ARGV[9]))
+end
 if mode == 'store' or mode == 'share' then
   if mode == 'store' then redis.call('SET', value_key, bytes, 'PX', ttl) end
   if #bytes <= inline_max then
@@ -119,50 +175,63 @@ elseif mode == 'error' then
 else
   redis.call(pub, channel, 'r')
 end
-return 1
+return {1, string.format('%.3f', now), string.format('%.3f', delta)}
 `,
 );
 
 /**
- * KEYS: value. ARGV: bytes, ttl ms, channel, inline max bytes, publish command.
- * Stores an entry written with `set()` and announces it like a leader's store ('v' + entry, or
- * 'V' + its created-at when too big to inline), so waiters take it and other processes' copies follow.
+ * KEYS: value. ARGV: bytes, ttl ms, channel, inline max bytes, publish command, started (on the
+ * server's clock; '' when unknown), not after (the server's time after which the write is
+ * refused: its caller has given up on it; '' for none).
+ * Stores an entry written with `set()`, stamped with the server's time (STAMP_LUA), and
+ * announces it like a leader's store ('v' + entry, or 'V' + its created-at when too big to
+ * inline), so waiters take it and other processes' copies follow. Returns {created at, Δ} as
+ * text, or 0 when it came after its caller gave up (nothing written).
  */
-export const SET_ANNOUNCE = new LuaScript<[bytes: Buffer, ttl: number, channel: string, inlineMax: number, publish: string], 'OK'>(
+export const SET_ANNOUNCE = new LuaScript<
+  [bytes: Buffer, ttl: number, channel: string, inlineMax: number, publish: string, started: string, notAfter: string],
+  0 | [string, string]
+>(
   'set-announce',
-  `
-local bytes = ARGV[1]
+  `${STAMP_LUA}
 local pub = ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+local now = server_now(KEYS[1])
+if ARGV[7] ~= '' and now > tonumber(ARGV[7]) then return 0 end
+local bytes, delta = stamp(ARGV[1], now, tonumber(ARGV[6]))
 redis.call('SET', KEYS[1], bytes, 'PX', ARGV[2])
 if #bytes <= tonumber(ARGV[4]) then
   redis.call(pub, ARGV[3], 'v' .. bytes)
 else
   redis.call(pub, ARGV[3], 'V' .. string.sub(bytes, 5, 12))
 end
-return 'OK'
+return {string.format('%.3f', now), string.format('%.3f', delta)}
 `,
 );
 
 /**
- * KEYS: value. ARGV: channel, the time of the delete (8 bytes, float64 BE), publish command.
- * Deletes the entry and announces 'd' + the time, so other processes drop their copies.
- * Returns the number of keys deleted.
+ * KEYS: value. ARGV: channel, publish command, not after (as SET_ANNOUNCE's).
+ * Deletes the entry and announces 'd' + the time of the delete on the server's clock (8 bytes,
+ * float64 BE; later than the created-at of the entry it deletes), so other processes drop
+ * their copies. Returns {number of keys deleted, the time as text}, or 0 when it came after
+ * its caller gave up (nothing deleted).
  */
-export const DELETE_ANNOUNCE = new LuaScript<[channel: string, at: Buffer, publish: string], number>(
+export const DELETE_ANNOUNCE = new LuaScript<[channel: string, publish: string, notAfter: string], 0 | [number, string]>(
   'delete-announce',
-  `
+  `${STAMP_LUA}
+local now = server_now(KEYS[1])
+if ARGV[3] ~= '' and now > tonumber(ARGV[3]) then return 0 end
 local n = redis.call('DEL', KEYS[1])
-redis.call(ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[1], 'd' .. ARGV[2])
-return n
+redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[1], 'd' .. struct.pack('>d', now))
+return {n, string.format('%.3f', now)}
 `,
 );
 
 /**
- * KEYS: tag stamp. ARGV: at (ms since the epoch, an integer), '1' for a stale invalidation,
- * keep ms, channel, publish command. Moves the tag's hard or stale stamp forward to `at` (never
- * back), keeps the stamp for at least `keep` ms, and announces 't' + `hard:stale`.
+ * KEYS: tag stamp. ARGV: '1' for a stale invalidation, keep ms, channel, publish command.
+ * Moves the tag's hard or stale stamp forward to the server's time (never back), keeps the
+ * stamp for at least `keep` ms, and announces 't' + `hard:stale`.
  */
-export const TAG_INVALIDATE = new LuaScript<[at: number, stale: '0' | '1', keep: number, channel: string, publish: string], string>(
+export const TAG_INVALIDATE = new LuaScript<[stale: '0' | '1', keep: number, channel: string, publish: string], string>(
   'tag-invalidate',
   `
 local hard, stale = 0, 0
@@ -174,18 +243,19 @@ if cur then
     stale = tonumber(string.sub(cur, colon + 1)) or 0
   end
 end
-local at = tonumber(ARGV[1])
-if ARGV[2] == '1' then
+local t = redis.call('TIME')
+local at = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+if ARGV[1] == '1' then
   if at > stale then stale = at end
 elseif at > hard then
   hard = at
 end
-local text = string.format('%.0f:%.0f', hard, stale)
-local keep = tonumber(ARGV[3])
+local text = string.format('%.3f:%.3f', hard, stale)
+local keep = tonumber(ARGV[2])
 local left = redis.call('PTTL', KEYS[1])
 if left > keep then keep = left end
 redis.call('SET', KEYS[1], text, 'PX', keep)
-redis.call(ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[4], 't' .. text)
+redis.call(ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[3], 't' .. text)
 return text
 `,
 );

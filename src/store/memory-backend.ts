@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { processNow } from '../shared/clock.js';
 import type { EntryCodec } from './codec.js';
 import { MemoryTagStamps } from './memory-tags.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
@@ -15,7 +16,7 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 export class MemoryBackend implements Backend {
   readonly distributed = false;
   readonly peekLayer = 'store';
-  readonly tagStamps = new MemoryTagStamps();
+  readonly tagStamps = new MemoryTagStamps(processNow);
   private readonly lru: LRUCache<string, StoredEntry>;
   /** Lead locks of stale values being refreshed: key → holder token and expiry (monotonic ms). */
   private readonly locks = new Map<string, { token: string; until: number; hold?: true }>();
@@ -31,6 +32,11 @@ export class MemoryBackend implements Backend {
     return true;
   }
 
+  /** The store is in this process: its clock is this process's (monotonic, in ms since the epoch). */
+  now(): number {
+    return processNow();
+  }
+
   peek(key: string): StoredEntry | undefined {
     return this.lru.get(key);
   }
@@ -43,11 +49,11 @@ export class MemoryBackend implements Backend {
     return this.lru.get(key);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now = Date.now(), tryLead = true): Promise<Lookup> {
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
     const stored = skipValue === true ? undefined : this.lru.get(key);
     const entry = typeof skipValue === 'number' && stored && stored.createdAt <= skipValue ? undefined : stored;
     if (!entry) return { kind: 'lead' };
-    if ((entry.stale ?? 0) > 0 && now >= entry.createdAt + entry.ttl) {
+    if ((entry.stale ?? 0) > 0 && (expired || processNow() >= entry.createdAt + entry.ttl)) {
       if (tryLead && this.lock(key, token, lockTtl)) return { kind: 'stale', entry, lead: true, remaining: 0, hold: false };
       const held = this.locks.get(key);
       return { kind: 'stale', entry, lead: false, remaining: held ? Math.max(0, held.until - performance.now()) : -2, hold: held?.hold === true };

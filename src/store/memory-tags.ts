@@ -23,7 +23,10 @@ export class MemoryTagStamps implements TagStamps {
     return tags.map((tag) => this.known(tag));
   }
 
-  async invalidate(tags: readonly string[], at: number, stale: boolean, keepFor: number): Promise<void> {
+  constructor(private readonly clock: () => number) {}
+
+  async invalidate(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
+    const at = this.clock();
     const until = performance.now() + keepFor;
     const stamp: TagStamp = stale ? { hard: 0, stale: at } : { hard: at, stale: 0 };
     for (const tag of tags) this.stamps.set(tag, { stamp: laterStamp(this.known(tag), stamp), until });

@@ -5,11 +5,13 @@ import { L1 } from './l1.js';
 import { RedisTagStamps } from './redis-tags.js';
 import { monotonicNow } from '../shared/clock.js';
 import { clientAvailable, closeClient, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
-import { sharedSubscriber } from '../redis/subscriber.js';
+import { existingSharedSubscriber, sharedSubscriber } from '../redis/subscriber.js';
 import { knownPubSubMode, publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { valueReader } from '../redis/get-batch.js';
+import { ServerClock } from '../redis/server-clock.js';
+import { BackendError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
@@ -23,7 +25,16 @@ export interface RedisBackendOptions {
   ownsClient: boolean;
   /** Replicas that must confirm a lead before it counts (none when undefined). */
   replication?: Replication | undefined;
+  /**
+   * How long a caller waits for a write (the cache's `commandTimeout`): a `set` or `delete`
+   * that reaches Redis later than that is refused there, so a write its caller gave up on
+   * never lands over a newer one. 0: no limit.
+   */
+  writeTimeout?: number;
 }
+
+/** The most leads whose start this process remembers (a lead always ends in a commit; this only bounds a leak). */
+const LEAD_STARTS_MAX = 10_000;
 
 const EMPTY = Buffer.alloc(0);
 
@@ -56,12 +67,17 @@ export class RedisBackend implements Backend {
   private readonly sentAt = new WeakMap<StoredEntry, number>();
   /** One message, parsed once for every listener of its channel (waiters and the L1 link). */
   private readonly parsed = new WeakMap<Buffer, Outcome>();
+  /** The server's clock, read without a round trip. */
+  readonly clock: ServerClock;
+  /** When (on the server's clock) each lead of this process was taken, by token: its value's run began after. */
+  private readonly leadStarts = new Map<string, number>();
 
   constructor(
     private readonly client: RedisClient,
     private readonly options: RedisBackendOptions,
   ) {
     this.commands = commandClient(client);
+    this.clock = new ServerClock(this.commands);
     this.values = valueReader(client, this.commands);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
     this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key)) : undefined;
@@ -70,6 +86,11 @@ export class RedisBackend implements Backend {
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */
   available(): boolean {
     return clientAvailable(this.client);
+  }
+
+  /** The Redis server's time (ms since the epoch), estimated without a round trip: the one clock of the fleet. */
+  now(): number {
+    return this.clock.now();
   }
 
   peek(key: string): StoredEntry | undefined {
@@ -97,36 +118,63 @@ export class RedisBackend implements Backend {
     if (!link) this.follow(key);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now = Date.now(), tryLead = true): Promise<Lookup> {
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
     const k = cacheKeys(this.options.prefix, key);
     // A value this process may keep in L1 is coming (a lead's result, a waiter's announcement,
     // a stale value's refresh): follow the key's channel from now on, so that it can be served
     // from L1 as soon as it arrives.
     if (this.l1 && !this.links.has(key)) this.follow(key);
     const sent = monotonicNow();
-    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', now, tryLead ? '1' : '0']);
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', expired ? '1' : '0', tryLead ? '1' : '0']);
+    const time = Number(String(reply[1]));
+    this.clock.observe(time, sent, monotonicNow());
     switch (reply[0]) {
       case 5: {
-        const decoded = this.decode(reply[1], sent);
+        const decoded = this.decode(reply[2], sent);
         if ('error' in decoded) return { kind: 'corrupt', error: decoded.error };
-        return reply[2] === 1
+        if (reply[3] === 1) this.startedLead(token, time);
+        return reply[3] === 1
           ? { kind: 'stale', entry: decoded, lead: true, remaining: 0, hold: false }
-          : { kind: 'stale', entry: decoded, lead: false, remaining: Number(reply[3]), hold: reply[4] === 1 };
+          : { kind: 'stale', entry: decoded, lead: false, remaining: Number(reply[4]), hold: reply[5] === 1 };
       }
       case 1: {
-        const decoded = this.decode(reply[1], sent);
+        const decoded = this.decode(reply[2], sent);
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
       }
       case 2:
+        this.startedLead(token, time);
         await this.leadReplicated(key, k.lock, token);
         return { kind: 'lead' };
       case 4:
-        return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[1])}`) };
+        return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[2])}`) };
       default:
-        return reply[2] === 1
-          ? { kind: 'wait', remaining: Number(reply[1]), repaired: new CorruptEntryError(`the lock key had no expiry (written by another program, or PERSISTed); it now expires in ${lockTtl} ms`) }
-          : { kind: 'wait', remaining: Number(reply[1]) };
+        return reply[3] === 1
+          ? { kind: 'wait', remaining: Number(reply[2]), repaired: new CorruptEntryError(`the lock key had no expiry (written by another program, or PERSISTed); it now expires in ${lockTtl} ms`) }
+          : { kind: 'wait', remaining: Number(reply[2]) };
     }
+  }
+
+  /** Remembers when the lead of `token` was taken (server's clock), for its commit. */
+  private startedLead(token: string, at: number): void {
+    if (this.leadStarts.size >= LEAD_STARTS_MAX) this.leadStarts.delete(this.leadStarts.keys().next().value!);
+    this.leadStarts.set(token, at);
+  }
+
+  /**
+   * When a value written now began, on the server's clock, at the latest: `delta` ms (its run,
+   * measured on this process's monotonic clock) before the server's time, less the clock's
+   * uncertainty. '' when nothing says (no duration).
+   */
+  private startedBefore(delta: number | undefined): string {
+    if (!delta) return '';
+    return String(this.clock.now() - delta - this.clock.uncertainty);
+  }
+
+  /** The server's time after which a write sent now is refused (its caller has given up), as text; '' for none. */
+  private notAfter(): string {
+    const timeout = this.options.writeTimeout ?? 0;
+    if (!(timeout > 0) || !this.clock.known) return '';
+    return String(this.clock.now() + timeout - this.clock.uncertainty);
   }
 
   /**
@@ -178,6 +226,8 @@ export class RedisBackend implements Backend {
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1 && commit.mode === 'store') this.sentAt.set(commit.entry, monotonicNow());
+    const started = this.leadStarts.get(token);
+    if (commit.mode !== 'fail') this.leadStarts.delete(token);
     const committing = COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
@@ -187,13 +237,23 @@ export class RedisBackend implements Backend {
       this.options.inlineMax,
       Math.max(1, Math.ceil(sharedTtl)),
       pub,
+      started === undefined ? this.startedBefore(commit.mode === 'store' || commit.mode === 'share' ? commit.entry.delta : undefined) : String(started),
     ]);
     if (commit.mode === 'store' || commit.mode === 'share') commit.sent?.();
-    return (await committing) === 1;
+    const reply = await committing;
+    if (reply === 0) return false;
+    // The entry as the server stamped it: created at its time, Δ since the lead was taken.
+    if (commit.mode === 'store' || commit.mode === 'share') stamped(commit.entry, reply[1], reply[2]);
+    else if (commit.mode === 'uncacheable' && commit.marker) stamped(commit.marker, reply[1], reply[2]);
+    return true;
   }
 
   async tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return (await this.commands.call('SET', cacheKeys(this.options.prefix, key).lock, token, 'PX', Math.max(1, Math.ceil(lockTtl)), 'NX')) === 'OK';
+    // The run begins after the lock is taken: the server's time before the command was sent is no later.
+    const before = this.clock.now() - this.clock.uncertainty;
+    const led = (await this.commands.call('SET', cacheKeys(this.options.prefix, key).lock, token, 'PX', Math.max(1, Math.ceil(lockTtl)), 'NX')) === 'OK';
+    if (led) this.startedLead(token, before);
+    return led;
   }
 
   async renew(key: string, token: string, lockTtl: number): Promise<boolean> {
@@ -207,6 +267,12 @@ export class RedisBackend implements Backend {
   }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    // The first read waits for the server's clock, so its freshness is judged on it.
+    if (!this.clock.known) return this.clock.ready().then(() => this.readValue(key));
+    return this.readValue(key);
+  }
+
+  private readValue(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     // The hit path: one GET and one step after it (no async frame).
     const sent = this.l1 ? monotonicNow() : undefined;
     return this.values.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
@@ -229,18 +295,30 @@ export class RedisBackend implements Backend {
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1) this.sentAt.set(entry, monotonicNow());
-    await SET_ANNOUNCE.run(this.commands, [k.value], [bytes, Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))), k.channel, this.options.inlineMax, pub]);
+    const reply = await SET_ANNOUNCE.run(this.commands, [k.value], [
+      bytes,
+      Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))),
+      k.channel,
+      this.options.inlineMax,
+      pub,
+      this.startedBefore(entry.delta),
+      this.notAfter(),
+    ]);
+    if (reply === 0) throw new BackendError(`the write of "${key}" reached Redis after its caller had given up (commandTimeout); it was not applied`, { key });
+    stamped(entry, reply[0], reply[1]);
   }
 
   /** Deletes `key` and announces it, so every process drops its copy. */
   async delete(key: string): Promise<boolean> {
-    const at = Date.now();
-    this.l1?.heard(key, at);
+    // This process stops serving its copy at once; the delete's time (the server's) then drops
+    // any copy that a read in flight brings back.
+    this.l1?.untrust(key);
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
-    const stamp = Buffer.allocUnsafe(8);
-    stamp.writeDoubleBE(at, 0);
-    return (await DELETE_ANNOUNCE.run(this.commands, [k.value], [k.channel, stamp, pub])) > 0;
+    const reply = await DELETE_ANNOUNCE.run(this.commands, [k.value], [k.channel, pub, this.notAfter()]);
+    if (reply === 0) throw new BackendError(`the delete of "${key}" reached Redis after its caller had given up (commandTimeout); it was not applied`, { key });
+    this.l1?.heard(key, Number(reply[1]));
+    return reply[0] > 0;
   }
 
   async close(): Promise<void> {
@@ -288,10 +366,10 @@ export class RedisBackend implements Backend {
     const l1 = this.l1;
     if (link.dropped || !l1) return;
     if (message === null) {
-      // The subscriber reconnected: announcements may have been missed. The copy is no hit
-      // until read again, and reads sent from now on are followed again.
+      // The subscriber closed or reconnected: announcements may have been missed. The copy is
+      // no hit until read again, and only reads sent while the channel is live are followed.
       l1.untrust(key);
-      link.liveAt = monotonicNow();
+      link.liveAt = existingSharedSubscriber(this.client)?.isLive(cacheKeys(this.options.prefix, key).channel) ? monotonicNow() : undefined;
       return;
     }
     const outcome = this.parseMessage(message);
@@ -302,12 +380,13 @@ export class RedisBackend implements Backend {
         // It came through the followed channel: every later announcement follows it.
         this.sentAt.set(entry, monotonicNow());
         l1.heard(key, entry.createdAt);
-        const left = Math.min(entry.createdAt + entry.ttl - Date.now(), entry.ttl);
+        const left = Math.min(entry.createdAt + entry.ttl - this.clock.now(), entry.ttl);
         if (entry.kind === 1 /* value */ && left > 0) l1.keep(key, entry, left, left + (entry.stale ?? 0));
         return;
       }
       case 'stored':
-        l1.heard(key, outcome.createdAt ?? Date.now());
+        if (outcome.createdAt !== undefined) l1.heard(key, outcome.createdAt);
+        else l1.untrust(key);
         return;
       case 'deleted':
         l1.heard(key, outcome.at);
@@ -346,7 +425,7 @@ export class RedisBackend implements Backend {
       case 0x56: /* V (+ created-at) */
         return message.length >= 9 ? { kind: 'stored', createdAt: message.readDoubleBE(1) } : { kind: 'stored' };
       case 0x64: /* d + time of the delete */
-        return { kind: 'deleted', at: message.length >= 9 ? message.readDoubleBE(1) : Date.now() };
+        return message.length >= 9 ? { kind: 'deleted', at: message.readDoubleBE(1) } : { kind: 'deleted', at: Number.POSITIVE_INFINITY };
       case 0x53: /* S */
         return { kind: 'shared' };
       case 0x65: /* e */ {
@@ -363,4 +442,13 @@ export class RedisBackend implements Backend {
         return { kind: 'released' };
     }
   }
+}
+
+/** `entry` as the server stamped it (created at, and Δ where the entry records one). */
+function stamped(entry: StoredEntry, createdAt: string, delta: string): void {
+  const at = Number(createdAt);
+  if (!(at > 0)) return;
+  entry.createdAt = at;
+  const d = Number(delta);
+  if (entry.delta !== undefined && d > entry.delta) entry.delta = d;
 }

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { CommandClient, RedisClient } from '../redis/client.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
-import { sharedSubscriber } from '../redis/subscriber.js';
+import { existingSharedSubscriber, sharedSubscriber } from '../redis/subscriber.js';
 import { TAG_INVALIDATE } from './cache-scripts.js';
 import { tagKeys } from './key.js';
 import { laterStamp, NO_STAMP, parseStamp, type TagStamp } from './tags.js';
@@ -53,13 +53,13 @@ export class RedisTagStamps implements TagStamps {
     return Promise.all(tags.map((tag) => this.loadOne(tag)));
   }
 
-  async invalidate(tags: readonly string[], at: number, stale: boolean, keepFor: number): Promise<void> {
+  async invalidate(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
     const pub = publishCommand(await pubSubMode(this.client));
     const keep = Math.max(1, Math.ceil(keepFor));
     await Promise.all(
       tags.map(async (tag) => {
         const keys = tagKeys(this.prefix, tag);
-        const text = await TAG_INVALIDATE.run(this.commands, [keys.stamp], [Math.round(at), stale ? '1' : '0', keep, keys.channel, pub]);
+        const text = await TAG_INVALIDATE.run(this.commands, [keys.stamp], [stale ? '1' : '0', keep, keys.channel, pub]);
         // This process's own stamp moves at once (its announcement follows).
         const held = this.held.peek(tag);
         if (held) held.stamp = laterStamp(held.stamp, parseStamp(String(text)));
@@ -103,13 +103,14 @@ export class RedisTagStamps implements TagStamps {
     const bytes = await this.commands.getBuffer(keys.stamp);
     const read = parseStamp(bytes?.toString('latin1'));
     h.stamp = laterStamp(h.stamp, read);
-    if (subscribed && !h.dropped && h.epoch === epoch) h.trusted = true;
+    // Trusted only while the channel is live: a stamp read while the subscriber is down would not hear the next invalidation.
+    if (subscribed && !h.dropped && h.epoch === epoch && existingSharedSubscriber(this.client)?.isLive(keys.channel) === true) h.trusted = true;
     return h.stamp;
   }
 
   private heard(held: Held, message: Buffer | null): void {
     if (message === null) {
-      // Reconnected: an invalidation may have been missed; read the stamp again before trusting it.
+      // Closed or reconnected: an invalidation may have been missed; read the stamp again (once the channel is live) before trusting it.
       held.trusted = false;
       held.epoch++;
       return;

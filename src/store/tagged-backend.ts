@@ -1,9 +1,6 @@
 import { staleSince, tagVerdict, type TagStamp } from './tags.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry, TagStamps } from './types.js';
 
-/** A `now` past every expiry: the lookup script then answers a stored version 2/3 entry as stale (and tries the lead). */
-const FAR_FUTURE = 8.64e15;
-
 /**
  * A backend whose reads respect tag invalidations: an entry carrying a tag invalidated after
  * its loader started is a miss, or, after `invalidateTags(tags, { stale: true })`, stale since
@@ -35,6 +32,10 @@ export class TaggedBackend implements Backend {
     return this.inner.available();
   }
 
+  now(): number {
+    return this.inner.now();
+  }
+
   /** A hit in process memory only when every tag's stamp is held here; otherwise the caller goes on to the store. */
   peek(key: string): StoredEntry | undefined {
     const entry = this.inner.peek(key);
@@ -57,8 +58,8 @@ export class TaggedBackend implements Backend {
     this.inner.keep(key, entry, left, staleLeft);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now?: number, tryLead?: boolean): Promise<Lookup> {
-    const found = await this.inner.lookup(key, token, lockTtl, skipValue, now, tryLead);
+  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
+    const found = await this.inner.lookup(key, token, lockTtl, skipValue, expired, tryLead);
     if ((found.kind !== 'hit' && found.kind !== 'stale') || found.entry.tags === undefined) return found;
     const verdict = await this.verdict(found.entry);
     if (verdict === 'ok') return found;
@@ -67,24 +68,24 @@ export class TaggedBackend implements Backend {
       // Invalidated: the stale value is no fallback. The lead taken on it leads a miss; else wait for the leader, or look past the value.
       if (found.lead) return { kind: 'lead' };
       if (found.remaining >= 0) return { kind: 'wait', remaining: found.remaining };
-      return this.lookupPast(key, token, lockTtl, found.entry, now, tryLead);
+      return this.lookupPast(key, token, lockTtl, found.entry, expired, tryLead);
     }
-    if (verdict === 'gone') return this.lookupPast(key, token, lockTtl, found.entry, now, tryLead);
+    if (verdict === 'gone') return this.lookupPast(key, token, lockTtl, found.entry, expired, tryLead);
     // Stale by invalidation: look again as if past its expiry, so the refresh's lead is taken (or its leader's lock told).
-    const again = await this.inner.lookup(key, token, lockTtl, false, FAR_FUTURE, tryLead);
+    const again = await this.inner.lookup(key, token, lockTtl, false, true, tryLead);
     if (again.kind !== 'stale') return again;
     if (again.entry.createdAt === found.entry.createdAt) return { ...again, entry: staleSince(again.entry, Math.min(verdict, again.entry.createdAt + again.entry.ttl)) };
     // Meanwhile a new value was stored (another process refreshed it). Unless it too is past
     // its time, it is the answer, and a lead taken on it is handed back at once.
     const newer = await this.verdict(again.entry);
-    const expired = Date.now() >= again.entry.createdAt + again.entry.ttl;
-    if (newer === 'ok' && !expired) {
+    const past = this.inner.now() >= again.entry.createdAt + again.entry.ttl;
+    if (newer === 'ok' && !past) {
       if (again.lead) await this.inner.commit(key, token, { mode: 'release' });
       return { kind: 'hit', entry: again.entry };
     }
     if (newer === 'gone') {
       if (again.lead) return { kind: 'lead' };
-      return again.remaining >= 0 ? { kind: 'wait', remaining: again.remaining } : this.lookupPast(key, token, lockTtl, again.entry, now, tryLead);
+      return again.remaining >= 0 ? { kind: 'wait', remaining: again.remaining } : this.lookupPast(key, token, lockTtl, again.entry, expired, tryLead);
     }
     return typeof newer === 'number' ? { ...again, entry: staleSince(again.entry, newer) } : again;
   }
@@ -133,11 +134,11 @@ export class TaggedBackend implements Backend {
    * Looks again past `invalidated` only: if another process stored a newer value meanwhile
    * (it led the recompute first), that value is the answer, not a second lead.
    */
-  private async lookupPast(key: string, token: string, lockTtl: number, invalidated: StoredEntry, now: number | undefined, tryLead: boolean | undefined): Promise<Lookup> {
-    const again = await this.inner.lookup(key, token, lockTtl, invalidated.createdAt, now, tryLead);
+  private async lookupPast(key: string, token: string, lockTtl: number, invalidated: StoredEntry, expired: boolean | undefined, tryLead: boolean | undefined): Promise<Lookup> {
+    const again = await this.inner.lookup(key, token, lockTtl, invalidated.createdAt, expired, tryLead);
     if ((again.kind === 'hit' || again.kind === 'stale') && again.entry.tags !== undefined && (await this.verdict(again.entry)) === 'gone') {
       // The newer value is invalidated too (another invalidation since): look past it as well.
-      return this.inner.lookup(key, token, lockTtl, again.entry.createdAt, now, tryLead);
+      return this.inner.lookup(key, token, lockTtl, again.entry.createdAt, expired, tryLead);
     }
     return again;
   }

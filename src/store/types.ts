@@ -39,7 +39,7 @@ export type Outcome =
   | { kind: 'corrupt'; error: Error }
   /** Stored, too big to inline (`createdAt` of the new entry, when announced). */
   | { kind: 'stored'; createdAt?: number }
-  /** The key was deleted at `at` (ms since the epoch, the deleting process's clock). */
+  /** The key was deleted at `at` (ms since the epoch, on the server's clock). */
   | { kind: 'deleted'; at: number }
   /** A value shared but not stored, too big for the message: read it once with `getShared`. */
   | { kind: 'shared' }
@@ -77,8 +77,8 @@ export interface TagStamps {
   known(tag: string): TagStamp | undefined;
   /** The stamps of `tags`, read from the store where not known (and from then on kept up to date). */
   load(tags: readonly string[]): Promise<TagStamp[]>;
-  /** Stamps `tags` as invalidated at `at` (ms since the epoch), hard or stale, remembered `keepFor` ms, and tells every process. */
-  invalidate(tags: readonly string[], at: number, stale: boolean, keepFor: number): Promise<void>;
+  /** Stamps `tags` as invalidated now (on the store's clock), hard or stale, remembered `keepFor` ms, and tells every process. */
+  invalidate(tags: readonly string[], stale: boolean, keepFor: number): Promise<void>;
   close(): void;
 }
 
@@ -101,10 +101,16 @@ export interface Backend {
    * Step 2: the value, or the lead, or the leader's remaining lock time. `skipValue`: look
    * past a stored value (`true`), or past it only if it was created at or before that time
    * (a number, ms since the epoch: the value the caller found invalidated). A value past its
-   * `ttl` (at `now`, ms since the epoch) is answered as `stale`, and the lead lock is tried in
-   * the same call unless `tryLead` is false.
+   * `ttl` on the store's clock (or any value with a stale window, when `expired`) is answered
+   * as `stale`, and the lead lock is tried in the same call unless `tryLead` is false.
    */
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, now?: number, tryLead?: boolean): Promise<Lookup>;
+  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup>;
+  /**
+   * The store's clock (ms since the epoch, fractional): what every entry's `createdAt`, every
+   * delete and every tag stamp is measured on. For Redis, the server's clock (read without a
+   * round trip), so the processes' own wall clocks do not matter; in process, this process's.
+   */
+  now(): number;
   /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */

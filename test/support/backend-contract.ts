@@ -189,37 +189,40 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
 
       it('a value past its ttl inside its stale window is stale: the first lookup takes the lead, the next ones do not', async () => {
         const key = freshId('k');
-        const old = aged('old', 200, 100, 60_000);
+        const old = aged('old', 0, 100, 60_000);
         await backend.set(key, old);
+        await sleep(150);
         const t1 = freshId('t');
-        const first = await backend.lookup(key, t1, LOCK_TTL, false, Date.now());
+        const first = await backend.lookup(key, t1, LOCK_TTL, false);
         expect(first).toMatchObject({ kind: 'stale', lead: true, hold: false });
         expectEntry((first as Extract<Lookup, { kind: 'stale' }>).entry, old);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: false, hold: false });
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now(), false)).toMatchObject({ kind: 'stale', lead: false });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: false, hold: false });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, false, false)).toMatchObject({ kind: 'stale', lead: false });
         const fresh = aged('new', 0, 60_000, 60_000);
         expect(await backend.commit(key, t1, store(fresh))).toBe(true);
-        const after = await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now());
+        const after = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
         expect(after.kind).toBe('hit');
         expectEntry((after as Extract<Lookup, { kind: 'hit' }>).entry, fresh);
       });
 
       it('a stale value is not led when asked not to (tryLead false), and the lock stays free', async () => {
         const key = freshId('k');
-        await backend.set(key, aged('old', 200, 100, 60_000));
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now(), false)).toMatchObject({ kind: 'stale', lead: false, hold: false });
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: true });
+        await backend.set(key, aged('old', 0, 100, 60_000));
+        await sleep(150);
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, false, false)).toMatchObject({ kind: 'stale', lead: false, hold: false });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: true });
       });
 
       it('commit "fail" keeps the lock as a hold for holdMs: lookups of the stale value say hold, and lead again after it', async () => {
         const key = freshId('k');
-        await backend.set(key, aged('old', 200, 100, 60_000));
+        await backend.set(key, aged('old', 0, 100, 60_000));
+        await sleep(150);
         const token = freshId('t');
-        expect(await backend.lookup(key, token, LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: true });
+        expect(await backend.lookup(key, token, LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: true });
         expect(await backend.commit(key, token, { mode: 'fail', name: 'Error', message: 'boom', holdMs: 300 })).toBe(true);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: false, hold: true });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: false, hold: true });
         await sleep(350);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, Date.now())).toMatchObject({ kind: 'stale', lead: true });
+        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: true });
       });
 
       it('tryLead takes a free lead lock once', async () => {
