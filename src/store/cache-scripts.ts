@@ -227,11 +227,12 @@ return {n, string.format('%.3f', now)}
 );
 
 /**
- * KEYS: tag stamp. ARGV: '1' for a stale invalidation, keep ms, channel, publish command.
- * Moves the tag's hard or stale stamp forward to the server's time (never back), keeps the
- * stamp for at least `keep` ms, and announces 't' + `hard:stale`.
+ * KEYS: tag stamp. ARGV: at (the time of the invalidation, ms since the epoch on the server's
+ * clock; '' for the server's time now), '1' for a stale invalidation, keep ms, channel, publish
+ * command. Moves the tag's hard or stale stamp forward to `at` (never back), keeps the stamp for
+ * at least `keep` ms, and announces 't' + `hard:stale`. Returns {`hard:stale`, at} as text.
  */
-export const TAG_INVALIDATE = new LuaScript<[stale: '0' | '1', keep: number, channel: string, publish: string], string>(
+export const TAG_INVALIDATE = new LuaScript<[at: string, stale: '0' | '1', keep: number, channel: string, publish: string], [string, string]>(
   'tag-invalidate',
   `
 local hard, stale = 0, 0
@@ -243,19 +244,22 @@ if cur then
     stale = tonumber(string.sub(cur, colon + 1)) or 0
   end
 end
-local t = redis.call('TIME')
-local at = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-if ARGV[1] == '1' then
+local at = tonumber(ARGV[1])
+if not at then
+  local t = redis.call('TIME')
+  at = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+if ARGV[2] == '1' then
   if at > stale then stale = at end
 elseif at > hard then
   hard = at
 end
 local text = string.format('%.3f:%.3f', hard, stale)
-local keep = tonumber(ARGV[2])
+local keep = tonumber(ARGV[3])
 local left = redis.call('PTTL', KEYS[1])
 if left > keep then keep = left end
 redis.call('SET', KEYS[1], text, 'PX', keep)
-redis.call(ARGV[4] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[3], 't' .. text)
-return text
+redis.call(ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[4], 't' .. text)
+return {text, string.format('%.3f', at)}
 `,
 );

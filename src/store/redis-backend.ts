@@ -291,6 +291,8 @@ export class RedisBackend implements Backend {
 
   /** Stores `entry` and announces it on the key's channel (waiters take it; other processes' copies follow). */
   async set(key: string, entry: StoredEntry): Promise<void> {
+    // The first write waits for the server's clock, so that a late arrival can be told.
+    if (!this.clock.known) await this.clock.ready();
     const bytes = this.options.codec.encode(key, entry);
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
@@ -313,6 +315,7 @@ export class RedisBackend implements Backend {
     // This process stops serving its copy at once; the delete's time (the server's) then drops
     // any copy that a read in flight brings back.
     this.l1?.untrust(key);
+    if (!this.clock.known) await this.clock.ready();
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     const reply = await DELETE_ANNOUNCE.run(this.commands, [k.value], [k.channel, pub, this.notAfter()]);

@@ -53,18 +53,24 @@ export class RedisTagStamps implements TagStamps {
     return Promise.all(tags.map((tag) => this.loadOne(tag)));
   }
 
+  /**
+   * One time for every tag of the call: the first tag is stamped with the server's time, the
+   * others with that same time (on a cluster they live on other shards), so a run that began
+   * after the call began is older than none of them.
+   */
   async invalidate(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
     const pub = publishCommand(await pubSubMode(this.client));
     const keep = Math.max(1, Math.ceil(keepFor));
-    await Promise.all(
-      tags.map(async (tag) => {
-        const keys = tagKeys(this.prefix, tag);
-        const text = await TAG_INVALIDATE.run(this.commands, [keys.stamp], [stale ? '1' : '0', keep, keys.channel, pub]);
-        // This process's own stamp moves at once (its announcement follows).
-        const held = this.held.peek(tag);
-        if (held) held.stamp = laterStamp(held.stamp, parseStamp(String(text)));
-      }),
-    );
+    const stamp = async (tag: string, at: string): Promise<string> => {
+      const keys = tagKeys(this.prefix, tag);
+      const [text, stampedAt] = await TAG_INVALIDATE.run(this.commands, [keys.stamp], [at, stale ? '1' : '0', keep, keys.channel, pub]);
+      // This process's own stamp moves at once (its announcement follows).
+      const held = this.held.peek(tag);
+      if (held) held.stamp = laterStamp(held.stamp, parseStamp(String(text)));
+      return String(stampedAt);
+    };
+    const at = await stamp(tags[0]!, '');
+    await Promise.all(tags.slice(1).map((tag) => stamp(tag, at)));
   }
 
   close(): void {
