@@ -1,0 +1,160 @@
+/**
+ * The lead is let go on every path, a timed-out refresh is throttled like a failed one, and
+ * the keys a process follows while other processes refresh them are bounded: real Redis
+ * servers, and a child process for the claims across processes.
+ */
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { createCache, type DogpileCache } from '../src/index.js';
+import { cacheKeys } from '../src/store/key.js';
+import { useRedis } from './support/use-redis.js';
+import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
+import { freshId, sleep, waitUntil } from '../tools/basics.js';
+
+const server = useRedis();
+let redis: Redis;
+const caches: DogpileCache[] = [];
+
+beforeAll(() => {
+  redis = server.client();
+});
+afterEach(async () => {
+  await Promise.all(caches.splice(0).map((c) => c.close()));
+  await killAllChildren();
+});
+afterAll(killAllChildren);
+
+function cacheOn(options: Parameters<typeof createCache>[0] = {}): DogpileCache {
+  const cache = createCache({ redis: server.client(), ...options });
+  caches.push(cache);
+  return cache;
+}
+
+function memoryCache(options: Parameters<typeof createCache>[0] = {}): DogpileCache {
+  const cache = createCache(options);
+  caches.push(cache);
+  return cache;
+}
+
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('every failure after the loader returned lets go of the lead at once and is announced', () => {
+  // Far longer than the test's own bounds: a waiter that waited the lock out would time the test out.
+  const LOCK_TTL = 60_000;
+
+  async function waiter(): Promise<JsonChild> {
+    const config = { url: server.url, lockTtl: LOCK_TTL, waitTimeout: 2 * LOCK_TTL };
+    const child = new JsonChild('waiter', ['--import', 'tsx', path.join(root, 'test/fixtures/waiter-worker.ts'), JSON.stringify(config)], { cwd: root });
+    await child.take('ready', 20_000);
+    return child;
+  }
+
+  /** Scripts run by the server so far (the waiter's lookups; nothing else runs one meanwhile). */
+  async function scriptCalls(): Promise<number> {
+    const info = await redis.info('commandstats');
+    return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  }
+
+  async function subscribers(key: string): Promise<number> {
+    const reply = (await redis.call('PUBSUB', 'NUMSUB', cacheKeys('dogpile', key).channel)) as [string, number];
+    return Number(reply[1]);
+  }
+
+  const tooManyTags = Array.from({ length: 40 }, (_, i) => `verdict-${i}`);
+  const callTags = Array.from({ length: 40 }, (_, i) => `call-${i}`);
+  const cases: { name: string; errorName: string; options: Record<string, unknown>; value?: unknown }[] = [
+    {
+      name: 'the cacheable verdict throws',
+      errorName: 'RangeError',
+      options: {
+        cacheable: () => {
+          throw new RangeError('no verdict for this value');
+        },
+      },
+    },
+    { name: 'the verdict is not one of the four', errorName: 'InvalidOptionError', options: { cacheable: () => 'keep' } },
+    { name: 'the verdict carries an empty tag', errorName: 'InvalidOptionError', options: { cacheable: () => ({ decision: 'store', ttl: 1000, tags: [''] }) } },
+    { name: "the verdict's tags and the call's exceed 64 together", errorName: 'InvalidOptionError', options: { tags: callTags, cacheable: () => ({ decision: 'store', ttl: 1000, tags: tooManyTags }) } },
+    { name: 'the value cannot be serialised', errorName: 'SerializationError', options: {}, value: { run: () => 1 } },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name}: a waiter in another process gets the error at once, the loader ran once, the key can be led again`, async () => {
+      const key = freshId('verdict');
+      const child = await waiter();
+      const leader = cacheOn({ lockTtl: LOCK_TTL });
+      const started = deferred();
+      const release = deferred();
+      let runs = 0;
+      const led = leader.getOrCompute(
+        key,
+        async () => {
+          runs++;
+          started.resolve();
+          await release.promise;
+          return c.value ?? 'value';
+        },
+        { ttl: 60_000, ...c.options } as never,
+      );
+      const ledOutcome = led.then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      await started.promise;
+      const before = await scriptCalls();
+      child.send({ cmd: 'call', key });
+      // The waiter's lookup found this process leading; it subscribed to the key's channel and
+      // looked once more (an announcement made before that second look would let it lead).
+      await child.take('waiting', 20_000);
+      await waitUntil('the waiter subscribed and looked again', async () => (await subscribers(key)) === 1 && (await scriptCalls()) >= before + 2, 20_000);
+      release.resolve();
+      const error = await ledOutcome;
+      expect(error?.name).toBe(c.errorName);
+      // The lock is gone as soon as the leader's call settled.
+      expect(await redis.exists(cacheKeys('dogpile', key).lock)).toBe(0);
+      // Answered by the announcement, not by the lock running out (that would take a minute).
+      const result = await child.take('result', 20_000);
+      expect(result).toMatchObject({ ok: false, code: 'E_LOADER', causeName: c.errorName });
+      expect(child.seen('loader')).toEqual([]);
+      expect(runs).toBe(1);
+      // The key is free: the next call leads and stores.
+      expect(await leader.resolve(key, () => 'next', 60_000)).toMatchObject({ value: 'next', status: 'miss' });
+    });
+  }
+
+  it('in process: a refresh whose verdict throws lets go of the lead, so the next stale call refreshes again', async () => {
+    const cache = memoryCache({ staleWhileRevalidate: '1m' });
+    const key = freshId('verdict-mem');
+    let runs = 0;
+    let throwing = false;
+    const ends: string[] = [];
+    cache.on('refresh', (e) => {
+      if (e.phase === 'end') ends.push(e.outcome);
+    });
+    const options = {
+      ttl: 20,
+      cacheable: () => {
+        if (throwing) throw new RangeError('no verdict');
+        return 'store' as const;
+      },
+    };
+    const call = () => cache.resolve(key, () => `v${++runs}`, options);
+    expect((await call()).value).toBe('v1');
+    await sleep(40);
+    throwing = true;
+    expect(await call()).toMatchObject({ status: 'stale', value: 'v1' });
+    await waitUntil('the failed refresh', () => ends.length === 1);
+    expect(ends).toEqual(['error']);
+    throwing = false;
+    expect(await call()).toMatchObject({ status: 'stale', value: 'v1' });
+    await waitUntil('the second refresh', () => ends.length === 2, 5000);
+    expect(ends).toEqual(['error', 'stored']);
+    expect(runs).toBe(3);
+    expect((await call()).value).toBe('v3');
+  });
+});
