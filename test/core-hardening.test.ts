@@ -158,3 +158,44 @@ describe('every failure after the loader returned lets go of the lead at once an
     expect((await call()).value).toBe('v3');
   });
 });
+
+describe('a refresh given up by hardTimeout is a failed refresh: failSafeRetry holds', () => {
+  const FAIL_SAFE_RETRY = 600;
+  const HARD_TIMEOUT = 40;
+  const PERIOD = 1800;
+
+  for (const backend of ['memory', 'redis'] as const) {
+    it(`${backend}: a hanging loader is started at most once per failSafeRetry, and callers meanwhile get the stale value without waiting for it`, async () => {
+      const options = { staleIfError: '1m' as const, failSafeRetry: FAIL_SAFE_RETRY, hardTimeout: HARD_TIMEOUT, lockTtl: 30_000 };
+      const a = backend === 'memory' ? memoryCache(options) : cacheOn(options);
+      // On Redis, a second cache instance calls too: the hold is fleet-wide.
+      const callers = backend === 'memory' ? [a] : [a, cacheOn(options)];
+      const key = freshId(`hard-${backend}`);
+      let hanging = false;
+      let starts = 0;
+      const loader = () => {
+        starts++;
+        return hanging ? new Promise<string>(() => {}) : `v${starts}`;
+      };
+      expect((await a.resolve(key, loader, 20)).value).toBe('v1');
+      await sleep(40);
+      hanging = true;
+      starts = 0;
+      const answers: { status: string; reason?: string; value: string }[] = [];
+      const end = performance.now() + PERIOD;
+      for (let i = 0; performance.now() < end; i++) {
+        const r = await callers[i % callers.length]!.resolve(key, loader, 20);
+        answers.push({ status: r.status, reason: r.staleReason, value: r.value });
+        await sleep(5);
+      }
+      // Every caller got the stale value because of the failure (none got an error).
+      expect(answers.every((r) => r.status === 'stale' && r.reason === 'error' && r.value === 'v1')).toBe(true);
+      // One start per failSafeRetry (and one more at the edges), where each caller that found the
+      // lead free would start one: a call takes about HARD_TIMEOUT + 5 ms then, so more than
+      // PERIOD / (HARD_TIMEOUT + 5) = 40 starts; the bound below is far from both.
+      expect(starts).toBeGreaterThanOrEqual(2); // the hold ends: a retry after failSafeRetry
+      expect(starts).toBeLessThanOrEqual(Math.ceil(PERIOD / FAIL_SAFE_RETRY) + 2);
+      expect(answers.length).toBeGreaterThan(4 * starts);
+    });
+  }
+});

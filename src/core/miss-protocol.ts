@@ -355,7 +355,7 @@ export class MissProtocol {
    * `fallback` (a stored value being refreshed) the run is a refresh: reported by `refresh`
    * events, and a failure under `staleIfError` answers the fallback and keeps the lock for
    * `failSafeRetry` (no new attempt fleet-wide until then). `hardTimeout` gives the loader up:
-   * its signal aborts with `LoaderTimeoutError` and the lock is released at once. A
+   * its signal aborts with `LoaderTimeoutError`, and the run has failed like any other. A
    * failure after the loader returned (its verdict, its entry, its encoding) lets go of the
    * lock at once and announces the error. `early`, if
    * given, is called with the answer as soon as the value's commit is on its way (its callers
@@ -407,12 +407,10 @@ export class MissProtocol {
       clearTimeout(hardTimer);
       await renewal?.stop();
       if (error instanceof LoaderTimeoutError) {
-        // Given up: release at once, so another process may lead; the callers get the stale value or this error.
+        // Given up: a failed run like any other (the callers get the stale value or this error,
+        // and a refresh under staleIfError holds the lead for failSafeRetry).
         this.events.emit('loaderError', { key, error });
-        await this.commit(key, token, errorCommit(error));
-        refreshEnd('timeout');
-        if (fallback && withinStaleIfError(fallback, Date.now(), rules)) return this.failSafe(key, fallback, error, false);
-        throw error;
+        return this.failed(key, token, error, rules, fallback, () => refreshEnd('timeout'));
       }
       if (controller.signal.aborted && error === controller.signal.reason) {
         refreshEnd('lost');
@@ -465,7 +463,7 @@ export class MissProtocol {
   }
 
   /**
-   * A run that failed (the loader threw). With a stale value
+   * A run that failed (the loader threw, or `hardTimeout` gave it up). With a stale value
    * under `staleIfError`, that value is the answer and the lead is kept as a hold for
    * `failSafeRetry` (the error is announced, and no process tries again before then); else the
    * error is announced, the lead let go, and the error thrown. `ended` runs once the lead is settled.
