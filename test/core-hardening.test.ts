@@ -8,6 +8,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { createCache, type DogpileCache } from '../src/index.js';
 import { cacheKeys } from '../src/store/key.js';
+import { FOLLOWED_MAX, FOLLOWED_MAX_BYTES } from '../src/core/refreshing-elsewhere.js';
+import { keyHintSize } from '../src/shared/key-hints.js';
 import { useRedis } from './support/use-redis.js';
 import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
 import { freshId, sleep, waitUntil } from '../tools/basics.js';
@@ -198,4 +200,80 @@ describe('a refresh given up by hardTimeout is a failed refresh: failSafeRetry h
       expect(answers.length).toBeGreaterThan(4 * starts);
     });
   }
+});
+
+describe('keys refreshed by another process: what a process follows is bounded, the oldest forgotten first', () => {
+  /**
+   * `keys` stored stale (ttl 20 ms, staleWhileRevalidate) by a refresher cache whose refreshes
+   * then hang; a follower cache on the same Redis reads them, oldest first, in chunks: each read
+   * answers the stale value and follows the key's channel. Returns which keys' channels are
+   * subscribed once every dropped channel has let go (after its linger), and the warnings seen.
+   */
+  async function followMany(keys: string[], expected: number, chunkSize: number): Promise<{ subscribed: boolean[]; warnings: string[] }> {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    const options = { staleWhileRevalidate: '1m' as const, lockTtl: 30_000 };
+    const refresher = cacheOn(options);
+    const follower = cacheOn(options);
+    const hanging = deferred<string>();
+    const chunks = (size: number) => Array.from({ length: Math.ceil(keys.length / size) }, (_, i) => keys.slice(i * size, (i + 1) * size));
+    try {
+      for (const chunk of chunks(200)) await Promise.all(chunk.map((k) => refresher.resolve(k, () => 'v0', 20)));
+      await sleep(40);
+      // The refresher leads every key's refresh, which hangs: the lead stays with it.
+      for (const chunk of chunks(200)) {
+        const answers = await Promise.all(chunk.map((k) => refresher.resolve(k, () => hanging.promise, 20)));
+        expect(answers.every((r) => r.status === 'stale')).toBe(true);
+      }
+      for (const chunk of chunks(chunkSize)) {
+        const answers = await Promise.all(
+          chunk.map((k) =>
+            follower.resolve(
+              k,
+              () => {
+                throw new Error('the follower never loads: the refresher leads');
+              },
+              20,
+            ),
+          ),
+        );
+        expect(answers.every((r) => r.status === 'stale' && r.value === 'v0')).toBe(true);
+      }
+      const channels = keys.map((k) => cacheKeys('dogpile', k).channel);
+      const subscribed = async () => {
+        const reply = (await redis.call('PUBSUB', 'NUMSUB', ...channels)) as (string | number)[];
+        return channels.map((_, i) => Number(reply[2 * i + 1]) > 0);
+      };
+      // Dropped channels are unsubscribed a linger (1 s) after the key was forgotten.
+      const settled = await waitUntil('the followed channels to settle at the bound', async () => {
+        const now = await subscribed();
+        return now.filter(Boolean).length === expected ? now : undefined;
+      }, 20_000, 100);
+      return { subscribed: settled, warnings };
+    } finally {
+      process.off('warning', onWarning);
+      hanging.resolve('v1');
+    }
+  }
+
+  it(`${FOLLOWED_MAX + 200} keys: ${FOLLOWED_MAX} followed, the 200 oldest forgotten (their channels unsubscribed), no listener warning`, async () => {
+    const keys = Array.from({ length: FOLLOWED_MAX + 200 }, (_, i) => `${freshId('elsewhere')}-${i}`);
+    const { subscribed, warnings } = await followMany(keys, FOLLOWED_MAX, 100);
+    expect(subscribed.slice(0, 200).some(Boolean)).toBe(false);
+    expect(subscribed.slice(200).every(Boolean)).toBe(true);
+    expect(warnings).toEqual([]);
+  });
+
+  it('long keys: the key text followed stays within its budget in bytes, the oldest forgotten', async () => {
+    const long = `${'k'.repeat(4000)}-${freshId('long')}`;
+    const perKey = keyHintSize(`${long}-000`);
+    const fits = Math.floor(FOLLOWED_MAX_BYTES / perKey);
+    expect(fits).toBeLessThan(FOLLOWED_MAX);
+    const keys = Array.from({ length: fits + 50 }, (_, i) => `${long}-${String(i).padStart(3, '0')}`);
+    const { subscribed, warnings } = await followMany(keys, fits, 50);
+    expect(subscribed.slice(0, 50).some(Boolean)).toBe(false);
+    expect(subscribed.slice(50).every(Boolean)).toBe(true);
+    expect(warnings).toEqual([]);
+  });
 });
