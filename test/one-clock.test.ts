@@ -200,7 +200,7 @@ describe('a process whose subscriber connection is gone', () => {
 
     // The subscriber connection is killed, and no new connection is accepted: it cannot come back.
     const connected = Number(String(await admin.info('clients')).match(/connected_clients:(\d+)/)![1]);
-    const subscribers = String(await admin.client('LIST', 'TYPE', 'pubsub')).split('\n').filter((line) => line.trim() !== '').length;
+    const subscribers = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n').filter((line) => line.trim() !== '').length;
     expect(subscribers).toBeGreaterThan(0);
     await admin.config('SET', 'maxclients', String(connected - subscribers));
     await admin.client('KILL', 'TYPE', 'pubsub');

@@ -1,7 +1,7 @@
 import { monotonicNow } from '../shared/clock.js';
 import { randomBytes } from 'node:crypto';
 import { Renewal } from '../lock/renewal.js';
-import { BackendError, InvalidOptionError, LoaderError, LoaderTimeoutError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
+import { BackendError, LoaderError, LoaderTimeoutError, SerializationError, WaitTimeoutError } from '../shared/errors.js';
 import { debug, traceLoader } from '../shared/diagnostics.js';
 import { Wakeup } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
@@ -11,11 +11,11 @@ import type { CacheEmitter } from './events.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import { errorMessage } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
-import { earlyRefreshDue, isFresh, staleWindow, withinRevalidate, withinStaleIfError } from './freshness.js';
+import { earlyRefreshDue, isFresh, withinRevalidate, withinStaleIfError, type FreshnessRules } from './freshness.js';
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
 import type { Loader, LoaderContext } from './types.js';
-import { mergeTags, validateTags } from '../store/tags.js';
 import { RefreshingElsewhere } from './refreshing-elsewhere.js';
+import { decide, errorCommit, errorName, valueEntry, type Decided } from './verdict.js';
 
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -355,7 +355,9 @@ export class MissProtocol {
    * `fallback` (a stored value being refreshed) the run is a refresh: reported by `refresh`
    * events, and a failure under `staleIfError` answers the fallback and keeps the lock for
    * `failSafeRetry` (no new attempt fleet-wide until then). `hardTimeout` gives the loader up:
-   * its signal aborts with `LoaderTimeoutError` and the lock is released at once. `early`, if
+   * its signal aborts with `LoaderTimeoutError`, and the run has failed like any other. A
+   * failure after the loader returned (its verdict, its entry, its encoding) lets go of the
+   * lock at once and announces the error. `early`, if
    * given, is called with the answer as soon as the value's commit is on its way (its callers
    * need not wait for Redis's reply: the flight's value is the loader's whatever the commit's fate).
    */
@@ -405,12 +407,10 @@ export class MissProtocol {
       clearTimeout(hardTimer);
       await renewal?.stop();
       if (error instanceof LoaderTimeoutError) {
-        // Given up: release at once, so another process may lead; the callers get the stale value or this error.
+        // Given up: a failed run like any other (the callers get the stale value or this error,
+        // and a refresh under staleIfError holds the lead for failSafeRetry).
         this.events.emit('loaderError', { key, error });
-        await this.commit(key, token, errorCommit(error));
-        refreshEnd('timeout');
-        if (fallback && withinStaleIfError(fallback, this.backend.now(), rules)) return this.failSafe(key, fallback, error, false);
-        throw error;
+        return this.failed(key, token, error, rules, fallback, () => refreshEnd('timeout'));
       }
       if (controller.signal.aborted && error === controller.signal.reason) {
         refreshEnd('lost');
@@ -423,13 +423,7 @@ export class MissProtocol {
         throw error;
       }
       this.events.emit('loaderError', { key, error });
-      refreshEnd('error');
-      if (fallback && withinStaleIfError(fallback, this.backend.now(), rules)) {
-        await this.commit(key, token, { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs: rules.failSafeRetry });
-        return this.failSafe(key, fallback, error, false);
-      }
-      await this.commit(key, token, errorCommit(error));
-      throw error;
+      return this.failed(key, token, error, rules, fallback, () => refreshEnd('error'));
     }
     clearTimeout(hardTimer);
     await renewal?.stop();
@@ -437,29 +431,52 @@ export class MissProtocol {
     if (debug.enabled) debug('loaded key=%s in %d ms', key, Math.round(delta));
 
     const createdAt = this.backend.now();
-    const decided = decide(value, opts);
-    const { decision } = decided;
-    if (decision === 'private') {
-      const marker: StoredEntry | undefined =
-        opts.hitForMissTtl > 0 ? { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: opts.hitForMissTtl } : undefined;
-      await this.commit(key, token, { mode: 'uncacheable', marker });
-      refreshEnd('stored');
-      return { value, status: 'miss', createdAt, degraded: false, private: true };
-    }
-    const entry = valueEntry(value, createdAt, decided, opts, delta);
+    let decision: Decided['decision'];
+    let entry: StoredEntry | undefined;
     let committed;
     try {
-      const sent = early === undefined ? undefined : () => early({ value, status: 'miss', createdAt, degraded: false, private: false });
-      committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl, sent });
+      const decided = decide(value, opts);
+      decision = decided.decision;
+      if (decision === 'private') {
+        const marker: StoredEntry | undefined =
+          opts.hitForMissTtl > 0 ? { kind: EntryKind.HitForMiss, value: undefined, createdAt, ttl: opts.hitForMissTtl } : undefined;
+        await this.commit(key, token, { mode: 'uncacheable', marker });
+      } else {
+        entry = valueEntry(value, createdAt, decided, opts, delta);
+        const sent = early === undefined ? undefined : () => early({ value, status: 'miss', createdAt, degraded: false, private: false });
+        committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl, sent });
+      }
     } catch (error) {
-      // The value cannot be encoded (nothing was sent): announce the error and release.
+      // The verdict threw or was invalid, or the value cannot be encoded (nothing was stored
+      // or sent): announce the error and let go of the lead at once, so no waiter waits it out.
       await this.commit(key, token, errorCommit(error));
       refreshEnd('error');
       throw error;
     }
-    if (committed && decision === 'store') this.hints.remember(key, entry);
+    if (decision === 'private') {
+      refreshEnd('stored');
+      return { value, status: 'miss', createdAt, degraded: false, private: true };
+    }
+    if (committed && decision === 'store') this.hints.remember(key, entry!);
     refreshEnd(committed === false ? 'lost' : 'stored');
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
+  }
+
+  /**
+   * A run that failed (the loader threw, or `hardTimeout` gave it up). With a stale value
+   * under `staleIfError`, that value is the answer and the lead is kept as a hold for
+   * `failSafeRetry` (the error is announced, and no process tries again before then); else the
+   * error is announced, the lead let go, and the error thrown. `ended` runs once the lead is settled.
+   */
+  private async failed<T>(key: string, token: string, error: unknown, rules: FreshnessRules, fallback: StoredEntry | undefined, ended: () => void): Promise<Settled<T>> {
+    if (fallback && withinStaleIfError(fallback, this.backend.now(), rules)) {
+      await this.commit(key, token, { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs: rules.failSafeRetry });
+      ended();
+      return this.failSafe(key, fallback, error, false);
+    }
+    await this.commit(key, token, errorCommit(error));
+    ended();
+    throw error;
   }
 
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
@@ -610,81 +627,4 @@ export class MissProtocol {
 /** A stored value as the answer of a flight. */
 function answer<T>(entry: StoredEntry, status: 'hit' | 'coalesced'): Settled<T> {
   return { value: entry.value as T, status, createdAt: entry.createdAt, degraded: false, private: false };
-}
-
-/** What happens to a loader's result, for how long it is fresh, and what the result itself says of its stale windows and tags. */
-interface Decided {
-  decision: 'store' | 'share' | 'private';
-  ttl: number;
-  /** The result's own stale windows (an HTTP response's directives), over the call's. */
-  revalidate?: number;
-  staleIfError?: number;
-  /** The result's own tags, added to the call's. */
-  tags?: readonly string[];
-}
-
-function decide<T>(value: T, opts: CallOptions<T>): Decided {
-  if (opts.cacheable) {
-    const decision = opts.cacheable(value);
-    if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl: opts.ttl };
-    if (typeof decision === 'object' && decision !== null && decision.decision === 'store') {
-      const { ttl } = decision;
-      if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) {
-        throw new InvalidOptionError('cacheable', `a { decision: 'store', ttl } result needs a ttl over 0 (ms), got ${String(ttl)}`);
-      }
-      const decided: Decided = { decision: 'store', ttl };
-      const { staleWhileRevalidate, staleIfError } = decision;
-      if (staleWhileRevalidate !== undefined || staleIfError !== undefined) {
-        decided.revalidate = window(staleWhileRevalidate, 'staleWhileRevalidate');
-        decided.staleIfError = window(staleIfError, 'staleIfError');
-      }
-      if (decision.tags !== undefined) decided.tags = validateTags(decision.tags, 'cacheable: tags');
-      return decided;
-    }
-    throw new InvalidOptionError('cacheable', `must return 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
-  }
-  return { decision: value === undefined ? 'share' : 'store', ttl: opts.ttl };
-}
-
-function window(ms: number | undefined, name: string): number {
-  if (ms === undefined) return 0;
-  if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) throw new InvalidOptionError('cacheable', `${name} must be a number of ms, 0 or more, got ${String(ms)}`);
-  return ms;
-}
-
-/**
- * The entry of a value to store: fresh for its `ttl`, kept past it for the longer stale window
- * (the result's own windows, when it gave any, else the call's), with the call's and the
- * result's tags. Δ (the loader's duration) is stored where early refresh reads it, and with
- * tags (an invalidation during the run makes the value old); an entry with neither keeps
- * format version 1. A tagged entry lives at most `tagStampTtl`.
- */
-function valueEntry<T>(value: T, createdAt: number, decided: Decided, opts: CallOptions<T>, duration: number): StoredEntry {
-  const tags = mergeTags(opts.tags, decided.tags, 'cacheable: tags');
-  const own = decided.revalidate !== undefined;
-  let ttl = decided.ttl;
-  let stale = own ? Math.max(decided.revalidate!, decided.staleIfError!) : staleWindow(opts.freshness);
-  if (tags && ttl + stale > opts.tagStampTtl) {
-    ttl = Math.min(ttl, opts.tagStampTtl);
-    stale = Math.min(stale, opts.tagStampTtl - ttl);
-  }
-  const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl, stale };
-  // With tags, Δ is kept to the fraction: createdAt − Δ (when the run started) must not fall
-  // into the millisecond of an invalidation that the run came after (see invalidateTags).
-  if (tags) entry.delta = Math.max(0, duration);
-  else if (opts.freshness.earlyRefreshBeta > 0) entry.delta = Math.max(1, Math.round(duration));
-  if (own) {
-    entry.revalidate = decided.revalidate!;
-    entry.staleIfError = decided.staleIfError!;
-  }
-  if (tags) entry.tags = tags;
-  return entry;
-}
-
-function errorCommit(error: unknown): Commit {
-  return { mode: 'error', name: errorName(error), message: errorMessage(error) };
-}
-
-function errorName(error: unknown): string {
-  return error instanceof Error ? error.name : 'Error';
 }

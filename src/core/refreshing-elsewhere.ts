@@ -1,9 +1,18 @@
 import { monotonicNow } from '../shared/clock.js';
+import { keyHintSize } from '../shared/key-hints.js';
 import type { StoredEntry } from '../store/types.js';
 import type { GuardedBackend } from './guarded-backend.js';
 
 /** How long a key is followed at most after its last refresh elsewhere was heard of (a key refreshed on a cycle stays followed). */
 const FOLLOW_MAX_MS = 60_000;
+
+/**
+ * Most keys a cache follows at once while other processes refresh them (each one keeps its
+ * channel subscribed); past it, the key heard of longest ago is forgotten first.
+ */
+export const FOLLOWED_MAX = 1000;
+/** The most key text (`keyHintSize`) those keys may hold, whatever their length: 1 MB. */
+export const FOLLOWED_MAX_BYTES = 1024 * 1024;
 
 /** A key whose stale value another process refreshes (or refreshed lately), followed on its channel. */
 interface Followed {
@@ -32,10 +41,15 @@ interface Followed {
  * lock runs out. The channel stays followed for twice the value's TTL after the last such
  * lookup (at most a minute), so a key refreshed on a cycle is answered from memory from the
  * first lookup of each refresh, without subscribing again. Entries with tags are not kept (an
- * invalidation travels on the tag's channel, not the key's).
+ * invalidation travels on the tag's channel, not the key's). At most `FOLLOWED_MAX` keys and
+ * `FOLLOWED_MAX_BYTES` of key text are followed: past either, the key heard of longest ago is
+ * forgotten (its channel let go), and its later lookups simply go to Redis.
  */
 export class RefreshingElsewhere {
+  /** In the order they were last heard of: the first is the one to forget. */
   private readonly keys = new Map<string, Followed>();
+  /** `keyHintSize` of every key in `keys`. */
+  private bytes = 0;
 
   constructor(private readonly backend: GuardedBackend) {}
 
@@ -55,7 +69,15 @@ export class RefreshingElsewhere {
    */
   heard(key: string, entry: StoredEntry, remaining: number, sentAt: number): void {
     if (entry.tags !== undefined || remaining <= 0) return;
-    const followed = this.keys.get(key) ?? this.follow(key);
+    let followed = this.keys.get(key);
+    if (followed === undefined) {
+      if (keyHintSize(key) > FOLLOWED_MAX_BYTES) return;
+      followed = this.follow(key);
+    } else {
+      // Heard of again: the last to be forgotten.
+      this.keys.delete(key);
+      this.keys.set(key, followed);
+    }
     // Not when news of the key arrived after the lookup was sent: the refresh's commit can
     // overtake the lookup's reply (another connection), and the value is then not stale.
     if (followed.liveAt !== undefined && sentAt >= followed.liveAt && followed.newsAt < sentAt) {
@@ -63,7 +85,8 @@ export class RefreshingElsewhere {
       followed.until = monotonicNow() + remaining;
     }
     if (followed.idle) clearTimeout(followed.idle);
-    followed.idle = setTimeout(() => this.end(key, followed), Math.min(FOLLOW_MAX_MS, Math.max(remaining, 2 * entry.ttl)));
+    const current = followed;
+    followed.idle = setTimeout(() => this.end(key, current), Math.min(FOLLOW_MAX_MS, Math.max(remaining, 2 * entry.ttl)));
     followed.idle.unref();
   }
 
@@ -81,6 +104,13 @@ export class RefreshingElsewhere {
   private follow(key: string): Followed {
     const followed: Followed = { liveAt: undefined, entry: undefined, newsAt: 0, until: 0, idle: undefined, unlisten: undefined, ended: false };
     this.keys.set(key, followed);
+    this.bytes += keyHintSize(key);
+    // Over a bound: forget the keys heard of longest ago (never the one just added).
+    while (this.keys.size > FOLLOWED_MAX || this.bytes > FOLLOWED_MAX_BYTES) {
+      const [oldest, state] = this.keys.entries().next().value!;
+      if (oldest === key) break;
+      this.end(oldest, state);
+    }
     const heard = (outcome: unknown) => {
       followed.entry = undefined;
       followed.newsAt = monotonicNow();
@@ -103,7 +133,10 @@ export class RefreshingElsewhere {
     followed.ended = true;
     followed.entry = undefined;
     if (followed.idle) clearTimeout(followed.idle);
-    if (this.keys.get(key) === followed) this.keys.delete(key);
+    if (this.keys.get(key) === followed) {
+      this.keys.delete(key);
+      this.bytes -= keyHintSize(key);
+    }
     followed.unlisten?.();
   }
 }

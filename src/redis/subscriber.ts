@@ -54,6 +54,8 @@ export class Subscriber {
   /** True from the connection's `close` until its next `ready`: nothing published meanwhile reaches this process. */
   private down = false;
   private lingerTimer: NodeJS.Timeout | undefined;
+  /** The end of the connection's handshake, while channels wait for it (see handshakeDone). */
+  private handshake: Promise<void> | undefined;
 
   constructor(
     private readonly connection: PubSubConnection,
@@ -186,15 +188,18 @@ export class Subscriber {
   private handshakeDone(): Promise<void> {
     const connection = this.connection;
     if (connection.status !== 'connect') return Promise.resolve();
-    return new Promise((resolve) => {
+    // One wait for every channel subscribed meanwhile, not a pair of listeners per channel.
+    this.handshake ??= new Promise((resolve) => {
       const done = () => {
         connection.off('ready', done);
         connection.off('close', done);
+        this.handshake = undefined;
         resolve();
       };
       connection.on('ready', done);
       connection.on('close', done);
     });
+    return this.handshake;
   }
 
   private scheduleLinger(): void {

@@ -1,0 +1,90 @@
+import { InvalidOptionError } from '../shared/errors.js';
+import { EntryKind } from '../store/entry.js';
+import { mergeTags, validateTags } from '../store/tags.js';
+import type { Commit, StoredEntry } from '../store/types.js';
+import type { CallOptions } from './call-options.js';
+import { staleWindow } from './freshness.js';
+import { errorMessage } from './guarded-backend.js';
+
+/*
+ * What becomes of a loader's result: the call's `cacheable` verdict on it, and the entry to
+ * store. Each of these may throw (a verdict that throws or is invalid, tags past the limits);
+ * the lead that ran the loader lets go of its lock and announces the error then (lead()).
+ */
+
+/** What happens to a loader's result, for how long it is fresh, and what the result itself says of its stale windows and tags. */
+export interface Decided {
+  decision: 'store' | 'share' | 'private';
+  ttl: number;
+  /** The result's own stale windows (an HTTP response's directives), over the call's. */
+  revalidate?: number;
+  staleIfError?: number;
+  /** The result's own tags, added to the call's. */
+  tags?: readonly string[];
+}
+
+export function decide<T>(value: T, opts: CallOptions<T>): Decided {
+  if (opts.cacheable) {
+    const decision = opts.cacheable(value);
+    if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl: opts.ttl };
+    if (typeof decision === 'object' && decision !== null && decision.decision === 'store') {
+      const { ttl } = decision;
+      if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) {
+        throw new InvalidOptionError('cacheable', `a { decision: 'store', ttl } result needs a ttl over 0 (ms), got ${String(ttl)}`);
+      }
+      const decided: Decided = { decision: 'store', ttl };
+      const { staleWhileRevalidate, staleIfError } = decision;
+      if (staleWhileRevalidate !== undefined || staleIfError !== undefined) {
+        decided.revalidate = window(staleWhileRevalidate, 'staleWhileRevalidate');
+        decided.staleIfError = window(staleIfError, 'staleIfError');
+      }
+      if (decision.tags !== undefined) decided.tags = validateTags(decision.tags, 'cacheable: tags');
+      return decided;
+    }
+    throw new InvalidOptionError('cacheable', `must return 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
+  }
+  return { decision: value === undefined ? 'share' : 'store', ttl: opts.ttl };
+}
+
+function window(ms: number | undefined, name: string): number {
+  if (ms === undefined) return 0;
+  if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) throw new InvalidOptionError('cacheable', `${name} must be a number of ms, 0 or more, got ${String(ms)}`);
+  return ms;
+}
+
+/**
+ * The entry of a value to store: fresh for its `ttl`, kept past it for the longer stale window
+ * (the result's own windows, when it gave any, else the call's), with the call's and the
+ * result's tags. Δ (the loader's duration) is stored where early refresh reads it, and with
+ * tags (an invalidation during the run makes the value old); an entry with neither keeps
+ * format version 1. A tagged entry lives at most `tagStampTtl`.
+ */
+export function valueEntry<T>(value: T, createdAt: number, decided: Decided, opts: CallOptions<T>, duration: number): StoredEntry {
+  const tags = mergeTags(opts.tags, decided.tags, 'cacheable: tags');
+  const own = decided.revalidate !== undefined;
+  let ttl = decided.ttl;
+  let stale = own ? Math.max(decided.revalidate!, decided.staleIfError!) : staleWindow(opts.freshness);
+  if (tags && ttl + stale > opts.tagStampTtl) {
+    ttl = Math.min(ttl, opts.tagStampTtl);
+    stale = Math.min(stale, opts.tagStampTtl - ttl);
+  }
+  const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt, ttl, stale };
+  // With tags, Δ is kept to the fraction: createdAt − Δ (when the run started) must not fall
+  // into the millisecond of an invalidation that the run came after (see invalidateTags).
+  if (tags) entry.delta = Math.max(0, duration);
+  else if (opts.freshness.earlyRefreshBeta > 0) entry.delta = Math.max(1, Math.round(duration));
+  if (own) {
+    entry.revalidate = decided.revalidate!;
+    entry.staleIfError = decided.staleIfError!;
+  }
+  if (tags) entry.tags = tags;
+  return entry;
+}
+
+export function errorCommit(error: unknown): Commit {
+  return { mode: 'error', name: errorName(error), message: errorMessage(error) };
+}
+
+export function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : 'Error';
+}

@@ -1,0 +1,279 @@
+/**
+ * The lead is let go on every path, a timed-out refresh is throttled like a failed one, and
+ * the keys a process follows while other processes refresh them are bounded: real Redis
+ * servers, and a child process for the claims across processes.
+ */
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { createCache, type DogpileCache } from '../src/index.js';
+import { cacheKeys } from '../src/store/key.js';
+import { FOLLOWED_MAX, FOLLOWED_MAX_BYTES } from '../src/core/refreshing-elsewhere.js';
+import { keyHintSize } from '../src/shared/key-hints.js';
+import { useRedis } from './support/use-redis.js';
+import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
+import { freshId, sleep, waitUntil } from '../tools/basics.js';
+
+const server = useRedis();
+let redis: Redis;
+const caches: DogpileCache[] = [];
+
+beforeAll(() => {
+  redis = server.client();
+});
+afterEach(async () => {
+  await Promise.all(caches.splice(0).map((c) => c.close()));
+  await killAllChildren();
+});
+afterAll(killAllChildren);
+
+function cacheOn(options: Parameters<typeof createCache>[0] = {}): DogpileCache {
+  const cache = createCache({ redis: server.client(), ...options });
+  caches.push(cache);
+  return cache;
+}
+
+function memoryCache(options: Parameters<typeof createCache>[0] = {}): DogpileCache {
+  const cache = createCache(options);
+  caches.push(cache);
+  return cache;
+}
+
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('every failure after the loader returned lets go of the lead at once and is announced', () => {
+  // Far longer than the test's own bounds: a waiter that waited the lock out would time the test out.
+  const LOCK_TTL = 60_000;
+
+  async function waiter(): Promise<JsonChild> {
+    const config = { url: server.url, lockTtl: LOCK_TTL, waitTimeout: 2 * LOCK_TTL };
+    const child = new JsonChild('waiter', ['--import', 'tsx', path.join(root, 'test/fixtures/waiter-worker.ts'), JSON.stringify(config)], { cwd: root });
+    await child.take('ready', 20_000);
+    return child;
+  }
+
+  /** Scripts run by the server so far (the waiter's lookups; nothing else runs one meanwhile). */
+  async function scriptCalls(): Promise<number> {
+    const info = await redis.info('commandstats');
+    return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  }
+
+  async function subscribers(key: string): Promise<number> {
+    const reply = (await redis.call('PUBSUB', 'NUMSUB', cacheKeys('dogpile', key).channel)) as [string, number];
+    return Number(reply[1]);
+  }
+
+  const tooManyTags = Array.from({ length: 40 }, (_, i) => `verdict-${i}`);
+  const callTags = Array.from({ length: 40 }, (_, i) => `call-${i}`);
+  const cases: { name: string; errorName: string; options: Record<string, unknown>; value?: unknown }[] = [
+    {
+      name: 'the cacheable verdict throws',
+      errorName: 'RangeError',
+      options: {
+        cacheable: () => {
+          throw new RangeError('no verdict for this value');
+        },
+      },
+    },
+    { name: 'the verdict is not one of the four', errorName: 'InvalidOptionError', options: { cacheable: () => 'keep' } },
+    { name: 'the verdict carries an empty tag', errorName: 'InvalidOptionError', options: { cacheable: () => ({ decision: 'store', ttl: 1000, tags: [''] }) } },
+    { name: "the verdict's tags and the call's exceed 64 together", errorName: 'InvalidOptionError', options: { tags: callTags, cacheable: () => ({ decision: 'store', ttl: 1000, tags: tooManyTags }) } },
+    { name: 'the value cannot be serialised', errorName: 'SerializationError', options: {}, value: { run: () => 1 } },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name}: a waiter in another process gets the error at once, the loader ran once, the key can be led again`, async () => {
+      const key = freshId('verdict');
+      const child = await waiter();
+      const leader = cacheOn({ lockTtl: LOCK_TTL });
+      const started = deferred();
+      const release = deferred();
+      let runs = 0;
+      const led = leader.getOrCompute(
+        key,
+        async () => {
+          runs++;
+          started.resolve();
+          await release.promise;
+          return c.value ?? 'value';
+        },
+        { ttl: 60_000, ...c.options } as never,
+      );
+      const ledOutcome = led.then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      await started.promise;
+      const before = await scriptCalls();
+      child.send({ cmd: 'call', key });
+      // The waiter's lookup found this process leading; it subscribed to the key's channel and
+      // looked once more (an announcement made before that second look would let it lead).
+      await child.take('waiting', 20_000);
+      await waitUntil('the waiter subscribed and looked again', async () => (await subscribers(key)) === 1 && (await scriptCalls()) >= before + 2, 20_000);
+      release.resolve();
+      const error = await ledOutcome;
+      expect(error?.name).toBe(c.errorName);
+      // The lock is gone as soon as the leader's call settled.
+      expect(await redis.exists(cacheKeys('dogpile', key).lock)).toBe(0);
+      // Answered by the announcement, not by the lock running out (that would take a minute).
+      const result = await child.take('result', 20_000);
+      expect(result).toMatchObject({ ok: false, code: 'E_LOADER', causeName: c.errorName });
+      expect(child.seen('loader')).toEqual([]);
+      expect(runs).toBe(1);
+      // The key is free: the next call leads and stores.
+      expect(await leader.resolve(key, () => 'next', 60_000)).toMatchObject({ value: 'next', status: 'miss' });
+    });
+  }
+
+  it('in process: a refresh whose verdict throws lets go of the lead, so the next stale call refreshes again', async () => {
+    const cache = memoryCache({ staleWhileRevalidate: '1m' });
+    const key = freshId('verdict-mem');
+    let runs = 0;
+    let throwing = false;
+    const ends: string[] = [];
+    cache.on('refresh', (e) => {
+      if (e.phase === 'end') ends.push(e.outcome);
+    });
+    const options = {
+      ttl: 20,
+      cacheable: () => {
+        if (throwing) throw new RangeError('no verdict');
+        return 'store' as const;
+      },
+    };
+    const call = () => cache.resolve(key, () => `v${++runs}`, options);
+    expect((await call()).value).toBe('v1');
+    await sleep(40);
+    throwing = true;
+    expect(await call()).toMatchObject({ status: 'stale', value: 'v1' });
+    await waitUntil('the failed refresh', () => ends.length === 1);
+    expect(ends).toEqual(['error']);
+    throwing = false;
+    expect(await call()).toMatchObject({ status: 'stale', value: 'v1' });
+    await waitUntil('the second refresh', () => ends.length === 2, 5000);
+    expect(ends).toEqual(['error', 'stored']);
+    expect(runs).toBe(3);
+    expect((await call()).value).toBe('v3');
+  });
+});
+
+describe('a refresh given up by hardTimeout is a failed refresh: failSafeRetry holds', () => {
+  const FAIL_SAFE_RETRY = 600;
+  const HARD_TIMEOUT = 40;
+  const PERIOD = 1800;
+
+  for (const backend of ['memory', 'redis'] as const) {
+    it(`${backend}: a hanging loader is started at most once per failSafeRetry, and callers meanwhile get the stale value without waiting for it`, async () => {
+      const options = { staleIfError: '1m' as const, failSafeRetry: FAIL_SAFE_RETRY, hardTimeout: HARD_TIMEOUT, lockTtl: 30_000 };
+      const a = backend === 'memory' ? memoryCache(options) : cacheOn(options);
+      // On Redis, a second cache instance calls too: the hold is fleet-wide.
+      const callers = backend === 'memory' ? [a] : [a, cacheOn(options)];
+      const key = freshId(`hard-${backend}`);
+      let hanging = false;
+      let starts = 0;
+      const loader = () => {
+        starts++;
+        return hanging ? new Promise<string>(() => {}) : `v${starts}`;
+      };
+      expect((await a.resolve(key, loader, 20)).value).toBe('v1');
+      await sleep(40);
+      hanging = true;
+      starts = 0;
+      const answers: { status: string; reason?: string; value: string }[] = [];
+      const end = performance.now() + PERIOD;
+      for (let i = 0; performance.now() < end; i++) {
+        const r = await callers[i % callers.length]!.resolve(key, loader, 20);
+        answers.push({ status: r.status, reason: r.staleReason, value: r.value });
+        await sleep(5);
+      }
+      // Every caller got the stale value because of the failure (none got an error).
+      expect(answers.every((r) => r.status === 'stale' && r.reason === 'error' && r.value === 'v1')).toBe(true);
+      // One start per failSafeRetry (and one more at the edges), where each caller that found the
+      // lead free would start one: a call takes about HARD_TIMEOUT + 5 ms then, so more than
+      // PERIOD / (HARD_TIMEOUT + 5) = 40 starts; the bound below is far from both.
+      expect(starts).toBeGreaterThanOrEqual(2); // the hold ends: a retry after failSafeRetry
+      expect(starts).toBeLessThanOrEqual(Math.ceil(PERIOD / FAIL_SAFE_RETRY) + 2);
+      expect(answers.length).toBeGreaterThan(4 * starts);
+    });
+  }
+});
+
+describe('keys refreshed by another process: what a process follows is bounded, the oldest forgotten first', () => {
+  /**
+   * `keys` stored stale (ttl 20 ms, staleWhileRevalidate) by a refresher cache whose refreshes
+   * then hang; a follower cache on the same Redis reads them, oldest first, in chunks: each read
+   * answers the stale value and follows the key's channel. Returns which keys' channels are
+   * subscribed once every dropped channel has let go (after its linger), and the warnings seen.
+   */
+  async function followMany(keys: string[], expected: number, chunkSize: number): Promise<{ subscribed: boolean[]; warnings: string[] }> {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    const options = { staleWhileRevalidate: '1m' as const, lockTtl: 30_000 };
+    const refresher = cacheOn(options);
+    const follower = cacheOn(options);
+    const hanging = deferred<string>();
+    const chunks = (size: number) => Array.from({ length: Math.ceil(keys.length / size) }, (_, i) => keys.slice(i * size, (i + 1) * size));
+    try {
+      for (const chunk of chunks(200)) await Promise.all(chunk.map((k) => refresher.resolve(k, () => 'v0', 20)));
+      await sleep(40);
+      // The refresher leads every key's refresh, which hangs: the lead stays with it.
+      for (const chunk of chunks(200)) {
+        const answers = await Promise.all(chunk.map((k) => refresher.resolve(k, () => hanging.promise, 20)));
+        expect(answers.every((r) => r.status === 'stale')).toBe(true);
+      }
+      for (const chunk of chunks(chunkSize)) {
+        const answers = await Promise.all(
+          chunk.map((k) =>
+            follower.resolve(
+              k,
+              () => {
+                throw new Error('the follower never loads: the refresher leads');
+              },
+              20,
+            ),
+          ),
+        );
+        expect(answers.every((r) => r.status === 'stale' && r.value === 'v0')).toBe(true);
+      }
+      const channels = keys.map((k) => cacheKeys('dogpile', k).channel);
+      const subscribed = async () => {
+        const reply = (await redis.call('PUBSUB', 'NUMSUB', ...channels)) as (string | number)[];
+        return channels.map((_, i) => Number(reply[2 * i + 1]) > 0);
+      };
+      // Dropped channels are unsubscribed a linger (1 s) after the key was forgotten.
+      const settled = await waitUntil('the followed channels to settle at the bound', async () => {
+        const now = await subscribed();
+        return now.filter(Boolean).length === expected ? now : undefined;
+      }, 20_000, 100);
+      return { subscribed: settled, warnings };
+    } finally {
+      process.off('warning', onWarning);
+      hanging.resolve('v1');
+    }
+  }
+
+  it(`${FOLLOWED_MAX + 200} keys: ${FOLLOWED_MAX} followed, the 200 oldest forgotten (their channels unsubscribed), no listener warning`, async () => {
+    const keys = Array.from({ length: FOLLOWED_MAX + 200 }, (_, i) => `${freshId('elsewhere')}-${i}`);
+    const { subscribed, warnings } = await followMany(keys, FOLLOWED_MAX, 100);
+    expect(subscribed.slice(0, 200).some(Boolean)).toBe(false);
+    expect(subscribed.slice(200).every(Boolean)).toBe(true);
+    expect(warnings).toEqual([]);
+  });
+
+  it('long keys: the key text followed stays within its budget in bytes, the oldest forgotten', async () => {
+    const long = `${'k'.repeat(4000)}-${freshId('long')}`;
+    const perKey = keyHintSize(`${long}-000`);
+    const fits = Math.floor(FOLLOWED_MAX_BYTES / perKey);
+    expect(fits).toBeLessThan(FOLLOWED_MAX);
+    const keys = Array.from({ length: fits + 50 }, (_, i) => `${long}-${String(i).padStart(3, '0')}`);
+    const { subscribed, warnings } = await followMany(keys, fits, 50);
+    expect(subscribed.slice(0, 50).some(Boolean)).toBe(false);
+    expect(subscribed.slice(50).every(Boolean)).toBe(true);
+    expect(warnings).toEqual([]);
+  });
+});
