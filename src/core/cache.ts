@@ -12,7 +12,7 @@ import { TaggedBackend } from '../store/tagged-backend.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkTaggedLifetime, isPlainCall, resolveCallOptions, type CallOptions } from './call-options.js';
+import { checkSetOptions, checkTaggedLifetime, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
@@ -331,8 +331,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   async invalidateTags(tags: readonly string[], options: InvalidateTagsOptions = {}): Promise<void> {
     const list = validateTags(tags);
-    if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-    if (options.stale !== undefined && typeof options.stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof options.stale}`);
+    const stale = resolveInvalidateOptions(options);
     this.assertOpen();
     if (list.length === 0) return;
     // The stamp is the millisecond of the call; a run that started in it counts as older. The
@@ -342,7 +341,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const at = Date.now();
     const bound = monotonicNow() + TAG_STAMP_WAIT_MS;
     while (Date.now() <= at && monotonicNow() < bound) await new Promise((resolve) => setTimeout(resolve, 1));
-    await this.guarded.invalidateTags(list, at, options.stale === true, this.options.tagStampTtl);
+    await this.guarded.invalidateTags(list, at, stale, this.options.tagStampTtl);
   }
 
   /**
@@ -391,6 +390,7 @@ const TAG_STAMP_WAIT_MS = 10;
 /** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
 function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
   if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
+    checkSetOptions(ttlOrOptions);
     const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
     return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
   }
