@@ -181,6 +181,9 @@ describe('durations of 2^31 ms or more', () => {
     await refuses(() => cache.set('k', 1, { ttl: '25d', tags: ['t'] }), 'ttl');
     expect(runs).toBe(0);
     expect(await redis.dbsize()).toBe(0);
+    // A hit is no excuse: the same arguments are refused on the fast path for hits too.
+    expect(await cache.getOrCompute('k', loader, 60_000)).toBe(1);
+    for (const ttl of TOO_LONG) await refuses(() => cache.getOrCompute('k', loader, ttl as never), 'ttl');
     await cache.close();
   });
 
