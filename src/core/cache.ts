@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
-import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
+import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { monotonicNow } from '../shared/clock.js';
