@@ -34,7 +34,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   private expiryTimer: NodeJS.Timeout | undefined;
 
   /** `known`: the option names the subclass accepts. */
-  constructor(name: string, options: LockOptions | undefined, known: Iterable<string>) {
+  constructor(name: string, options: LockOptions | undefined, known: readonly string[]) {
     super();
     this.name = validateName(name);
     this.options = resolveLockOptions(options, known);

@@ -38,7 +38,7 @@ export const LOCK_OPTION_NAMES = ['ttl', 'autoRenew', 'id', 'timeout', 'prefix']
 export const ACQUIRE_OPTION_NAMES = ['timeout', 'signal'] as const;
 
 /** Validates a lock's options; a field not in `known` is refused. */
-export function resolveLockOptions(options: LockOptions | undefined, known: Iterable<string> = LOCK_OPTION_NAMES): ResolvedLockOptions {
+export function resolveLockOptions(options: LockOptions | undefined, known: readonly string[] = LOCK_OPTION_NAMES): ResolvedLockOptions {
   const o = options ?? {};
   if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', 'expected an object');
   checkKnownOptions(o, known);

@@ -6,13 +6,12 @@ import { InvalidOptionError } from './errors.js';
  * `path` is put before every name in the message, e.g. `'l1.'` for the fields of `l1`.
  * Symbol-keyed fields are left alone (they are not options a user types).
  */
-export function checkKnownOptions(options: object, known: Iterable<string>, path = ''): void {
-  const names = known instanceof Set ? (known as ReadonlySet<string>) : new Set(known);
+export function checkKnownOptions(options: object, known: ReadonlySet<string> | readonly string[], path = ''): void {
   for (const name of Object.keys(options)) {
-    if (names.has(name)) continue;
-    const near = closest(name, names);
+    if (Array.isArray(known) ? known.includes(name) : (known as ReadonlySet<string>).has(name)) continue;
+    const near = closest(name, known);
     const hint = near === undefined ? '' : ` (did you mean ${path}${near}?)`;
-    throw new InvalidOptionError(`${path}${name}`, `unknown option ${path}${name}${hint}; known options are ${[...names].join(', ')}`);
+    throw new InvalidOptionError(`${path}${name}`, `unknown option ${path}${name}${hint}; known options are ${[...known].join(', ')}`);
   }
 }
 
