@@ -3,9 +3,12 @@
  * Redis Cluster hash tag, durations Node's timers cannot wait, unknown options, and the
  * classes of what it throws.
  */
+import 'reflect-metadata';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Fastify from 'fastify';
+import { Controller, Get, Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCache, DogpileError, errors, InvalidOptionError, lockKeys, MemoryLock, RedisLock, withLock } from '../src/index.js';
 import { MAX_DURATION_MS, toMs } from '../src/shared/duration.js';
@@ -14,6 +17,7 @@ import { keySlot } from '../src/redis/pubsub-mode.js';
 import { dogpileGuard } from '../src/express/index.js';
 import { dogpileGuardPlugin } from '../src/fastify/index.js';
 import { resolveCachedOptions, splitModuleOptions } from '../src/nest/options.js';
+import { Cached, DogpileModule } from '../src/nest/index.js';
 import { closest } from '../src/shared/known-options.js';
 import { useRedis, useRedisCluster } from './support/use-redis.js';
 import { freshId, sleep } from '../tools/basics.js';
@@ -289,6 +293,42 @@ describe('unknown options', () => {
     });
     expect((routeError as InvalidOptionError).option).toBe('config.dogpile.softTimeout');
     await routes.close();
+  });
+
+  it('a @Cached option that contradicts the module cache is refused when the app starts', async () => {
+    @Controller('slow')
+    @Cached({ ttl: '1m', staleWhileRevalidate: '1m' })
+    class SlowController {
+      @Get()
+      @Cached({ softTimeout: 200 })
+      get(): string {
+        return 'x';
+      }
+    }
+    @Injectable()
+    class SlowService {
+      @Cached({ ttl: '1m', softTimeout: 300 })
+      load(): string {
+        return 'y';
+      }
+    }
+    @Controller('fine')
+    class FineController {
+      @Get()
+      @Cached({ ttl: '1m', softTimeout: 50 })
+      get(): string {
+        return 'z';
+      }
+    }
+    const start = (hardTimeout: number, parts: { controllers?: (new () => unknown)[]; providers?: (new () => unknown)[] }) => {
+      @Module({ imports: [DogpileModule.forRoot({ hardTimeout })], ...parts })
+      class AppModule {}
+      return NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+    };
+    await refuses(() => start(100, { controllers: [SlowController] }), 'softTimeout', /@Cached of SlowController\.get/);
+    await refuses(() => start(100, { providers: [SlowService] }), 'softTimeout', /@Cached of SlowService\.load/);
+    const app = await start(100, { controllers: [FineController] });
+    await app.close();
   });
 });
 
