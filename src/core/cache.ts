@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
-import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
+import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryCodec } from '../store/codec.js';
@@ -11,7 +11,7 @@ import { TaggedBackend } from '../store/tagged-backend.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkTaggedLifetime, isPlainCall, resolveCallOptions, type CallOptions } from './call-options.js';
+import { checkSetOptions, checkTaggedLifetime, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
@@ -334,13 +334,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   async invalidateTags(tags: readonly string[], options: InvalidateTagsOptions = {}): Promise<void> {
     const list = validateTags(tags);
-    if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-    if (options.stale !== undefined && typeof options.stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof options.stale}`);
+    const stale = resolveInvalidateOptions(options);
     this.assertOpen();
     if (list.length === 0) return;
     // The stamp is the store's time when it is written (the Redis server's, to the microsecond):
     // a run that began before it counts as older, one that begins after it as newer.
-    await this.guarded.invalidateTags(list, options.stale === true, this.options.tagStampTtl);
+    await this.guarded.invalidateTags(list, stale, this.options.tagStampTtl);
   }
 
   /**
@@ -386,6 +385,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 /** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
 function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
   if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
+    checkSetOptions(ttlOrOptions);
     const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
     return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
   }

@@ -1,10 +1,11 @@
-import { isDuration, toMs, type Duration } from '../shared/duration.js';
+import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 import { validateKey } from '../store/key.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../store/tags.js';
-import { resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
+import { FRESHNESS_OPTION_NAMES, resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
 import type { ResolvedCacheOptions } from './options.js';
-import type { CacheDecision, GetOrComputeOptions, Loader } from './types.js';
+import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 
 /**
  * Internal (the HTTP adapters): a caller that wins the lead of a stale value inside
@@ -55,7 +56,7 @@ export function isPlainCall(key: unknown, loader: unknown, ttlOrOptions: unknown
 }
 
 function isPlainTtl(ttl: unknown): boolean {
-  return (typeof ttl === 'number' && ttl > 0 && ttl < Number.POSITIVE_INFINITY) || (typeof ttl === 'string' && isDuration(ttl));
+  return (typeof ttl === 'number' && ttl > 0 && Math.ceil(ttl) <= MAX_DURATION_MS) || (typeof ttl === 'string' && isDuration(ttl));
 }
 
 function plainTags(tags: unknown): boolean {
@@ -63,6 +64,13 @@ function plainTags(tags: unknown): boolean {
   for (const tag of tags as unknown[]) if (typeof tag !== 'string' || tag.length === 0 || tag.length > MAX_TAG_LENGTH) return false;
   return true;
 }
+
+/** The fields of `GetOrComputeOptions`: any other is refused. */
+export const CALL_OPTION_NAMES: ReadonlySet<string> = new Set([
+  'ttl', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'signal', 'cacheable', 'hitForMissTtl', 'tags', ...FRESHNESS_OPTION_NAMES,
+]);
+const SET_OPTION_NAMES: ReadonlySet<string> = new Set(['ttl', 'tags']);
+const INVALIDATE_OPTION_NAMES: ReadonlySet<string> = new Set(['stale']);
 
 /** Validates one call's arguments (`InvalidOptionError` naming the option) and applies the cache's defaults. */
 export function resolveCallOptions<T>(
@@ -91,6 +99,7 @@ export function resolveCallOptions<T>(
     };
   }
   const o = ttlOrOptions;
+  checkKnownOptions(o, CALL_OPTION_NAMES);
   checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
   checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
@@ -113,6 +122,19 @@ export function resolveCallOptions<T>(
     tagStampTtl: defaults.tagStampTtl,
     inlineRefresh: (o as { [INLINE_REFRESH]?: boolean })[INLINE_REFRESH] === true,
   };
+}
+
+/** `set()`'s third argument, `{ ttl, tags }` form: refuses fields other than those two. */
+export function checkSetOptions(o: SetOptions): void {
+  checkKnownOptions(o, SET_OPTION_NAMES);
+}
+
+/** Validates `invalidateTags()`'s options (`InvalidOptionError` naming the option); true for `{ stale: true }`. */
+export function resolveInvalidateOptions(options: InvalidateTagsOptions): boolean {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new InvalidOptionError('options', 'expected { stale?: boolean }');
+  checkKnownOptions(options, INVALIDATE_OPTION_NAMES);
+  if (options.stale !== undefined && typeof options.stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof options.stale}`);
+  return options.stale === true;
 }
 
 /** A tagged entry may not outlive its tags' invalidations (`tagStampTtl`). */

@@ -1,5 +1,6 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 import type { StoredEntry } from '../store/types.js';
 
 /**
@@ -66,6 +67,7 @@ function earlyBeta(value: unknown): number {
   if (value === false) return 0;
   if (value === true) return 1;
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    checkKnownOptions(value, ['beta'], 'earlyRefresh.');
     const beta = (value as { beta?: unknown }).beta;
     if (beta === undefined) return 1;
     if (typeof beta !== 'number' || !Number.isFinite(beta) || beta <= 0) {

@@ -1,5 +1,6 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
 import { isNodeRedis } from '../redis/node-redis.js';
 import { resolveReplication, type Replication, type ReplicasOption } from '../redis/replication.js';
@@ -129,10 +130,13 @@ export const CACHE_DEFAULTS = {
   tagStampTtl: 7 * 24 * 3600 * 1000,
 } as const;
 
-const KNOWN = new Set([
+/** The fields of `CacheOptions`: any other is refused. */
+export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
   'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', ...FRESHNESS_OPTION_NAMES,
 ]);
+
+const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl']);
 
 function positiveInt(value: unknown, option: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
@@ -144,9 +148,8 @@ function positiveInt(value: unknown, option: string): number {
 export function resolveCacheOptions(options: CacheOptions | undefined): ResolvedCacheOptions {
   const o = options ?? {};
   if (typeof o !== 'object' || o === null) throw new InvalidOptionError('options', 'expected an object');
-  for (const k of Object.keys(o)) {
-    if (!KNOWN.has(k)) throw new InvalidOptionError(k, `unknown option; known options are ${[...KNOWN].join(', ')}`);
-  }
+  if (Array.isArray(o)) throw new InvalidOptionError('options', 'expected an object, got an array');
+  checkKnownOptions(o, CACHE_OPTION_NAMES);
   if (o.redis !== undefined && typeof o.redis !== 'string' && !isRedisClient(o.redis)) {
     throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
   }
@@ -155,7 +158,8 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   }
   let l1: ResolvedCacheOptions['l1'];
   if (o.l1 === true) l1 = { max: CACHE_DEFAULTS.l1Max, ttl: CACHE_DEFAULTS.l1Ttl };
-  else if (o.l1 && typeof o.l1 === 'object') {
+  else if (o.l1 && typeof o.l1 === 'object' && !Array.isArray(o.l1)) {
+    checkKnownOptions(o.l1, L1_OPTION_NAMES, 'l1.');
     l1 = {
       max: o.l1.max === undefined ? CACHE_DEFAULTS.l1Max : positiveInt(o.l1.max, 'l1.max'),
       ttl: o.l1.ttl === undefined ? CACHE_DEFAULTS.l1Ttl : toMs(o.l1.ttl, 'l1.ttl'),

@@ -13,8 +13,10 @@ import { capturePayload, isRepresentationHeader, takeTagsField, takeTargetedFiel
 import { Readable } from 'node:stream';
 import { HttpGuard, type CachePlan } from '../http/guard.js';
 import { appendCacheStatus } from '../http/cache-status.js';
-import { pickFreshness, type HttpCacheOptions } from '../http/options.js';
-import type { FreshnessOptions } from '../core/freshness.js';
+import { freshnessOver, pickFreshness, type HttpCacheOptions } from '../http/options.js';
+import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
+import type { DogpileCache } from '../core/cache.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -40,18 +42,22 @@ declare module 'fastify' {
 /** Options Fastify itself may put in a plugin's options object. */
 const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'childLoggerFactory'];
 
+const ROUTE_CONFIG_NAMES: ReadonlySet<string> = new Set(['ttl', ...FRESHNESS_OPTION_NAMES]);
+
 type RouteHook = (...args: never[]) => unknown;
 type RouteHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown;
 
-function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptions, route: string): { ttl: number; freshness: FreshnessOptions } | false {
+function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptions, route: string, cache: DogpileCache | undefined): { ttl: number; freshness: FreshnessOptions } | false {
   if (config === undefined || config === null) return { ttl: fallback, freshness: plugin };
   if (config === false) return false;
   if (typeof config !== 'object' || Array.isArray(config)) {
     throw new InvalidOptionError('config.dogpile', `expected { ttl } or false on route ${route}`);
   }
+  checkKnownOptions(config, ROUTE_CONFIG_NAMES, 'config.dogpile.');
   const { ttl, ...rest } = config as Partial<DogpileRouteConfig>;
   const freshness = { ...plugin, ...pickFreshness(rest, 'config.dogpile.') };
   pickFreshness(freshness, 'config.dogpile.');
+  if (cache) freshnessOver(cache, freshness, 'config.dogpile.');
   return { ttl: ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true }), freshness };
 }
 
@@ -124,7 +130,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   // after the route's own onSend hooks, sees the final headers (a Set-Cookie added by a later
   // onSend hook keeps the response out of the cache).
   fastify.addHook('onRoute', function (this: FastifyInstance, route: RouteOptions) {
-    const settings = routeSettings(route.config?.dogpile, guard.options.ttl, guard.options.freshness, `${String(route.method)} ${route.url}`);
+    const settings = routeSettings(route.config?.dogpile, guard.options.ttl, guard.options.freshness, `${String(route.method)} ${route.url}`, guard.options.cache);
     if (settings === false) return;
     const { ttl, freshness } = settings;
     const methods = Array.isArray(route.method) ? route.method : [route.method];

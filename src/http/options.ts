@@ -1,6 +1,7 @@
 import type { DogpileCache } from '../core/cache.js';
 import { toMs, describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './cache-status.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions } from '../core/freshness.js';
 
@@ -143,11 +144,7 @@ export function resolveHttpCacheOptions<Req>(
 ): ResolvedHttpCacheOptions<Req> {
   const o = options ?? {};
   if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
-  for (const name of Object.keys(o)) {
-    if (!KNOWN.has(name) && !extra.includes(name)) {
-      throw new InvalidOptionError(name, `unknown option; known options are ${[...KNOWN].join(', ')}`);
-    }
-  }
+  checkKnownOptions(o, extra.length === 0 ? KNOWN : [...KNOWN, ...extra]);
   const cache = o.cache;
   if (cache !== undefined && (typeof cache !== 'object' || cache === null || typeof (cache as { resolve?: unknown }).resolve !== 'function')) {
     throw new InvalidOptionError('cache', 'expected a cache made by createCache()');
@@ -192,8 +189,23 @@ export function resolveHttpCacheOptions<Req>(
     maxBodySize,
     hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     privateHeaders: o.privateHeaders === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
-    freshness: pickFreshness(o),
+    freshness: cache === undefined ? pickFreshness(o) : freshnessOver(cache, pickFreshness(o)),
   };
+}
+
+/**
+ * The adapter's stale-serving options, checked over the cache's (e.g. an adapter's
+ * `softTimeout` not shorter than the cache's `hardTimeout`): refused when the middleware is
+ * made rather than at every request.
+ */
+export function freshnessOver(cache: DogpileCache, given: FreshnessOptions, prefix = ''): FreshnessOptions {
+  try {
+    resolveFreshness(given, cache.options.freshness);
+  } catch (error) {
+    if (!(error instanceof InvalidOptionError)) throw error;
+    throw new InvalidOptionError(`${prefix}${error.option}`, `${error.message.replace(/^Invalid [^:]+: /, '')} (checked over the cache's options)`);
+  }
+  return given;
 }
 
 /** The stale-serving options present in `o`, validated now (`InvalidOptionError` naming the option). */

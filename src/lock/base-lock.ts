@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { toMs } from '../shared/duration.js';
 import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
-import { resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
+import { ACQUIRE_OPTION_NAMES, resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 import { Renewal } from './renewal.js';
 import { abortReason, bounded } from '../shared/wait.js';
 import { lockChannel, traceLock } from '../shared/diagnostics.js';
@@ -32,10 +33,11 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   private renewal: Renewal | undefined;
   private expiryTimer: NodeJS.Timeout | undefined;
 
-  constructor(name: string, options?: LockOptions) {
+  /** `known`: the option names the subclass accepts. */
+  constructor(name: string, options: LockOptions | undefined, known: readonly string[]) {
     super();
     this.name = validateName(name);
-    this.options = resolveLockOptions(options);
+    this.options = resolveLockOptions(options, known);
   }
 
   get isHeld(): boolean {
@@ -82,6 +84,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
 
   private async acquireLock(options: AcquireOptions): Promise<number> {
     if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
+    checkKnownOptions(options, ACQUIRE_OPTION_NAMES);
     const timeout = options.timeout === undefined ? this.options.timeout : toMs(options.timeout, 'timeout', { allowZero: true });
     const signal = options.signal;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { toMs } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
+import { checkKnownOptions } from '../shared/known-options.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 
 export interface ResolvedLockOptions {
@@ -31,9 +32,16 @@ export function validatePrefix(prefix: unknown): string {
   return prefix;
 }
 
-export function resolveLockOptions(options: LockOptions | undefined): ResolvedLockOptions {
+/** The fields of `LockOptions`; `RedisLock` and `MemoryLock` add their own. */
+export const LOCK_OPTION_NAMES = ['ttl', 'autoRenew', 'id', 'timeout', 'prefix'] as const;
+/** The fields of `AcquireOptions`. */
+export const ACQUIRE_OPTION_NAMES = ['timeout', 'signal'] as const;
+
+/** Validates a lock's options; a field not in `known` is refused. */
+export function resolveLockOptions(options: LockOptions | undefined, known: readonly string[] = LOCK_OPTION_NAMES): ResolvedLockOptions {
   const o = options ?? {};
-  if (typeof o !== 'object') throw new InvalidOptionError('options', 'expected an object');
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', 'expected an object');
+  checkKnownOptions(o, known);
   if (o.autoRenew !== undefined && typeof o.autoRenew !== 'boolean') throw new InvalidOptionError('autoRenew', 'must be a boolean');
   if (o.id !== undefined && (typeof o.id !== 'string' || o.id.length === 0 || o.id.includes('|'))) {
     throw new InvalidOptionError('id', 'must be a non-empty string without "|"');

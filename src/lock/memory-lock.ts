@@ -1,5 +1,6 @@
 import { BaseLock, ownerOf } from './base-lock.js';
 import type { LockOptions } from './types.js';
+import { LOCK_OPTION_NAMES } from './common.js';
 import { abortReason, Wakeup } from '../shared/wait.js';
 
 /** A caller waiting in `acquire()`. */
@@ -87,6 +88,9 @@ export class MemoryLockRegistry {
 
 const defaultRegistry = new MemoryLockRegistry();
 
+/** The fields of `MemoryLockOptions`. */
+export const MEMORY_LOCK_OPTION_NAMES: readonly string[] = [...LOCK_OPTION_NAMES, 'registry'];
+
 export interface MemoryLockOptions extends LockOptions {
   /** Locks exclude each other only within one registry. @default the process-wide registry */
   registry?: MemoryLockRegistry;
@@ -103,7 +107,7 @@ export class MemoryLock extends BaseLock {
   private readonly key: string;
 
   constructor(name: string, options: MemoryLockOptions = {}) {
-    super(name, options);
+    super(name, options, MEMORY_LOCK_OPTION_NAMES);
     this.registry = options.registry ?? defaultRegistry;
     this.key = `${this.options.prefix}:lock:{${this.name}}`;
   }

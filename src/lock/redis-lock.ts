@@ -2,8 +2,9 @@ import { InvalidOptionError, LockReplicationError } from '../shared/errors.js';
 import type { Duration } from '../shared/duration.js';
 import { resolveReplication, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { BaseLock, ownerOf } from './base-lock.js';
-import { validateName, validatePrefix } from './common.js';
+import { LOCK_OPTION_NAMES, validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
+import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
 import { ACCEPTED_CLIENTS, commandClient, isRedisClient, masterClients, type CommandClient, type RedisClient } from '../redis/client.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
@@ -33,9 +34,17 @@ export interface RedisLockOptions extends LockOptions {
   replicaTimeout?: Duration;
 }
 
-/** The Redis keys and channel of the lock `name`. */
+/** The fields of `RedisLockOptions`. */
+export const REDIS_LOCK_OPTION_NAMES: readonly string[] = [...LOCK_OPTION_NAMES, 'subscriber', 'replicas', 'replicaTimeout'];
+
+/**
+ * The Redis keys and channel of the lock `name`, all with the hash tag `{name}`. A name that
+ * starts with `}` would leave that tag empty and scatter the keys over a cluster's slots: it
+ * is stored as `#` + its digest instead (which `resetAll` reads back as a name that maps to
+ * the same keys).
+ */
 export function lockKeys(prefix: string, name: string) {
-  const lock = `${prefix}:lock:{${name}}`;
+  const lock = `${prefix}:lock:{${breaksHashTag(name) ? digestId(name) : name}}`;
   return { lock, fence: `${lock}:fence`, queue: `${lock}:q`, channel: lock };
 }
 
@@ -66,7 +75,7 @@ export class RedisLock extends BaseLock {
 
   constructor(redis: RedisClient, name: string, options: RedisLockOptions = {}) {
     if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
-    super(name, options);
+    super(name, options, REDIS_LOCK_OPTION_NAMES);
     this.client = redis;
     this.commands = commandClient(redis);
     this.keys = lockKeys(this.options.prefix, this.name);

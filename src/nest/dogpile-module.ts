@@ -6,6 +6,7 @@ import { createCache } from '../core/default-cache.js';
 import { resolveCacheOptions } from '../core/options.js';
 import { DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { cacheProviderMethods } from './method-caching.js';
+import { checkCachedOverCache } from './check-cached.js';
 import { DogpileConfigurableModule, DOGPILE_MODULE_OPTIONS } from './module-definition.js';
 import { splitModuleOptions, type DogpileDefaults, type DogpileModuleOptions } from './options.js';
 
@@ -125,6 +126,7 @@ export class DogpileModule extends DogpileConfigurableModule implements OnModule
   }
 
   onModuleInit(): void {
+    checkCachedOverCache(this.discovery, this.scanner, this.reflector, this.handle.cache);
     cacheProviderMethods(this.discovery, this.scanner, this.reflector, this.handle.cache, this.defaults);
   }
 

@@ -2,7 +2,8 @@ import type { ExecutionContext } from '@nestjs/common';
 import type { DogpileCache } from '../core/cache.js';
 import { describe, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import type { CacheOptions } from '../core/options.js';
+import { checkKnownOptions } from '../shared/known-options.js';
+import { CACHE_OPTION_NAMES, type CacheOptions } from '../core/options.js';
 import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 import { validateTags } from '../store/tags.js';
@@ -111,9 +112,7 @@ export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefine
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new InvalidOptionError('ttlOrOptions', `expected a TTL (ms or '5m'), a function of the context, or { ttl, key, privateHeaders }; got ${describe(input)}`);
   }
-  for (const name of Object.keys(input)) {
-    if (!CACHED_KEYS.has(name)) throw new InvalidOptionError(name, `unknown @Cached option; known options are ${[...CACHED_KEYS].join(', ')}`);
-  }
+  checkKnownOptions(input, CACHED_KEYS);
   const { ttl, key, privateHeaders, tags } = input;
   if (key !== undefined && typeof key !== 'function') throw new InvalidOptionError('key', `expected a function (context) => string, got ${describe(key)}`);
   const resolved: ResolvedCachedOptions = {
@@ -172,6 +171,7 @@ export function checkKey(value: unknown): string | undefined {
 }
 
 const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal', 'privateHeaders']);
+const MODULE_OPTION_NAMES: ReadonlySet<string> = new Set([...MODULE_ONLY, ...CACHE_OPTION_NAMES]);
 
 /** Splits the module options into what `createCache()` takes and the interceptor defaults. */
 export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
@@ -181,6 +181,7 @@ export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
 } {
   const o = options ?? {};
   if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
+  checkKnownOptions(o, MODULE_OPTION_NAMES);
   const cacheOptions: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(o)) {
     if (!MODULE_ONLY.has(name)) cacheOptions[name] = value;

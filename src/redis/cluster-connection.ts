@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
+import { SubscriberClosedError } from '../shared/errors.js';
 
 /** Reconnection attempts on one node before the connection moves to another node. */
 const ATTEMPTS_PER_NODE = 3;
@@ -47,7 +48,7 @@ export class ClusterSubscriberConnection extends EventEmitter {
     // Between two nodes: wait for the next connection (it subscribes every channel in the
     // set); subscribing again there resolves once the server confirmed it.
     for (;;) {
-      if (this.closed) throw new Error('subscriber is closed');
+      if (this.closed) throw new SubscriberClosedError('subscriber is closed');
       if (this.connection) return this.connection.subscribe(channel);
       await this.nextReady();
     }
@@ -79,7 +80,7 @@ export class ClusterSubscriberConnection extends EventEmitter {
         if (!this.closed) return; // a node connection closed: the next one may still come
         this.off('ready', onReady);
         this.off('close', onClose);
-        reject(new Error('subscriber is closed'));
+        reject(new SubscriberClosedError('subscriber is closed'));
       };
       this.once('ready', onReady);
       this.on('close', onClose);

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { isCluster, type CommandClient, type RedisClient } from './client.js';
 import { isNodeRedis } from './node-redis.js';
+import { BackendError } from '../shared/errors.js';
 
 interface QueuedGet {
   key: string;
@@ -50,7 +51,7 @@ export class GetBatcher {
       (replies) => {
         for (let i = 0; i < batch.length; i++) {
           const reply = replies?.[i];
-          if (reply === undefined) batch[i]!.reject(new Error('Redis answered no reply to a pipelined GET'));
+          if (reply === undefined) batch[i]!.reject(new BackendError('Redis answered no reply to a pipelined GET'));
           else if (reply[0]) batch[i]!.reject(reply[0]);
           else batch[i]!.resolve(reply[1] as Buffer | null);
         }

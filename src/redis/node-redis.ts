@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { CommandArg, CommandClient } from './client.js';
+import { SubscriberClosedError } from '../shared/errors.js';
 
 /**
  * node-redis (`redis` v5 and v6) behind the library's narrow client interface. Only the shape
@@ -163,7 +164,7 @@ export class NodeRedisSubscriberConnection extends EventEmitter {
 
   async subscribe(channel: string): Promise<unknown> {
     await this.connecting;
-    if (this.closed) throw new Error('subscriber is closed');
+    if (this.closed) throw new SubscriberClosedError('subscriber is closed');
     return this.connection.subscribe(channel, this.onMessage, true);
   }
 

@@ -1,5 +1,5 @@
 import { toMs, type Duration } from '../shared/duration.js';
-import { InvalidOptionError } from '../shared/errors.js';
+import { BackendError, InvalidOptionError, ReplicationError } from '../shared/errors.js';
 import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
 import { isNodeRedis } from './node-redis.js';
 
@@ -11,9 +11,7 @@ import { isNodeRedis } from './node-redis.js';
 export type ReplicasOption = 'majority' | number;
 
 /** Replicas did not confirm a write in time (the store's lead; the lock has `LockReplicationError`). */
-export class ReplicationError extends Error {
-  override readonly name = 'ReplicationError';
-}
+export { ReplicationError };
 
 /** Bound of the `WAIT` for replicas when `replicaTimeout` is not given. */
 export const DEFAULT_REPLICA_TIMEOUT_MS = 100;
@@ -77,7 +75,7 @@ async function replicaCount(client: IoRedisClient, key: string): Promise<number>
 /** The reply to a pipeline's first command (the second one only routes it by its key). */
 function firstReply(results: [error: Error | null, result: unknown][] | null): unknown {
   const first = results?.[0];
-  if (!first) throw new Error('Redis answered no reply to a pipeline');
+  if (!first) throw new BackendError('Redis answered no reply to a pipeline');
   if (first[0]) throw first[0];
   return first[1];
 }

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import { ClusterSubscriberConnection } from './cluster-connection.js';
 import { keySlot, pubSubMode } from './pubsub-mode.js';
+import { SubscriberClosedError } from '../shared/errors.js';
 
 /** Reconnection attempts on one node before its channels move to the slot's current master. */
 const ATTEMPTS_PER_NODE = 3;
@@ -64,7 +65,7 @@ export class ShardedSubscriberConnection extends EventEmitter {
 
   async subscribe(channel: string): Promise<unknown> {
     const mode = await pubSubMode(this.cluster);
-    if (this.closed) throw new Error('subscriber is closed');
+    if (this.closed) throw new SubscriberClosedError('subscriber is closed');
     if (mode === 'plain') return this.plainConnection().subscribe(channel);
     this.wanted.add(channel);
     return this.route(channel);
@@ -114,7 +115,7 @@ export class ShardedSubscriberConnection extends EventEmitter {
   private async route(channel: string): Promise<unknown> {
     const slot = keySlot(channel);
     for (;;) {
-      if (this.closed) throw new Error('subscriber is closed');
+      if (this.closed) throw new SubscriberClosedError('subscriber is closed');
       if (!this.wanted.has(channel)) return 0;
       const key = this.cluster.slots[slot]?.[0];
       const node = key === undefined ? undefined : this.node(key);

@@ -3,6 +3,7 @@ import { ShardedSubscriberConnection } from './sharded-connection.js';
 import type { Redis } from 'ioredis';
 import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
 import { isNodeRedis, NodeRedisSubscriberConnection } from './node-redis.js';
+import { SubscriberClosedError } from '../shared/errors.js';
 
 /**
  * Called with a message, or with `null` when messages may have been lost: the connection
@@ -86,7 +87,7 @@ export class Subscriber {
    * so a message published after that cannot be missed. Returns the function that removes it.
    */
   async listen(channel: string, listener: ChannelListener): Promise<() => void> {
-    if (this.closed) throw new Error('subscriber is closed');
+    if (this.closed) throw new SubscriberClosedError('subscriber is closed');
     this.cancelLinger();
     let state = this.channels.get(channel);
     if (!state) {

@@ -7,12 +7,20 @@ import { InvalidOptionError } from './errors.js';
 export type Duration = number | `${number}` | `${number}${DurationUnit}` | `${number} ${DurationUnit}`;
 export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd';
 
+/**
+ * The longest duration accepted: 2^31 - 1 ms (about 24.8 days). Node runs a timer set for
+ * longer after 1 ms, so a longer timeout would fire at once; every duration option and
+ * argument is refused past it rather than cut to it.
+ */
+export const MAX_DURATION_MS = 2_147_483_647;
+
 const UNIT_MS: Record<DurationUnit, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const PATTERN = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/;
 
 /**
  * Parses a duration into whole milliseconds. Throws `InvalidOptionError` naming `option`
- * unless the result is a positive finite number (or zero when `allowZero`).
+ * unless the result is a positive finite number (or zero when `allowZero`) of at most
+ * `MAX_DURATION_MS`.
  */
 export function toMs(value: unknown, option: string, { allowZero = false } = {}): number {
   let ms: number;
@@ -31,13 +39,19 @@ export function toMs(value: unknown, option: string, { allowZero = false } = {})
   if (ms < 0 || (ms === 0 && !allowZero)) {
     throw new InvalidOptionError(option, `must be ${allowZero ? 'zero or more' : 'greater than zero'}, got ${String(value)}`);
   }
-  return Math.ceil(ms);
+  const whole = Math.ceil(ms);
+  if (whole > MAX_DURATION_MS) {
+    throw new InvalidOptionError(option, `must be at most ${MAX_DURATION_MS} ms (about 24.8 days: Node's timers cannot wait longer), got ${String(value)}`);
+  }
+  return whole;
 }
 
 /** True for a duration string `toMs` accepts with a positive result (cheap check for fast paths). */
 export function isDuration(value: string): boolean {
   const m = PATTERN.exec(value);
-  return m !== null && Number(m[1]) > 0;
+  if (m === null) return false;
+  const ms = Number(m[1]) * UNIT_MS[(m[2] ?? 'ms') as DurationUnit];
+  return ms > 0 && Math.ceil(ms) <= MAX_DURATION_MS;
 }
 
 export function describe(value: unknown): string {

@@ -98,6 +98,19 @@ export class LockReplicationError extends DogpileError {
   override readonly code = 'E_LOCK_REPLICATION' as const;
 }
 
+/**
+ * The store's lead was taken but the replicas `replicas` asks for did not confirm it within
+ * `replicaTimeout`; the lead was released (the call goes on as after a Redis failure).
+ */
+export class ReplicationError extends DogpileError {
+  override readonly code = 'E_REPLICATION' as const;
+}
+
+/** A channel was asked of a subscriber connection after the cache or lock that shared it closed it. */
+export class SubscriberClosedError extends DogpileError {
+  override readonly code = 'E_SUBSCRIBER_CLOSED' as const;
+}
+
 /** All error classes by name, for `instanceof` checks without deep imports. */
 export const errors = {
   DogpileError,
@@ -107,6 +120,8 @@ export const errors = {
   LockNotHeldError,
   LockAlreadyHeldError,
   LockReplicationError,
+  ReplicationError,
+  SubscriberClosedError,
   AbortedError,
   LoaderError,
   LoaderTimeoutError,

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { InvalidOptionError } from '../shared/errors.js';
+import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 
 /** Keys longer than this are stored under a SHA-256 digest of the key. */
 export const MAX_PLAIN_KEY_LENGTH = 512;
@@ -11,18 +11,19 @@ export function validateKey(key: unknown): string {
 }
 
 /**
- * The part of the Redis key that identifies a cache key. Keys up to 512 characters are used
- * as they are; longer ones (and any key starting with `#`) become `#` + the base64url SHA-256
- * of the key, so a plain key and a digest can never meet.
+ * The part of the Redis key that identifies a cache key (or a tag). Keys up to 512 characters
+ * are used as they are; longer ones, any key starting with `#`, and any key starting with `}`
+ * (it would leave the hash tag `{id}` empty, see `breaksHashTag`) become `#` + the base64url
+ * SHA-256 of the key, so a plain key and a digest can never meet.
  */
 export function storageId(key: string): string {
-  if (key.length <= MAX_PLAIN_KEY_LENGTH && key.charCodeAt(0) !== 35 /* # */) return key;
-  return `#${createHash('sha256').update(key).digest('base64url')}`;
+  if (key.length <= MAX_PLAIN_KEY_LENGTH && key.charCodeAt(0) !== 35 /* # */ && !breaksHashTag(key)) return key;
+  return digestId(key);
 }
 
 /**
  * The Redis keys and channel of one cache key, all with the hash tag `{id}` so they land on
- * one cluster slot: the value, the lead lock, the channel, and a short-lived copy of a value
+ * one cluster slot (an id may hold `{` and `}` but never starts with `}`, so its tag is never empty): the value, the lead lock, the channel, and a short-lived copy of a value
  * shared with waiters but not stored (`s`). The segments `v`, `l`, `c`, `s` never overlap
  * with `RedisLock`'s `lock`.
  */
