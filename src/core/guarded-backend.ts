@@ -78,6 +78,11 @@ export class GuardedBackend {
     return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue, expired, tryLead));
   }
 
+  /** True while the key's channel reaches this process (see `Backend.live`). */
+  live(key: string): boolean {
+    return this.backend.live(key);
+  }
+
   /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock. */
   now(): number {
     return this.backend.now();

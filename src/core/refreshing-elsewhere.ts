@@ -57,7 +57,8 @@ export class RefreshingElsewhere {
   get(key: string): StoredEntry | undefined {
     const followed = this.keys.get(key);
     if (followed?.entry === undefined) return undefined;
-    if (monotonicNow() < followed.until) return followed.entry;
+    // Only while the channel that would carry the refresh's news is up.
+    if (monotonicNow() < followed.until && this.backend.live(key)) return followed.entry;
     followed.entry = undefined;
     return undefined;
   }
@@ -114,7 +115,7 @@ export class RefreshingElsewhere {
     const heard = (outcome: unknown) => {
       followed.entry = undefined;
       followed.newsAt = monotonicNow();
-      // Reconnected: a message may have been lost; only lookups sent from now on count.
+      // Closed or reconnected: a message may have been lost; only lookups sent from now on (while the channel is live) count.
       if (outcome === null && followed.liveAt !== undefined) followed.liveAt = monotonicNow();
     };
     this.backend.listen(key, heard).then(

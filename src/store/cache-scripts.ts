@@ -148,7 +148,7 @@ local pub = ARGV[8] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 if redis.call('GET', lock_key) ~= token then return 0 end
 if mode == 'fail' then
   redis.call('SET', lock_key, 'F:' .. token, 'PX', ttl)
-  redis.call('PUBLISH', channel, 'e' .. bytes)
+  redis.call(pub, channel, 'e' .. bytes)
   return {1, '0', '0'}
 end
 redis.call('DEL', lock_key)

@@ -37,6 +37,10 @@ export class MemoryBackend implements Backend {
     return processNow();
   }
 
+  live(): boolean {
+    return true;
+  }
+
   peek(key: string): StoredEntry | undefined {
     return this.lru.get(key);
   }

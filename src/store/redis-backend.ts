@@ -93,6 +93,10 @@ export class RedisBackend implements Backend {
     return this.clock.now();
   }
 
+  live(key: string): boolean {
+    return existingSharedSubscriber(this.client)?.isLive(cacheKeys(this.options.prefix, key).channel) === true;
+  }
+
   peek(key: string): StoredEntry | undefined {
     return this.l1?.get(key);
   }

@@ -36,6 +36,10 @@ export class TaggedBackend implements Backend {
     return this.inner.now();
   }
 
+  live(key: string): boolean {
+    return this.inner.live(key);
+  }
+
   /** A hit in process memory only when every tag's stamp is held here; otherwise the caller goes on to the store. */
   peek(key: string): StoredEntry | undefined {
     const entry = this.inner.peek(key);

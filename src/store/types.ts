@@ -116,6 +116,11 @@ export interface Backend {
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
   commit(key: string, token: string, commit: Commit): Promise<boolean>;
   renew(key: string, token: string, lockTtl: number): Promise<boolean>;
+  /**
+   * True while the key's channel is subscribed and its connection up: an announcement on it
+   * reaches this process now (always true in process).
+   */
+  live(key: string): boolean;
   /** Subscribes to the key's outcomes; resolves once the subscription is live. */
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void>;
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
