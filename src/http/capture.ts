@@ -1,8 +1,8 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import { PassThrough, Readable } from 'node:stream';
 import { AbandonedLoad } from '../core/cache.js';
 import { CACHE_DEFAULTS } from '../core/options.js';
+import { monotonicNow } from '../shared/clock.js';
 
 export interface CapturedResponse {
   status: number;
@@ -10,6 +10,8 @@ export interface CapturedResponse {
   /** The body went over the size limit; `body` is then empty. */
   tooBig: boolean;
   body: Buffer[];
+  /** When the handler started (the monotonic clock, `monotonicNow()`): what it computed counts from there. */
+  startedAt: number;
 }
 
 /**
@@ -32,7 +34,8 @@ export class ResponseCapture {
   private tooBig = false;
   private done = false;
   private gone = false;
-  private readonly startedAt = performance.now();
+  /** When the handler started, on the monotonic clock. */
+  readonly startedAt = monotonicNow();
   private giveUpTimer: NodeJS.Timeout | undefined;
   /**
    * The status and headers the handler gave its response, when its client was sent something
@@ -98,7 +101,7 @@ export class ResponseCapture {
     }
     let value: Buffer | null;
     try {
-      value = this.finish({ status, headers, tooBig: this.tooBig, body: this.chunks });
+      value = this.finish({ status, headers, tooBig: this.tooBig, body: this.chunks, startedAt: this.startedAt });
     } catch {
       value = null;
     }
@@ -127,7 +130,7 @@ export class ResponseCapture {
   clientGone(): void {
     if (this.done || this.gone) return;
     this.gone = true;
-    const left = Math.max(0, this.startedAt + this.giveUpAfter - performance.now());
+    const left = Math.max(0, this.startedAt + this.giveUpAfter - monotonicNow());
     this.giveUpTimer = setTimeout(() => this.abandon(), left);
     this.giveUpTimer.unref();
   }

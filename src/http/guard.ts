@@ -1,10 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision, DogpileCache, LoaderContext, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { INLINE_REFRESH } from '../core/call-options.js';
+import { COMPUTED_FOR, INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
+import { monotonicNow } from '../shared/clock.js';
 import { describe, toMs } from '../shared/duration.js';
 import { mergeTags, validateTags } from '../store/tags.js';
 import { defaultCacheKey, requestHost, userCacheKey } from './cache-key.js';
@@ -262,10 +263,16 @@ export class HttpGuard<Req> {
     return mergeTags(plan.tags, own === false ? undefined : own, 'Dogpile-Tags');
   }
 
-  /** `cache.set` options for a response written outside the miss protocol: its ttl and every tag of it. */
-  private setOptions(plan: CachePlan, ttl: number): { ttl: number; tags?: readonly string[] } {
+  /**
+   * `cache.set` options for a response written outside the miss protocol, at the moment of the
+   * write: its ttl, every tag of it, and how long ago its handler started (`startedAt`, on the
+   * monotonic clock), so that a response whose handler ran while one of its tags was
+   * invalidated counts as older than the invalidation, as a loader's value does.
+   */
+  private setOptions(plan: CachePlan, ttl: number, startedAt: number): StoreOptions {
     const tags = this.entryTags(plan);
-    return tags === undefined || tags.length === 0 ? { ttl } : { ttl, tags };
+    const computed = Math.max(0, monotonicNow() - startedAt);
+    return tags === undefined || tags.length === 0 ? { ttl, [COMPUTED_FOR]: computed } : { ttl, tags, [COMPUTED_FOR]: computed };
   }
 
   /**
@@ -385,7 +392,7 @@ export class HttpGuard<Req> {
     if (response.status !== 304) {
       const bytes = this.finish(plan, response);
       const decision = bytes === null ? undefined : storeDecisions.get(bytes);
-      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl)).catch(() => {});
+      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
       // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
       else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
       return bytes;
@@ -407,7 +414,7 @@ export class HttpGuard<Req> {
       ageOnArrival: f.initialAge,
     });
     // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
-    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged))).catch(() => {});
+    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
     return bytes;
   }
 
@@ -632,7 +639,7 @@ export class HttpGuard<Req> {
       // A response that varies, under a key that does not say so (or under a generation made up
       // before the URL's record could be read): stored as a variant, and the URL's key tells
       // every process what it varies on. The requests waiting here get it as it is.
-      void this.storeVariant(plan, vary, madeUp ? undefined : plan.record?.gen, bytes, this.setOptions(plan, storeFor));
+      void this.storeVariant(plan, vary, madeUp ? undefined : plan.record?.gen, bytes, storeFor, response.startedAt);
       storeDecisions.set(bytes, 'share');
     } else {
       if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
@@ -654,7 +661,7 @@ export class HttpGuard<Req> {
    * one found none, the variant is stored under that record's generation too and the record is
    * kept: two requests for two variants that both found no record do not orphan each other's.
    */
-  private async storeVariant(plan: CachePlan, names: readonly string[], gen: string | undefined, bytes: Buffer, options: { ttl: number; tags?: readonly string[] }): Promise<void> {
+  private async storeVariant(plan: CachePlan, names: readonly string[], gen: string | undefined, bytes: Buffer, ttl: number, startedAt: number): Promise<void> {
     const writing = this.writingRecords.get(plan.base);
     const known = gen !== undefined || (writing !== undefined && sameNames(writing.names, names));
     const record: VaryRecord = gen !== undefined ? { names, gen } : known ? writing! : { names, gen: newGeneration() };
@@ -662,12 +669,12 @@ export class HttpGuard<Req> {
     let writingNow = record;
     try {
       const [, current] = await Promise.all([
-        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, options),
+        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, this.setOptions(plan, ttl, startedAt)),
         known ? undefined : this.cache.get(plan.base).then(toVaryRecord, () => undefined),
       ]);
       if (current !== undefined && current.gen !== record.gen && sameNames(current.names, names)) {
         if (this.writingRecords.get(plan.base) === record) this.writingRecords.set(plan.base, (writingNow = current));
-        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, options);
+        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, this.setOptions(plan, ttl, startedAt));
         await this.cache.set(plan.base, encodeVaryRecord(current), this.options.maxTtl);
       } else {
         await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);
@@ -723,6 +730,9 @@ function readAsGet<Req>(req: Req): Req {
 }
 
 type StorableFreshness = Extract<Freshness, { storable: true }>;
+
+/** `cache.set` options of a stored response; `COMPUTED_FOR`: how long its handler ran before the write. */
+type StoreOptions = { ttl: number; tags?: readonly string[]; [COMPUTED_FOR]: number };
 
 /** A valid `Content-Length` (digits only, one value), or undefined. */
 function contentLength(headers: CapturedResponse['headers']): number | undefined {

@@ -1,0 +1,232 @@
+/**
+ * HTTP responses and invalidation, Express and Fastify, on a real Redis:
+ * - a response stored outside the miss protocol (a `Vary` variant, a 304 renewing a stored
+ *   response) whose handler ran while one of its tags was invalidated is older than the
+ *   invalidation;
+ * - `Dogpile-Tags` given outside `res.set` / `reply.header` in the handler (`res.writeHead`, a
+ *   route-level `onSend`, an app hook added after the plugin) tags the entry and never reaches
+ *   the client;
+ * - a write behind a proxy drops every stored variant of its URL, whatever forwarding headers
+ *   the write and the reads carried.
+ */
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dogpileGuard } from '../src/express/index.js';
+import { dogpileGuardPlugin } from '../src/fastify/index.js';
+import { createCache, type DogpileCache } from '../src/index.js';
+import { freshId, sleep } from '../tools/basics.js';
+import { fetchReply, type Reply } from '../tools/http-client.js';
+import { useRedis } from './support/use-redis.js';
+
+type Framework = 'express' | 'fastify';
+
+const server = useRedis();
+
+const FROM_CACHE = /^(HIT|COALESCED)$/;
+
+/** Holds a handler at its start until the test lets it go on. */
+class Gates {
+  private readonly armed = new Map<string, { arrived: () => void; release: Promise<void> }>();
+
+  /** The next run of the handler for `id` waits: `started` resolves when it is held, `release()` lets it go on. */
+  arm(id: string): { started: Promise<void>; release: () => void } {
+    let arrived!: () => void;
+    let release!: () => void;
+    const started = new Promise<void>((r) => (arrived = r));
+    this.armed.set(id, { arrived, release: new Promise<void>((r) => (release = r)) });
+    return { started, release };
+  }
+
+  async pass(id: string): Promise<void> {
+    const gate = this.armed.get(id);
+    if (gate === undefined) return;
+    this.armed.delete(id);
+    gate.arrived();
+    await gate.release;
+  }
+}
+
+interface App {
+  runs: (id: string) => number;
+  gates: Gates;
+  get(path: string, headers?: Record<string, string>, method?: string): Promise<Reply>;
+  close(): Promise<void>;
+}
+
+/** The response of a run of a `/cond/:id` handler: a 304 to its revalidation (fresh for a minute), else a full response stale at once with a validator. */
+function conditional(ifNoneMatch: string | undefined): { status: number; headers: Record<string, string>; body?: string } {
+  if (ifNoneMatch === '"e1"') return { status: 304, headers: { 'Cache-Control': 'max-age=60', ETag: '"e1"' } };
+  return { status: 200, headers: { 'Cache-Control': 'max-age=0', ETag: '"e1"' }, body: 'full' };
+}
+
+/**
+ * Routes (`:id` names the test's resource; the `tags` option tags each entry `t:<id>`):
+ * - `GET /vary/:id`: `Vary: Accept-Language`, fresh for a minute;
+ * - `GET /cond/:id`: see `conditional`;
+ * - `GET|POST /wh/:id`: `Dogpile-Tags: dt:<id>` given outside the usual setter (Express:
+ *   `res.writeHead(200, {...})`; Fastify: a route-level `onSend`);
+ * - `GET /late/:id` (Fastify): `Dogpile-Tags: dt:<id>` set by an app hook added after the plugin;
+ * - `GET /off/:id` (Fastify, `config.dogpile: false`): `Dogpile-Tags` set by a route-level `onSend`;
+ * - `GET|POST /p/:id`: a plain response fresh for a minute (the POST writes).
+ */
+async function startApp(framework: Framework, cache: DogpileCache): Promise<App> {
+  const counts = new Map<string, number>();
+  const run = (id: string) => {
+    const n = (counts.get(id) ?? 0) + 1;
+    counts.set(id, n);
+    return n;
+  };
+  const gates = new Gates();
+  const tags = (path: string) => [`t:${path.split('/')[2]!.split('?')[0]!}`];
+  const fresh = { 'Content-Type': 'text/plain', 'Cache-Control': 'max-age=60' };
+  if (framework === 'express') {
+    const app = express();
+    app.use(dogpileGuard({ cache, tags: (req) => tags(req.path) }));
+    app.get('/vary/:id', async (req, res) => {
+      const id = req.params.id!;
+      await gates.pass(id);
+      res.set({ ...fresh, Vary: 'Accept-Language' }).send(`vary ${id} run ${run(id)}`);
+    });
+    app.get('/cond/:id', async (req, res) => {
+      const id = req.params.id!;
+      await gates.pass(id);
+      run(id);
+      const r = conditional(req.headers['if-none-match']);
+      res.status(r.status).set(r.headers);
+      if (r.body === undefined) res.end();
+      else res.send(r.body);
+    });
+    app.all('/wh/:id', (req, res) => {
+      const id = req.params.id!;
+      res.writeHead(200, { ...fresh, 'Dogpile-Tags': `dt:${id}` });
+      res.end(`wh ${id} run ${run(id)}`);
+    });
+    app.all('/p/:id', (req, res) => {
+      const id = req.params.id!;
+      res.set(fresh).send(`p ${id} run ${run(id)}`);
+    });
+    const listening = app.listen(0, '127.0.0.1');
+    await new Promise((r) => listening.once('listening', r));
+    const port = (listening.address() as AddressInfo).port;
+    return {
+      runs: (id) => counts.get(id) ?? 0,
+      gates,
+      get: (p, headers, method) => fetchReply(port, p, { headers, method }),
+      close: async () => {
+        listening.closeAllConnections();
+        await new Promise((r) => listening.close(r));
+      },
+    };
+  }
+  const app: FastifyInstance = Fastify();
+  await app.register(dogpileGuardPlugin, { cache, tags: (request) => tags(request.url) });
+  // An app hook added after the plugin.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (request.url.startsWith('/late/')) void reply.header('Dogpile-Tags', `dt:${request.url.split('/')[2]!}`);
+    done(null, payload);
+  });
+  const routeTags = (request: { url: string }, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
+    void reply.header('Dogpile-Tags', `dt:${request.url.split('/')[2]!}`);
+    done(null, payload);
+  };
+  app.get<{ Params: { id: string } }>('/vary/:id', async (request, reply) => {
+    const id = request.params.id;
+    await gates.pass(id);
+    void reply.headers({ ...fresh, Vary: 'Accept-Language' });
+    return `vary ${id} run ${run(id)}`;
+  });
+  app.get<{ Params: { id: string } }>('/cond/:id', async (request, reply) => {
+    const id = request.params.id;
+    await gates.pass(id);
+    run(id);
+    const r = conditional(request.headers['if-none-match']);
+    void reply.code(r.status).headers(r.headers);
+    return r.body ?? '';
+  });
+  app.route<{ Params: { id: string } }>({
+    method: ['GET', 'POST'],
+    url: '/wh/:id',
+    onSend: routeTags,
+    handler: async (request, reply) => {
+      void reply.headers(fresh);
+      return `wh ${request.params.id} run ${run(request.params.id)}`;
+    },
+  });
+  app.get<{ Params: { id: string } }>('/late/:id', async (request, reply) => {
+    void reply.headers(fresh);
+    return `late ${request.params.id} run ${run(request.params.id)}`;
+  });
+  app.get<{ Params: { id: string } }>('/off/:id', { config: { dogpile: false }, onSend: routeTags }, async (request) => `off ${request.params.id}`);
+  app.route<{ Params: { id: string } }>({
+    method: ['GET', 'POST'],
+    url: '/p/:id',
+    handler: async (request, reply) => {
+      void reply.headers(fresh);
+      return `p ${request.params.id} run ${run(request.params.id)}`;
+    },
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as AddressInfo).port;
+  return { runs: (id) => counts.get(id) ?? 0, gates, get: (p, headers, method) => fetchReply(port, p, { headers, method }), close: () => app.close() };
+}
+
+/**
+ * Runs `request` with its handler held at its start while `invalidateTags([tag])` runs and
+ * resolves; the handler then goes on and answers.
+ */
+async function invalidatedMeanwhile(app: App, cache: DogpileCache, id: string, tag: string, request: () => Promise<Reply>): Promise<Reply> {
+  const gate = app.gates.arm(id);
+  const reply = request();
+  await gate.started;
+  await cache.invalidateTags([tag]);
+  // A few ms on, so that a response stored at once is not stamped in the invalidation's own
+  // millisecond (which counts as older whatever its start): what decides is where the handler
+  // started. Nothing here waits for the cache.
+  await sleep(5);
+  gate.release();
+  return reply;
+}
+
+describe.each(['express', 'fastify'] as const)('%s: HTTP hardening', (framework) => {
+  let cache: DogpileCache;
+  let app: App;
+  beforeAll(async () => {
+    cache = createCache({ redis: server.url, prefix: `hardening-${framework}` });
+    app = await startApp(framework, cache);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await cache?.close();
+  });
+
+  describe('a response whose handler ran while its tag was invalidated is older than the invalidation', () => {
+    it('a Vary variant', async () => {
+      const id = freshId();
+      const en = { 'accept-language': 'en' };
+      const first = await invalidatedMeanwhile(app, cache, id, `t:${id}`, () => app.get(`/vary/${id}`, en));
+      expect(first.xCache).toBe('MISS');
+      expect(first.headers.vary).toBe('Accept-Language');
+      const next = await app.get(`/vary/${id}`, en);
+      expect(next.xCache).toBe('MISS');
+      expect(next.text).toBe(`vary ${id} run 2`);
+      // Stored again, by a handler that ran after the invalidation: served from the cache.
+      expect((await app.get(`/vary/${id}`, en)).xCache).toMatch(FROM_CACHE);
+      expect(app.runs(id)).toBe(2);
+    });
+
+    it('a 304 renewing a stored response', async () => {
+      const id = freshId();
+      const stored = await app.get(`/cond/${id}`);
+      expect([stored.xCache, stored.status, stored.text]).toEqual(['MISS', 200, 'full']);
+      // Stale at once: the next request revalidates it, and the handler's 304 renews it for a minute.
+      const renewed = await invalidatedMeanwhile(app, cache, id, `t:${id}`, () => app.get(`/cond/${id}`));
+      expect([renewed.status, renewed.text]).toEqual([200, 'full']);
+      expect(app.runs(id)).toBe(2);
+      const next = await app.get(`/cond/${id}`);
+      expect(next.xCache).toBe('MISS');
+      expect(app.runs(id)).toBe(3);
+    });
+  });
+});
