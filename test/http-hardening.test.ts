@@ -180,10 +180,11 @@ async function invalidatedMeanwhile(app: App, cache: DogpileCache, id: string, t
   const gate = app.gates.arm(id);
   const reply = request();
   await gate.started;
+  // A few ms apart on each side, so that neither the start nor the store shares a millisecond
+  // with the invalidation (timestamps are whole milliseconds): what decides is where the
+  // handler started. Nothing here waits for the cache.
+  await sleep(5);
   await cache.invalidateTags([tag]);
-  // A few ms on, so that a response stored at once is not stamped in the invalidation's own
-  // millisecond (which counts as older whatever its start): what decides is where the handler
-  // started. Nothing here waits for the cache.
   await sleep(5);
   gate.release();
   return reply;
@@ -227,6 +228,36 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP hardening', (framework)
       const next = await app.get(`/cond/${id}`);
       expect(next.xCache).toBe('MISS');
       expect(app.runs(id)).toBe(3);
+    });
+  });
+
+  describe('Dogpile-Tags given outside the usual setter tags the entry and never reaches the client', () => {
+    const where = framework === 'express' ? ['/wh'] : ['/wh', '/late'];
+    it.each(where)('%s', async (route) => {
+      const id = freshId();
+      const url = `${route}/${id}`;
+      const first = await app.get(url);
+      const hit = await app.get(url);
+      expect([first.xCache, first.status]).toEqual(['MISS', 200]);
+      expect(hit.xCache).toMatch(FROM_CACHE);
+      for (const r of [first, hit]) expect(r.headers['dogpile-tags']).toBeUndefined();
+      await cache.invalidateTags([`dt:${id}`]);
+      const again = await app.get(url);
+      expect(again.xCache).toBe('MISS');
+      expect(again.text).toMatch(/ run 2$/);
+      expect(again.headers['dogpile-tags']).toBeUndefined();
+    });
+
+    it('on responses it does not store', async () => {
+      const paths = framework === 'express' ? [`/wh/${freshId()}`] : [`/wh/${freshId()}`, `/off/${freshId()}`];
+      for (const path of paths) {
+        // The POST writes; `/off/` is not cached (and has no POST).
+        const replies = [path.startsWith('/off/') ? await app.get(path) : await app.get(path, {}, 'POST'), await app.get(path, { authorization: 'Bearer t' })];
+        for (const r of replies) {
+          expect(r.status).toBe(200);
+          expect(r.headers['dogpile-tags']).toBeUndefined();
+        }
+      }
     });
   });
 });

@@ -3,6 +3,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { AbandonedLoad } from '../core/cache.js';
 import { CACHE_DEFAULTS } from '../core/options.js';
 import { monotonicNow } from '../shared/clock.js';
+import { absorbWriteHeadHeaders, dropTargetedFields } from './targeted-fields.js';
 
 export interface CapturedResponse {
   status: number;
@@ -358,7 +359,9 @@ function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHt
 /**
  * Calls `decorate` once, just before the response's headers are written (`writeHead`, which
  * Node also calls for an implicit header), with its status; `decorate` may still change the
- * headers with `res.setHeader` / `res.removeHeader`, and return another status to send.
+ * headers with `res.setHeader` / `res.removeHeader`, and return another status to send. The
+ * headers given to `writeHead` itself are set on `res` first, so `decorate` sees every one of
+ * them; every `Dogpile-*` field left after `decorate` is dropped: none is ever sent.
  */
 export function beforeHeaders(res: ServerResponse, decorate: (status: number) => number | void): void {
   const writeHead = res.writeHead as unknown as WriteHeadFn;
@@ -366,6 +369,7 @@ export function beforeHeaders(res: ServerResponse, decorate: (status: number) =>
   (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
     if (!done) {
       done = true;
+      absorbWriteHeadHeaders(this, args);
       try {
         const status = decorate(typeof args[0] === 'number' ? args[0] : this.statusCode);
         if (typeof status === 'number') args[0] = status;
@@ -373,27 +377,9 @@ export function beforeHeaders(res: ServerResponse, decorate: (status: number) =>
         // Decorating is best effort: the response goes out as the handler made it.
       }
     }
+    dropTargetedFields(this, args);
     return writeHead.apply(this, args);
   };
-}
-
-type HeaderAccess = { getHeader(name: string): unknown; removeHeader(name: string): unknown };
-
-/** Takes `Dogpile-Cache-Control` (read by this cache only) off a response; returns its value. */
-export function takeTargetedField(res: HeaderAccess): string | undefined {
-  return takeField(res, 'dogpile-cache-control');
-}
-
-/** Takes `Dogpile-Tags` (the tags of the stored entry, read by this cache only) off a response; returns its value. */
-export function takeTagsField(res: HeaderAccess): string | undefined {
-  return takeField(res, 'dogpile-tags');
-}
-
-function takeField(res: HeaderAccess, name: string): string | undefined {
-  const value = res.getHeader(name);
-  if (value === undefined || value === null) return undefined;
-  res.removeHeader(name);
-  return headerString(value);
 }
 
 /** Representation headers a 304 does not carry (RFC 9110 §15.4.5). */

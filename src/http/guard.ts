@@ -271,7 +271,9 @@ export class HttpGuard<Req> {
    */
   private setOptions(plan: CachePlan, ttl: number, startedAt: number): StoreOptions {
     const tags = this.entryTags(plan);
-    const computed = Math.max(0, monotonicNow() - startedAt);
+    // Stamps and `createdAt` are whole milliseconds, rounded down: one more keeps a handler that
+    // started in the invalidation's own millisecond older than it.
+    const computed = Math.max(0, Math.ceil(monotonicNow() - startedAt)) + 1;
     return tags === undefined || tags.length === 0 ? { ttl, [COMPUTED_FOR]: computed } : { ttl, tags, [COMPUTED_FOR]: computed };
   }
 
