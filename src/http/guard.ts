@@ -7,8 +7,8 @@ import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { monotonicNow } from '../shared/clock.js';
 import { describe, toMs } from '../shared/duration.js';
-import { mergeTags, validateTags } from '../store/tags.js';
-import { defaultCacheKey, requestHost, userCacheKey } from './cache-key.js';
+import { MAX_TAGS, mergeTags, validateTags } from '../store/tags.js';
+import { defaultCacheKey, hasUnkeyedInput, requestHost, urlTag, userCacheKey, withoutUnkeyedInput } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
@@ -143,7 +143,13 @@ export class HttpGuard<Req> {
       userKey = k;
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
-    const tags = this.requestTags(req);
+    let tags = this.requestTags(req);
+    if (userKey === undefined && hasUnkeyedInput(headers)) {
+      // Stored under a key of its own (see UNKEYED_INPUT_HEADERS): the URL's tag lets a write
+      // reach it whatever the write carried. With every tag taken already, it passes uncached.
+      if (tags !== undefined && tags.length >= MAX_TAGS) return undefined;
+      tags = [...(tags ?? []), urlTag(info.url, requestHost(headers))];
+    }
     handled.claim(marker);
     const plan: CachePlan = { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
     if (tags !== undefined) plan.tags = tags;
@@ -579,7 +585,8 @@ export class HttpGuard<Req> {
   /**
    * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
    * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
-   * the same host. With a `key` function, the key of its own URL is what that function returns
+   * the same host; those stored for requests with forwarding headers (any value of them, the
+   * write's own or not) through the URL's tag (`urlTag`). With a `key` function, the key of its own URL is what that function returns
    * for `req` seen as a GET (`method` reads 'GET'; URL, headers and everything else are the
    * request's own, so a key that includes the identity finds that client's entry); the
    * `Location` / `Content-Location` URLs are then left alone, since no request for them exists
@@ -591,9 +598,14 @@ export class HttpGuard<Req> {
     if (targets.length === 0) return;
     const keyFn = this.options.key;
     let keys: string[];
+    let tags: string[] = [];
     if (keyFn === undefined) {
       // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
-      keys = targets.map((url) => defaultCacheKey('GET', url, info.headers));
+      // That of a request without forwarding headers, and the write's own; the responses stored
+      // under other forwarding headers' values carry the URL's tag.
+      const plain = withoutUnkeyedInput(info.headers);
+      keys = [...new Set(targets.flatMap((url) => [defaultCacheKey('GET', url, plain), defaultCacheKey('GET', url, info.headers)]))];
+      tags = targets.map((url) => urlTag(url, host));
       for (const key of keys) this.writingRecords.delete(key);
     } else {
       if (req === undefined) return;
@@ -607,7 +619,7 @@ export class HttpGuard<Req> {
       keys = typeof k === 'string' && k !== '' ? [userCacheKey(k)] : [];
       for (const key of keys) this.writingRecords.delete(key);
     }
-    await Promise.all(keys.map((key) => this.cache.delete(key).catch(() => false)));
+    await Promise.all([...keys.map((key) => this.cache.delete(key).catch(() => false)), tags.length === 0 ? undefined : this.cache.invalidateTags(tags).catch(() => undefined)]);
   }
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
