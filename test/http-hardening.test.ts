@@ -296,3 +296,55 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP hardening', (framework)
     for (const headers of readers) expect((await app.get(url, headers)).xCache).toBe('MISS');
   });
 });
+
+describe('express: a guard mounted on routes', () => {
+  let cache: DogpileCache;
+  let port: number;
+  let close: () => Promise<void>;
+  const counts = new Map<string, number>();
+  beforeAll(async () => {
+    cache = createCache({ redis: server.url, prefix: 'hardening-routes' });
+    const app = express();
+    const handler = (req: express.Request, res: express.Response) => {
+      const n = (counts.get(req.path) ?? 0) + 1;
+      counts.set(req.path, n);
+      res.set('Cache-Control', 'max-age=60').send(`${req.method} ${req.path} run ${n}`);
+    };
+    // On the GET route alone: the write never reaches it.
+    app.get('/alone/:id', dogpileGuard({ cache }), handler);
+    app.post('/alone/:id', handler);
+    // The same guard on the GET and the write routes.
+    const shared = dogpileGuard({ cache });
+    app.get('/shared/:id', shared, handler);
+    app.post('/shared/:id', shared, handler);
+    // Mounted by path: every method.
+    app.use('/mounted', dogpileGuard({ cache }));
+    app.get('/mounted/:id', handler);
+    app.post('/mounted/:id', handler);
+    const listening = app.listen(0, '127.0.0.1');
+    await new Promise((r) => listening.once('listening', r));
+    port = (listening.address() as AddressInfo).port;
+    close = async () => {
+      listening.closeAllConnections();
+      await new Promise((r) => listening.close(r));
+    };
+  });
+  afterAll(async () => {
+    await close?.();
+    await cache?.close();
+  });
+
+  it.each([
+    ['/alone', false],
+    ['/shared', true],
+    ['/mounted', true],
+  ] as const)('%s: a write invalidates the stored GET: %s', async (prefix, invalidates) => {
+    const path = `${prefix}/${freshId()}`;
+    expect((await fetchReply(port, path)).xCache).toBe('MISS');
+    expect((await fetchReply(port, path)).xCache).toMatch(FROM_CACHE);
+    expect((await fetchReply(port, path, { method: 'POST' })).status).toBe(200);
+    const after = await fetchReply(port, path);
+    expect(after.xCache).toBe(invalidates ? 'MISS' : 'HIT');
+    expect(after.text).toBe(`GET ${path} run ${invalidates ? 3 : 1}`);
+  });
+});
