@@ -55,10 +55,13 @@ interface App {
   close(): Promise<void>;
 }
 
-/** The response of a run of a `/cond/:id` handler: a 304 to its revalidation (fresh for a minute), else a full response stale at once with a validator. */
-function conditional(ifNoneMatch: string | undefined): { status: number; headers: Record<string, string>; body?: string } {
+/**
+ * The response of a run of a `/cond/:id` handler: a 304 to its revalidation (fresh for a
+ * minute), else a full response with a validator, stale at once (or with `?fresh`, fresh for a minute).
+ */
+function conditional(ifNoneMatch: string | undefined, fresh: unknown): { status: number; headers: Record<string, string>; body?: string } {
   if (ifNoneMatch === '"e1"') return { status: 304, headers: { 'Cache-Control': 'max-age=60', ETag: '"e1"' } };
-  return { status: 200, headers: { 'Cache-Control': 'max-age=0', ETag: '"e1"' }, body: 'full' };
+  return { status: 200, headers: { 'Cache-Control': fresh === undefined ? 'max-age=0' : 'max-age=60', ETag: '"e1"' }, body: 'full' };
 }
 
 /**
@@ -71,7 +74,7 @@ function conditional(ifNoneMatch: string | undefined): { status: number; headers
  * - `GET /off/:id` (Fastify, `config.dogpile: false`): `Dogpile-Tags` set by a route-level `onSend`;
  * - `GET|POST /p/:id`: a plain response fresh for a minute (the POST writes).
  */
-async function startApp(framework: Framework, cache: DogpileCache): Promise<App> {
+async function startApp(framework: Framework, cache: DogpileCache, extra: { staleWhileRevalidate?: number } = {}): Promise<App> {
   const counts = new Map<string, number>();
   const run = (id: string) => {
     const n = (counts.get(id) ?? 0) + 1;
@@ -83,7 +86,7 @@ async function startApp(framework: Framework, cache: DogpileCache): Promise<App>
   const fresh = { 'Content-Type': 'text/plain', 'Cache-Control': 'max-age=60' };
   if (framework === 'express') {
     const app = express();
-    app.use(dogpileGuard({ cache, tags: (req) => tags(req.path) }));
+    app.use(dogpileGuard({ cache, tags: (req) => tags(req.path), ...extra }));
     app.get('/vary/:id', async (req, res) => {
       const id = req.params.id!;
       await gates.pass(id);
@@ -93,7 +96,7 @@ async function startApp(framework: Framework, cache: DogpileCache): Promise<App>
       const id = req.params.id!;
       await gates.pass(id);
       run(id);
-      const r = conditional(req.headers['if-none-match']);
+      const r = conditional(req.headers['if-none-match'], req.query.fresh);
       res.status(r.status).set(r.headers);
       if (r.body === undefined) res.end();
       else res.send(r.body);
@@ -121,7 +124,7 @@ async function startApp(framework: Framework, cache: DogpileCache): Promise<App>
     };
   }
   const app: FastifyInstance = Fastify();
-  await app.register(dogpileGuardPlugin, { cache, tags: (request) => tags(request.url) });
+  await app.register(dogpileGuardPlugin, { cache, tags: (request) => tags(request.url), ...extra });
   // An app hook added after the plugin.
   app.addHook('onSend', (request, reply, payload, done) => {
     if (request.url.startsWith('/late/')) void reply.header('Dogpile-Tags', `dt:${request.url.split('/')[2]!}`);
@@ -141,7 +144,7 @@ async function startApp(framework: Framework, cache: DogpileCache): Promise<App>
     const id = request.params.id;
     await gates.pass(id);
     run(id);
-    const r = conditional(request.headers['if-none-match']);
+    const r = conditional(request.headers['if-none-match'], (request.query as Record<string, unknown>).fresh);
     void reply.code(r.status).headers(r.headers);
     return r.body ?? '';
   });
@@ -239,6 +242,27 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP hardening', (framework)
       const next = await afterFlight(() => app.get(`/cond/${id}`));
       expect(next.xCache).toBe('MISS');
       expect(app.runs(id)).toBe(3);
+    });
+
+    it('a 304 to the refresh of a stale response', async () => {
+      const swr = await startApp(framework, cache, { staleWhileRevalidate: 60_000 });
+      try {
+        const id = freshId();
+        const url = `/cond/${id}?fresh=1`;
+        // Fresh for a minute, with a validator; then made stale by its tag.
+        const stored = await swr.get(url);
+        expect([stored.xCache, stored.text]).toEqual(['MISS', 'full']);
+        await cache.invalidateTags([`t:${id}`], { stale: true });
+        // The request that takes the refresh runs the handler with the stored validator: a 304 renews the entry.
+        const refreshed = await invalidatedMeanwhile(swr, cache, id, `t:${id}`, () => swr.get(url));
+        expect([refreshed.status, refreshed.text]).toEqual([200, 'full']);
+        expect(swr.runs(id)).toBe(2);
+        const next = await afterFlight(() => swr.get(url));
+        expect(next.xCache).toBe('MISS');
+        expect(swr.runs(id)).toBe(3);
+      } finally {
+        await swr.close();
+      }
     });
   });
 
