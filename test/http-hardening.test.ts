@@ -194,13 +194,14 @@ async function invalidatedMeanwhile(app: App, cache: DogpileCache, id: string, t
 }
 
 /**
- * The first answer to `request` that did not join the previous request's run (COALESCED): the
- * client can have that run's response while its flight is still settling.
+ * The first answer to `request` that did not come from the previous request's run while its
+ * flight was still settling (the client can have that run's response before): one that joined
+ * it (COALESCED), or the stale value a refresh in progress answers with (STALE).
  */
 async function afterFlight(request: () => Promise<Reply>): Promise<Reply> {
   for (let i = 0; ; i++) {
     const reply = await request();
-    if (reply.xCache !== 'COALESCED' || i === 20) return reply;
+    if ((reply.xCache !== 'COALESCED' && reply.xCache !== 'STALE') || i === 20) return reply;
   }
 }
 

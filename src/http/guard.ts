@@ -1,14 +1,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision, DogpileCache, LoaderContext, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { COMPUTED_FOR, INLINE_REFRESH } from '../core/call-options.js';
+import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
-import { monotonicNow } from '../shared/clock.js';
 import { describe, toMs } from '../shared/duration.js';
-import { MAX_TAGS, mergeTags, validateTags } from '../store/tags.js';
-import { defaultCacheKey, hasUnkeyedInput, requestHost, urlTag, userCacheKey, withoutUnkeyedInput } from './cache-key.js';
+import { mergeTags, validateTags } from '../store/tags.js';
+import { requestHost, userCacheKey } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
@@ -18,8 +17,9 @@ import { responseFreshness, storeDecisionOf, type Freshness } from './freshness.
 import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
-import { invalidationTargets } from './invalidation.js';
-import { requestBaseKey, RequestClaims } from './request-plan.js';
+import { defaultKeyInvalidation, invalidationTargets } from './invalidation.js';
+import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
+import { storeOptions, type StoreOptions } from './store-options.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
 import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
@@ -143,13 +143,8 @@ export class HttpGuard<Req> {
       userKey = k;
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
-    let tags = this.requestTags(req);
-    if (userKey === undefined && hasUnkeyedInput(headers)) {
-      // Stored under a key of its own (see UNKEYED_INPUT_HEADERS): the URL's tag lets a write
-      // reach it whatever the write carried. With every tag taken already, it passes uncached.
-      if (tags !== undefined && tags.length >= MAX_TAGS) return undefined;
-      tags = [...(tags ?? []), urlTag(info.url, requestHost(headers))];
-    }
+    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers) : this.requestTags(req);
+    if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
     handled.claim(marker);
     const plan: CachePlan = { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
     if (tags !== undefined) plan.tags = tags;
@@ -269,18 +264,9 @@ export class HttpGuard<Req> {
     return mergeTags(plan.tags, own === false ? undefined : own, 'Dogpile-Tags');
   }
 
-  /**
-   * `cache.set` options for a response written outside the miss protocol, at the moment of the
-   * write: its ttl, every tag of it, and how long ago its handler started (`startedAt`, on the
-   * monotonic clock), so that a response whose handler ran while one of its tags was
-   * invalidated counts as older than the invalidation, as a loader's value does.
-   */
+  /** `cache.set` options, at the moment of the write, for a response written outside the miss protocol (see `storeOptions`). */
   private setOptions(plan: CachePlan, ttl: number, startedAt: number): StoreOptions {
-    const tags = this.entryTags(plan);
-    // Stamps and `createdAt` are whole milliseconds, rounded down: one more keeps a handler that
-    // started in the invalidation's own millisecond older than it.
-    const computed = Math.max(0, Math.ceil(monotonicNow() - startedAt)) + 1;
-    return tags === undefined || tags.length === 0 ? { ttl, [COMPUTED_FOR]: computed } : { ttl, tags, [COMPUTED_FOR]: computed };
+    return storeOptions(ttl, this.entryTags(plan), startedAt);
   }
 
   /**
@@ -585,8 +571,8 @@ export class HttpGuard<Req> {
   /**
    * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
    * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
-   * the same host; those stored for requests with forwarding headers (any value of them, the
-   * write's own or not) through the URL's tag (`urlTag`). With a `key` function, the key of its own URL is what that function returns
+   * the same host, whatever forwarding headers the write carried (`defaultKeyInvalidation`).
+   * With a `key` function, the key of its own URL is what that function returns
    * for `req` seen as a GET (`method` reads 'GET'; URL, headers and everything else are the
    * request's own, so a key that includes the identity finds that client's entry); the
    * `Location` / `Content-Location` URLs are then left alone, since no request for them exists
@@ -600,12 +586,7 @@ export class HttpGuard<Req> {
     let keys: string[];
     let tags: string[] = [];
     if (keyFn === undefined) {
-      // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
-      // That of a request without forwarding headers, and the write's own; the responses stored
-      // under other forwarding headers' values carry the URL's tag.
-      const plain = withoutUnkeyedInput(info.headers);
-      keys = [...new Set(targets.flatMap((url) => [defaultCacheKey('GET', url, plain), defaultCacheKey('GET', url, info.headers)]))];
-      tags = targets.map((url) => urlTag(url, host));
+      ({ keys, tags } = defaultKeyInvalidation(targets, info.headers));
       for (const key of keys) this.writingRecords.delete(key);
     } else {
       if (req === undefined) return;
@@ -745,8 +726,6 @@ function readAsGet<Req>(req: Req): Req {
 
 type StorableFreshness = Extract<Freshness, { storable: true }>;
 
-/** `cache.set` options of a stored response; `COMPUTED_FOR`: how long its handler ran before the write. */
-type StoreOptions = { ttl: number; tags?: readonly string[]; [COMPUTED_FOR]: number };
 
 /** A valid `Content-Length` (digits only, one value), or undefined. */
 function contentLength(headers: CapturedResponse['headers']): number | undefined {
