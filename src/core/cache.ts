@@ -11,7 +11,7 @@ import { TaggedBackend } from '../store/tagged-backend.js';
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkSetOptions, checkTaggedLifetime, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
+import { checkSetOptions, checkTaggedLifetime, computedFor, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
@@ -307,7 +307,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: this.backend.now(), ttl, stale };
     if (tags) {
       entry.tags = tags;
-      entry.delta = 0;
+      entry.delta = computedFor(ttlOrOptions);
     }
     await this.guarded.set(key, entry);
     this.hints.remember(key, entry);

@@ -15,6 +15,21 @@ import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader,
  */
 export const INLINE_REFRESH = Symbol('dogpile-guard.inlineRefresh');
 
+/**
+ * Internal (the HTTP adapters), a `set` option: how long (ms, on the monotonic clock) the
+ * value took to compute before this `set`. A tagged entry's computation then counts as started
+ * that long before its `createdAt`, as for a loader's value: one whose tag was invalidated
+ * while it was being computed is older than the invalidation.
+ */
+export const COMPUTED_FOR = Symbol('dogpile-guard.computedFor');
+
+/** The `COMPUTED_FOR` of `set` options: a finite duration of 0 or more, else 0. */
+export function computedFor(ttlOrOptions: unknown): number {
+  if (ttlOrOptions === null || typeof ttlOrOptions !== 'object') return 0;
+  const value = (ttlOrOptions as { [COMPUTED_FOR]?: unknown })[COMPUTED_FOR];
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
+}
+
 /** One call's options, with the cache's defaults applied. */
 export interface CallOptions<T> {
   /** See `INLINE_REFRESH`. */

@@ -1,7 +1,8 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
 import type { OutgoingHttpHeaders } from 'node:http';
-import { beforeHeaders, captureServerResponse, isRepresentationHeader, takeTagsField, takeTargetedField } from '../http/capture.js';
+import { beforeHeaders, captureServerResponse, isRepresentationHeader } from '../http/capture.js';
+import { takeTagsField, takeTargetedField } from '../http/targeted-fields.js';
 import { appendCacheStatus } from '../http/cache-status.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
@@ -42,10 +43,8 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       }
       if (HttpGuard.unsafe(req.method)) invalidateBeforeEnd(guard, req, res);
       const bypass = guard.bypassStatus({ method: req.method, url: req.originalUrl, headers: req.headers });
-      // Dogpile-Cache-Control and Dogpile-Tags never leave the server, whatever the request.
+      // Dogpile-* fields never leave the server, whatever the request (beforeHeaders drops them).
       beforeHeaders(res, () => {
-        takeTargetedField(res);
-        takeTagsField(res);
         if (bypass !== undefined) res.setHeader('cache-status', bypass);
       });
       next();

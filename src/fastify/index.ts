@@ -9,7 +9,8 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { capturePayload, isRepresentationHeader, takeTagsField, takeTargetedField, watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { capturePayload, isRepresentationHeader, watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { dropTargetedFieldsOnWrite, takeTagsField, takeTargetedField } from '../http/targeted-fields.js';
 import { Readable } from 'node:stream';
 import { HttpGuard, type CachePlan } from '../http/guard.js';
 import { appendCacheStatus } from '../http/cache-status.js';
@@ -105,8 +106,16 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   /** `Dogpile-Tags` values, likewise. */
   const tagFields = new WeakMap<FastifyRequest, string>();
 
-  // Dogpile-Cache-Control is read by this cache only: it never leaves the server, whatever the
-  // route. App-wide onSend hooks run before the route's, so the value is kept for the capture.
+  // Dogpile-* fields are read by this cache only: they never leave the server, whatever the
+  // route and whoever sets them (a hook that runs after every hook of this plugin included):
+  // they are dropped as the headers are written.
+  fastify.addHook('onRequest', (_request, reply, done) => {
+    dropTargetedFieldsOnWrite(reply.raw);
+    done();
+  });
+
+  // App-wide onSend hooks run before the route's, so the values are kept for the capture; the
+  // route's onSend below takes those set after this hook (by a later app hook, or the route's own).
   fastify.addHook('onSend', (request, reply, payload, done) => {
     const value = takeTargetedField(reply);
     if (value !== undefined) targeted.set(request, value);
@@ -191,6 +200,11 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       const capture = captures.get(request);
       const plan = plans.get(request);
       let notModified = false;
+      // Set after the app-wide hook took the earlier ones (the last value set wins).
+      const lateTargeted = takeTargetedField(reply);
+      if (lateTargeted !== undefined) targeted.set(request, lateTargeted);
+      const lateTags = takeTagsField(reply);
+      if (lateTags !== undefined) tagFields.set(request, lateTags);
       const tags = tagFields.get(request);
       if (plan !== undefined && tags !== undefined) plan.tagged = tags;
       const renewed = plan !== undefined && capture !== undefined ? guard.revalidated304(plan, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders) : undefined;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { isIPv6 } from 'node:net';
 import { headerValue } from './headers.js';
@@ -116,6 +117,31 @@ export function defaultCacheKey(method: string, url: string, headers: IncomingHt
     if (v !== undefined) parts.push([name, Array.isArray(v) ? v.join(', ') : v]);
   }
   return HTTP_KEY_PREFIX + JSON.stringify(parts);
+}
+
+/** True when a request carries one of `UNKEYED_INPUT_HEADERS` (its default key then has them in it). */
+export function hasUnkeyedInput(headers: IncomingHttpHeaders): boolean {
+  return UNKEYED_INPUT_HEADERS.some((name) => headers[name] !== undefined);
+}
+
+/** `headers` without `UNKEYED_INPUT_HEADERS`: what the default key of the same URL is built from for a request that carries none. */
+export function withoutUnkeyedInput(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = { ...headers };
+  for (const name of UNKEYED_INPUT_HEADERS) delete out[name];
+  return out;
+}
+
+/**
+ * The tag every stored response of a URL carries when its request had `UNKEYED_INPUT_HEADERS`
+ * (whose values put it under a key of its own): host (from `Host`, lower-case), path and sorted
+ * query, hashed to a fixed length. A write to the URL invalidates the tag, and with it the
+ * responses stored for every value of those headers, whichever the write itself carried.
+ */
+export function urlTag(url: string, host: string): string {
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const query = q === -1 ? '' : sortQuery(url.slice(q + 1));
+  return `${HTTP_KEY_PREFIX}url:${createHash('sha256').update(JSON.stringify([host.toLowerCase(), path, query])).digest('base64url')}`;
 }
 
 /** Escapes `\\` and newlines, so the result has no newline and different inputs stay different. */

@@ -1,8 +1,9 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import { PassThrough, Readable } from 'node:stream';
 import { AbandonedLoad } from '../core/cache.js';
 import { CACHE_DEFAULTS } from '../core/options.js';
+import { monotonicNow } from '../shared/clock.js';
+import { absorbWriteHeadHeaders, dropTargetedFields } from './targeted-fields.js';
 
 export interface CapturedResponse {
   status: number;
@@ -10,6 +11,8 @@ export interface CapturedResponse {
   /** The body went over the size limit; `body` is then empty. */
   tooBig: boolean;
   body: Buffer[];
+  /** When the handler started (the monotonic clock, `monotonicNow()`): what it computed counts from there. */
+  startedAt: number;
 }
 
 /**
@@ -32,7 +35,8 @@ export class ResponseCapture {
   private tooBig = false;
   private done = false;
   private gone = false;
-  private readonly startedAt = performance.now();
+  /** When the handler started, on the monotonic clock. */
+  readonly startedAt = monotonicNow();
   private giveUpTimer: NodeJS.Timeout | undefined;
   /**
    * The status and headers the handler gave its response, when its client was sent something
@@ -98,7 +102,7 @@ export class ResponseCapture {
     }
     let value: Buffer | null;
     try {
-      value = this.finish({ status, headers, tooBig: this.tooBig, body: this.chunks });
+      value = this.finish({ status, headers, tooBig: this.tooBig, body: this.chunks, startedAt: this.startedAt });
     } catch {
       value = null;
     }
@@ -127,7 +131,7 @@ export class ResponseCapture {
   clientGone(): void {
     if (this.done || this.gone) return;
     this.gone = true;
-    const left = Math.max(0, this.startedAt + this.giveUpAfter - performance.now());
+    const left = Math.max(0, this.startedAt + this.giveUpAfter - monotonicNow());
     this.giveUpTimer = setTimeout(() => this.abandon(), left);
     this.giveUpTimer.unref();
   }
@@ -355,7 +359,9 @@ function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHt
 /**
  * Calls `decorate` once, just before the response's headers are written (`writeHead`, which
  * Node also calls for an implicit header), with its status; `decorate` may still change the
- * headers with `res.setHeader` / `res.removeHeader`, and return another status to send.
+ * headers with `res.setHeader` / `res.removeHeader`, and return another status to send. The
+ * headers given to `writeHead` itself are set on `res` first, so `decorate` sees every one of
+ * them; every `Dogpile-*` field left after `decorate` is dropped: none is ever sent.
  */
 export function beforeHeaders(res: ServerResponse, decorate: (status: number) => number | void): void {
   const writeHead = res.writeHead as unknown as WriteHeadFn;
@@ -363,6 +369,7 @@ export function beforeHeaders(res: ServerResponse, decorate: (status: number) =>
   (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
     if (!done) {
       done = true;
+      absorbWriteHeadHeaders(this, args);
       try {
         const status = decorate(typeof args[0] === 'number' ? args[0] : this.statusCode);
         if (typeof status === 'number') args[0] = status;
@@ -370,27 +377,9 @@ export function beforeHeaders(res: ServerResponse, decorate: (status: number) =>
         // Decorating is best effort: the response goes out as the handler made it.
       }
     }
+    dropTargetedFields(this, args);
     return writeHead.apply(this, args);
   };
-}
-
-type HeaderAccess = { getHeader(name: string): unknown; removeHeader(name: string): unknown };
-
-/** Takes `Dogpile-Cache-Control` (read by this cache only) off a response; returns its value. */
-export function takeTargetedField(res: HeaderAccess): string | undefined {
-  return takeField(res, 'dogpile-cache-control');
-}
-
-/** Takes `Dogpile-Tags` (the tags of the stored entry, read by this cache only) off a response; returns its value. */
-export function takeTagsField(res: HeaderAccess): string | undefined {
-  return takeField(res, 'dogpile-tags');
-}
-
-function takeField(res: HeaderAccess, name: string): string | undefined {
-  const value = res.getHeader(name);
-  if (value === undefined || value === null) return undefined;
-  res.removeHeader(name);
-  return headerString(value);
 }
 
 /** Representation headers a 304 does not carry (RFC 9110 §15.4.5). */

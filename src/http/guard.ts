@@ -7,7 +7,7 @@ import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe, toMs } from '../shared/duration.js';
 import { mergeTags, validateTags } from '../store/tags.js';
-import { defaultCacheKey, requestHost, userCacheKey } from './cache-key.js';
+import { requestHost, userCacheKey } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
@@ -17,8 +17,9 @@ import { responseFreshness, storeDecisionOf, type Freshness } from './freshness.
 import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
-import { invalidationTargets } from './invalidation.js';
-import { requestBaseKey, RequestClaims } from './request-plan.js';
+import { defaultKeyInvalidation, invalidationTargets } from './invalidation.js';
+import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
+import { storeOptions, type StoreOptions } from './store-options.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
 import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
@@ -142,7 +143,8 @@ export class HttpGuard<Req> {
       userKey = k;
     }
     const base = requestBaseKey(method, info.url, headers, userKey);
-    const tags = this.requestTags(req);
+    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers) : this.requestTags(req);
+    if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
     handled.claim(marker);
     const plan: CachePlan = { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
     if (tags !== undefined) plan.tags = tags;
@@ -262,10 +264,9 @@ export class HttpGuard<Req> {
     return mergeTags(plan.tags, own === false ? undefined : own, 'Dogpile-Tags');
   }
 
-  /** `cache.set` options for a response written outside the miss protocol: its ttl and every tag of it. */
-  private setOptions(plan: CachePlan, ttl: number): { ttl: number; tags?: readonly string[] } {
-    const tags = this.entryTags(plan);
-    return tags === undefined || tags.length === 0 ? { ttl } : { ttl, tags };
+  /** `cache.set` options, at the moment of the write, for a response written outside the miss protocol (see `storeOptions`). */
+  private setOptions(plan: CachePlan, ttl: number, startedAt: number): StoreOptions {
+    return storeOptions(ttl, this.entryTags(plan), startedAt);
   }
 
   /**
@@ -385,7 +386,7 @@ export class HttpGuard<Req> {
     if (response.status !== 304) {
       const bytes = this.finish(plan, response);
       const decision = bytes === null ? undefined : storeDecisions.get(bytes);
-      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl)).catch(() => {});
+      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
       // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
       else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
       return bytes;
@@ -407,7 +408,7 @@ export class HttpGuard<Req> {
       ageOnArrival: f.initialAge,
     });
     // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
-    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged))).catch(() => {});
+    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
     return bytes;
   }
 
@@ -570,7 +571,8 @@ export class HttpGuard<Req> {
   /**
    * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
    * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
-   * the same host. With a `key` function, the key of its own URL is what that function returns
+   * the same host, whatever forwarding headers the write carried (`defaultKeyInvalidation`).
+   * With a `key` function, the key of its own URL is what that function returns
    * for `req` seen as a GET (`method` reads 'GET'; URL, headers and everything else are the
    * request's own, so a key that includes the identity finds that client's entry); the
    * `Location` / `Content-Location` URLs are then left alone, since no request for them exists
@@ -582,9 +584,9 @@ export class HttpGuard<Req> {
     if (targets.length === 0) return;
     const keyFn = this.options.key;
     let keys: string[];
+    let tags: string[] = [];
     if (keyFn === undefined) {
-      // The URL's key holds its response or its VaryRecord: deleting it orphans every variant.
-      keys = targets.map((url) => defaultCacheKey('GET', url, info.headers));
+      ({ keys, tags } = defaultKeyInvalidation(targets, info.headers));
       for (const key of keys) this.writingRecords.delete(key);
     } else {
       if (req === undefined) return;
@@ -598,7 +600,7 @@ export class HttpGuard<Req> {
       keys = typeof k === 'string' && k !== '' ? [userCacheKey(k)] : [];
       for (const key of keys) this.writingRecords.delete(key);
     }
-    await Promise.all(keys.map((key) => this.cache.delete(key).catch(() => false)));
+    await Promise.all([...keys.map((key) => this.cache.delete(key).catch(() => false)), tags.length === 0 ? undefined : this.cache.invalidateTags(tags).catch(() => undefined)]);
   }
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
@@ -632,7 +634,7 @@ export class HttpGuard<Req> {
       // A response that varies, under a key that does not say so (or under a generation made up
       // before the URL's record could be read): stored as a variant, and the URL's key tells
       // every process what it varies on. The requests waiting here get it as it is.
-      void this.storeVariant(plan, vary, madeUp ? undefined : plan.record?.gen, bytes, this.setOptions(plan, storeFor));
+      void this.storeVariant(plan, vary, madeUp ? undefined : plan.record?.gen, bytes, storeFor, response.startedAt);
       storeDecisions.set(bytes, 'share');
     } else {
       if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
@@ -654,7 +656,7 @@ export class HttpGuard<Req> {
    * one found none, the variant is stored under that record's generation too and the record is
    * kept: two requests for two variants that both found no record do not orphan each other's.
    */
-  private async storeVariant(plan: CachePlan, names: readonly string[], gen: string | undefined, bytes: Buffer, options: { ttl: number; tags?: readonly string[] }): Promise<void> {
+  private async storeVariant(plan: CachePlan, names: readonly string[], gen: string | undefined, bytes: Buffer, ttl: number, startedAt: number): Promise<void> {
     const writing = this.writingRecords.get(plan.base);
     const known = gen !== undefined || (writing !== undefined && sameNames(writing.names, names));
     const record: VaryRecord = gen !== undefined ? { names, gen } : known ? writing! : { names, gen: newGeneration() };
@@ -662,12 +664,12 @@ export class HttpGuard<Req> {
     let writingNow = record;
     try {
       const [, current] = await Promise.all([
-        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, options),
+        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, this.setOptions(plan, ttl, startedAt)),
         known ? undefined : this.cache.get(plan.base).then(toVaryRecord, () => undefined),
       ]);
       if (current !== undefined && current.gen !== record.gen && sameNames(current.names, names)) {
         if (this.writingRecords.get(plan.base) === record) this.writingRecords.set(plan.base, (writingNow = current));
-        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, options);
+        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, this.setOptions(plan, ttl, startedAt));
         await this.cache.set(plan.base, encodeVaryRecord(current), this.options.maxTtl);
       } else {
         await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);
@@ -723,6 +725,7 @@ function readAsGet<Req>(req: Req): Req {
 }
 
 type StorableFreshness = Extract<Freshness, { storable: true }>;
+
 
 /** A valid `Content-Length` (digits only, one value), or undefined. */
 function contentLength(headers: CapturedResponse['headers']): number | undefined {

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { CONNECTION_FIELDS } from './header-bag.js';
+import { isTargetedField } from './targeted-fields.js';
 
 /** A header as it is stored and served: lower-case name, value(s) as latin1 strings. */
 export type HeaderEntry = [name: string, value: string | string[]];
@@ -8,7 +9,8 @@ export type HeaderEntry = [name: string, value: string | string[]];
  * Never stored: hop-by-hop headers (RFC 9110 §7.6.1), `Set-Cookie` (a response carrying it is
  * not stored at all; this is the second line of defence), `Content-Length` (the stored body's
  * is sent), what the cache itself sets (`X-Cache`, `Age`, `Cache-Status`),
- * `Dogpile-Cache-Control` and `Dogpile-Tags` (read by this cache only, never stored nor sent). `Date` is stored:
+ * `Dogpile-Cache-Control`, `Dogpile-Tags` and any other `Dogpile-*` field (read by this cache only,
+ * never stored nor sent). `Date` is stored:
  * a response served from the cache carries the origin's `Date` (RFC 9110 §6.6.1).
  */
 const NOT_STORED = new Set([
@@ -35,7 +37,7 @@ export function storableHeaders(headers: OutgoingHttpHeaders, omit: readonly str
   const out: HeaderEntry[] = [];
   for (const name of Object.keys(headers)) {
     const lower = name.toLowerCase();
-    if (NOT_STORED.has(lower) || alsoDropped?.has(lower) || omit.includes(lower)) continue;
+    if (NOT_STORED.has(lower) || isTargetedField(lower) || alsoDropped?.has(lower) || omit.includes(lower)) continue;
     const v = headers[name];
     if (v === undefined) continue;
     out.push([lower, Array.isArray(v) ? v.map(String) : String(v)]);

@@ -1,3 +1,5 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { defaultCacheKey, requestHost, urlTag, withoutUnkeyedInput } from './cache-key.js';
 import { singletonField, type HeaderBag } from './header-bag.js';
 
 /** Safe methods (RFC 9110 §9.2.1); every other method, known or not, is unsafe. */
@@ -37,6 +39,21 @@ export function invalidationTargets(method: string, status: number, requestUrl: 
     if ((url.protocol === 'http:' || url.protocol === 'https:') && url.host === base.host) add(url.pathname + url.search);
   }
   return targets;
+}
+
+/**
+ * What a write drops for its target URLs under the default keys, whatever forwarding headers
+ * it carried: each URL's key (it holds the response or the `VaryRecord`: deleting it orphans
+ * every variant) as a request without forwarding headers has it and as the write's own headers
+ * make it, and each URL's tag, which the responses stored for requests with other forwarding
+ * headers carry (`withUrlTag`).
+ */
+export function defaultKeyInvalidation(targets: readonly string[], headers: IncomingHttpHeaders): { keys: string[]; tags: string[] } {
+  const plain = withoutUnkeyedInput(headers);
+  const keys = new Set<string>();
+  for (const url of targets) keys.add(defaultCacheKey('GET', url, plain)).add(defaultCacheKey('GET', url, headers));
+  const host = requestHost(headers);
+  return { keys: [...keys], tags: targets.map((url) => urlTag(url, host)) };
 }
 
 function baseUrl(requestUrl: string, host: string): URL | undefined {

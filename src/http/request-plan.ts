@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { defaultCacheKey, userCacheKey, varyKeySuffix } from './cache-key.js';
+import { MAX_TAGS } from '../store/tags.js';
+import { defaultCacheKey, hasUnkeyedInput, requestHost, urlTag, userCacheKey, varyKeySuffix } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 
 /**
@@ -20,6 +21,17 @@ export function cacheableRequest(method: string, headers: IncomingHttpHeaders, p
 /** The key of a request without its `Vary` part: the user's key (namespaced) or method + host + path + sorted query. */
 export function requestBaseKey(method: string, url: string, headers: IncomingHttpHeaders, userKey: string | undefined): string {
   return userKey !== undefined ? userCacheKey(userKey) : defaultCacheKey(method, url, headers);
+}
+
+/**
+ * The tags of a request under a default key: `tags`, plus its URL's tag (`urlTag`) when it
+ * carries forwarding headers and so has a key of its own, which lets a write reach its
+ * responses whatever the write carried; false when `tags` leave no room for it (`MAX_TAGS`).
+ */
+export function withUrlTag(tags: readonly string[] | undefined, url: string, headers: IncomingHttpHeaders): readonly string[] | undefined | false {
+  if (!hasUnkeyedInput(headers)) return tags;
+  if (tags !== undefined && tags.length >= MAX_TAGS) return false;
+  return [...(tags ?? []), urlTag(url, requestHost(headers))];
 }
 
 /** The key of a request whose response varies on the request headers `names`. */

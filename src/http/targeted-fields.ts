@@ -1,0 +1,87 @@
+import type { ServerResponse } from 'node:http';
+
+/**
+ * Response fields read by this cache only: `Dogpile-Cache-Control` (RFC 9213's targeted
+ * field for this cache), `Dogpile-Tags`, and any other `Dogpile-*` field. They are taken off
+ * every response before it is written: never stored, never sent to a client.
+ */
+export function isTargetedField(name: string): boolean {
+  return name.toLowerCase().startsWith('dogpile-');
+}
+
+type HeaderAccess = { getHeader(name: string): unknown; removeHeader(name: string): unknown };
+type HeaderNames = HeaderAccess & { getHeaderNames(): string[] };
+type WriteHeadFn = (...args: unknown[]) => unknown;
+
+/** Takes `Dogpile-Cache-Control` (read by this cache only) off a response; returns its value. */
+export function takeTargetedField(res: HeaderAccess): string | undefined {
+  return takeField(res, 'dogpile-cache-control');
+}
+
+/** Takes `Dogpile-Tags` (the tags of the stored entry, read by this cache only) off a response; returns its value. */
+export function takeTagsField(res: HeaderAccess): string | undefined {
+  return takeField(res, 'dogpile-tags');
+}
+
+function takeField(res: HeaderAccess, name: string): string | undefined {
+  const value = res.getHeader(name);
+  if (value === undefined || value === null) return undefined;
+  res.removeHeader(name);
+  return Array.isArray(value) ? value.join(', ') : String(value);
+}
+
+/** The index of the headers argument of `writeHead(status, [message], [headers])`, or -1. */
+function headersArg(args: unknown[]): number {
+  return args.findIndex((arg, i) => i > 0 && arg !== null && typeof arg === 'object');
+}
+
+/**
+ * Sets the headers given to `writeHead(status, [message], headers)` (an object, or a flat
+ * `[name, value, ...]` list) on `res` and takes them out of `args`, so that everything reading
+ * `res`'s headers from here on sees them. Node does the same itself whenever the response has
+ * headers set already: a field given there replaces one set before (in a list, repeated names
+ * are all kept).
+ */
+export function absorbWriteHeadHeaders(res: ServerResponse, args: unknown[]): void {
+  const at = headersArg(args);
+  if (at === -1) return;
+  const given = args[at];
+  if (Array.isArray(given)) {
+    // A list of pairs is not Node's form: left to Node as it is.
+    if (given.length % 2 !== 0 || given.some((item) => Array.isArray(item))) return;
+    for (let i = 0; i < given.length; i += 2) res.removeHeader(String(given[i]));
+    for (let i = 0; i < given.length; i += 2) if (given[i]) res.appendHeader(String(given[i]), given[i + 1] as string | string[]);
+  } else {
+    for (const [name, value] of Object.entries(given as Record<string, unknown>)) if (name) res.setHeader(name, value as string | string[] | number);
+  }
+  args.splice(at, 1);
+}
+
+/** Removes every `Dogpile-*` field from `res`, and from the headers argument of a `writeHead` call (`args`, changed in place). */
+export function dropTargetedFields(res: HeaderNames, args?: unknown[]): void {
+  for (const name of res.getHeaderNames()) if (isTargetedField(name)) res.removeHeader(name);
+  if (args === undefined) return;
+  const at = headersArg(args);
+  if (at === -1) return;
+  const given = args[at];
+  if (Array.isArray(given)) {
+    if (given.some((item) => Array.isArray(item))) args[at] = given.filter((pair) => !isTargetedField(String((pair as unknown[])[0])));
+    else {
+      const kept: unknown[] = [];
+      for (let i = 0; i < given.length; i += 2) if (!isTargetedField(String(given[i]))) kept.push(given[i], given[i + 1]);
+      args[at] = kept;
+    }
+    return;
+  }
+  const object = given as Record<string, unknown>;
+  if (Object.keys(object).some(isTargetedField)) args[at] = Object.fromEntries(Object.entries(object).filter(([name]) => !isTargetedField(name)));
+}
+
+/** Drops every `Dogpile-*` field from `res` when its headers are written (`writeHead`, which Node also calls for implicit headers), whoever set them and however. */
+export function dropTargetedFieldsOnWrite(res: ServerResponse): void {
+  const writeHead = res.writeHead as unknown as WriteHeadFn;
+  (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
+    dropTargetedFields(this, args);
+    return writeHead.apply(this, args);
+  };
+}
