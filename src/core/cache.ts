@@ -103,6 +103,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (event === 'hit') this.hitListened = this.listenerCount('hit') > 0;
   };
 
+  /**
+   * The cache's clock, in ms since the epoch: the Redis server's (estimated without a round
+   * trip) with a Redis, this process's otherwise. What entries' `createdAt` (`resolve()`'s
+   * result) is measured on: an age is `cache.now() - createdAt`, whatever this machine's clock says.
+   */
+  now(): number {
+    return this.backend.now();
+  }
+
   /** True when the cache coordinates through Redis (across processes). */
   get distributed(): boolean {
     return this.backend.distributed;

@@ -399,7 +399,7 @@ export class HttpGuard<Req> {
     }
     const { merged, f } = renewed;
     const bytes = encodeResponse({
-      createdAt: now,
+      createdAt: this.cache.now(),
       status: stored.status,
       headers: storableHeaders(merged, f.omitHeaders),
       vary: stored.vary,
@@ -531,7 +531,8 @@ export class HttpGuard<Req> {
       this.varyMismatch(plan, stored, exchange);
       return;
     }
-    const now = Date.now();
+    // How long it has been stored, on the cache's clock (the one it was stored on).
+    const now = this.cache.now();
     const remaining = remainingFreshness(stored, now);
     if (remaining <= 0 && xCache !== 'STALE') {
       // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
@@ -617,7 +618,7 @@ export class HttpGuard<Req> {
     // Node writes a Date on every response the app did not give one: the one sent is this one.
     if (!headers.some(([name]) => name === 'date')) headers.push(['date', formatHttpDate(now)]);
     const bytes = encodeResponse({
-      createdAt: now,
+      createdAt: this.cache.now(),
       status: response.status,
       headers,
       vary: vary.map((name) => [name, headerValue(plan.headers, name)] as const),

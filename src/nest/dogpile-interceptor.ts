@@ -361,11 +361,12 @@ export class DogpileInterceptor implements NestInterceptor {
     const res = context.switchToHttp().getResponse<Record<string, unknown>>();
     if (res.headersSent === true || res.sent === true) return;
     this.setHeader(res, 'X-Cache', xCache);
-    if (createdAt !== undefined) this.setHeader(res, 'Age', String(ageSeconds(createdAt)));
+    const now = this.cache.now();
+    if (createdAt !== undefined) this.setHeader(res, 'Age', String(ageSeconds(createdAt, now)));
     // The same outcome in the standard header (RFC 9211).
     const entry: CacheStatusEntry =
       xCache === 'HIT'
-        ? { hit: true, ttl: ttl !== undefined && createdAt !== undefined ? ttl - (Date.now() - createdAt) : undefined }
+        ? { hit: true, ttl: ttl !== undefined && createdAt !== undefined ? ttl - (now - createdAt) : undefined }
         : xCache === 'COALESCED'
           ? { fwd: 'miss', collapsed: true }
           : { fwd: 'miss' };
