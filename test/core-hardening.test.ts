@@ -277,3 +277,29 @@ describe('keys refreshed by another process: what a process follows is bounded, 
     expect(warnings).toEqual([]);
   });
 });
+
+describe('a refresh running in this process after a tag of its value was invalidated', () => {
+  it('no later caller is answered the invalidated stale value', async () => {
+    const cache = createCache({ staleWhileRevalidate: 60_000 });
+    try {
+      const key = freshId('refreshing-tagged');
+      const tag = freshId('tag');
+      expect(await cache.getOrCompute(key, () => 'v1', { ttl: 50, tags: [tag] })).toBe('v1');
+      await sleep(80);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      // Past its TTL, inside its stale window: answered stale at once, one refresh starts (held by the gate).
+      const first = await cache.resolve(key, async () => {
+        await gate;
+        return 'v2';
+      }, { ttl: 60_000, tags: [tag] });
+      expect(first).toMatchObject({ value: 'v1', status: 'stale' });
+      await cache.invalidateTags([tag]);
+      const later = cache.resolve(key, () => 'v3', { ttl: 60_000, tags: [tag] });
+      release();
+      expect((await later).value).not.toBe('v1');
+    } finally {
+      await cache.close();
+    }
+  });
+});

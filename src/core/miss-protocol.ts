@@ -232,7 +232,10 @@ export class MissProtocol {
   staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
     const running = this.refreshes.get(key);
     if (running === undefined || !withinRevalidate(running.entry, this.backend.now(), opts.freshness)) return undefined;
-    return this.staleAnswer(key, running.entry, 'revalidate');
+    // A tag of the value invalidated since it was looked up: no longer an answer, stale or not.
+    const entry = running.entry.tags === undefined ? running.entry : this.backend.backend.withKnownTags(running.entry);
+    if (entry === undefined) return undefined;
+    return this.staleAnswer(key, entry, 'revalidate');
   }
 
   /**

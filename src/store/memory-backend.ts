@@ -37,6 +37,11 @@ export class MemoryBackend implements Backend {
     return processNow();
   }
 
+  /** No tags checked at this layer (TaggedBackend does). */
+  withKnownTags(entry: StoredEntry): StoredEntry {
+    return entry;
+  }
+
   live(): boolean {
     return true;
   }

@@ -93,6 +93,11 @@ export class RedisBackend implements Backend {
     return this.clock.now();
   }
 
+  /** No tags checked at this layer (TaggedBackend does). */
+  withKnownTags(entry: StoredEntry): StoredEntry {
+    return entry;
+  }
+
   live(key: string): boolean {
     return existingSharedSubscriber(this.client)?.isLive(cacheKeys(this.options.prefix, key).channel) === true;
   }

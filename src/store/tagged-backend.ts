@@ -40,6 +40,10 @@ export class TaggedBackend implements Backend {
     return this.inner.live(key);
   }
 
+  withKnownTags(entry: StoredEntry): StoredEntry | undefined {
+    return entry.tags === undefined ? entry : this.knownVerdict(entry, false);
+  }
+
   /** A hit in process memory only when every tag's stamp is held here; otherwise the caller goes on to the store. */
   peek(key: string): StoredEntry | undefined {
     const entry = this.inner.peek(key);

@@ -133,6 +133,12 @@ export interface Backend {
   available(): boolean;
   /** The invalidation stamps of tags. */
   readonly tagStamps: TagStamps;
+  /**
+   * `entry` as the tag stamps held in this process make it (stale since an invalidation with
+   * `stale: true`), or undefined when one of its tags was invalidated since it was made or a
+   * stamp is not held here. Entries without tags are returned as they are.
+   */
+  withKnownTags(entry: StoredEntry): StoredEntry | undefined;
   /** Behind a layer that checks tags: the backend it wraps (read by the hit fast path, which checks tags itself). */
   readonly untagged?: Backend;
   close(): Promise<void>;
