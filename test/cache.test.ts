@@ -342,10 +342,20 @@ describe('values through Redis', () => {
   });
 });
 
+/**
+ * For the tests whose waiter must be woken by the leader's announcement: a waiter that hears
+ * nothing also wakes, when the lock's remaining time runs out, and then finds the value or
+ * leads. So the lock lives 30 s (and the wait may last 60 s), and the waiter must be answered
+ * within a third of the lock's lifetime: far above a loader of a few hundred ms plus one
+ * delivery on a loaded machine, far below the wake-up that the lock's expiry would bring.
+ */
+const ANNOUNCED = { lockTtl: 30_000, waitTimeout: 60_000 };
+const WOKEN_WITHIN_MS = ANNOUNCED.lockTtl / 3;
+
 describe('coordination through Redis (two caches = two processes)', () => {
   it('a waiter gets the leader value from the announcement without running its loader', async () => {
-    const a = createCache({ redis: server.client() });
-    const b = createCache({ redis: server.client() });
+    const a = createCache({ redis: server.client(), ...ANNOUNCED });
+    const b = createCache({ redis: server.client(), ...ANNOUNCED });
     const key = uniq('two');
     const coalesced = record(b, 'coalesced');
     const leader = a.resolve(key, async () => {
@@ -353,7 +363,9 @@ describe('coordination through Redis (two caches = two processes)', () => {
       return 'from-a';
     }, 10_000);
     await sleep(50);
+    const started = performance.now();
     const waiter = await b.resolve(key, () => 'from-b', 10_000);
+    expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     expect(waiter.value).toBe('from-a');
     expect(waiter.status).toBe('coalesced');
     expect(coalesced).toEqual([{ key, remote: true }]);
@@ -363,8 +375,8 @@ describe('coordination through Redis (two caches = two processes)', () => {
   });
 
   it('an abandoned lead is released to the other process: one of its waiters leads, no marker is left', async () => {
-    const a = createCache({ redis: server.client(), hitForMissTtl: 5_000 });
-    const b = createCache({ redis: server.client(), hitForMissTtl: 5_000 });
+    const a = createCache({ redis: server.client(), hitForMissTtl: 5_000, ...ANNOUNCED });
+    const b = createCache({ redis: server.client(), hitForMissTtl: 5_000, ...ANNOUNCED });
     const key = uniq('abandoned-remote');
     const leader = a.resolve(key, async () => {
       await sleep(150);
@@ -380,7 +392,10 @@ describe('coordination through Redis (two caches = two processes)', () => {
       }, 10_000),
     );
     await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
+    const released = performance.now();
     const results = await Promise.all(waiters);
+    // Woken by the release's announcement, not by the lock's expiry.
+    expect(performance.now() - released).toBeLessThan(WOKEN_WITHIN_MS);
     expect(runs).toBe(1);
     expect(new Set(results.map((r) => r.value)).size).toBe(1);
     expect(results.filter((r) => r.status === 'miss')).toHaveLength(1);
@@ -435,8 +450,8 @@ describe('coordination through Redis (two caches = two processes)', () => {
   });
 
   it('a large value is stored, announced without inlining, and read by the waiter', async () => {
-    const a = createCache({ redis, inlineMax: 100 });
-    const b = createCache({ redis: server.client(), inlineMax: 100 });
+    const a = createCache({ redis, inlineMax: 100, ...ANNOUNCED });
+    const b = createCache({ redis: server.client(), inlineMax: 100, ...ANNOUNCED });
     const key = uniq('large');
     const big = 'z'.repeat(10_000);
     const leader = a.getOrCompute(key, async () => {
@@ -444,7 +459,9 @@ describe('coordination through Redis (two caches = two processes)', () => {
       return big;
     }, 10_000);
     await sleep(40);
+    const started = performance.now();
     expect(await b.getOrCompute(key, () => 'nope', 10_000)).toBe(big);
+    expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     await leader;
     await a.close();
     await b.close();
@@ -703,8 +720,8 @@ describe('default cache and cacheWithoutDogpiling', () => {
   });
 
   it('two caches made from a URL coordinate from their first call (no lost subscribe while connecting)', async () => {
-    const a = createCache({ redis: server.url });
-    const b = createCache({ redis: server.url });
+    const a = createCache({ redis: server.url, ...ANNOUNCED });
+    const b = createCache({ redis: server.url, ...ANNOUNCED });
     const key = uniq('fresh-url');
     let runs = 0;
     const loader = async () => {
@@ -714,8 +731,11 @@ describe('default cache and cacheWithoutDogpiling', () => {
     };
     const first = a.getOrCompute(key, loader, 10_000);
     await sleep(50);
+    const started = performance.now();
     const second = b.getOrCompute(key, loader, 10_000);
     expect(await Promise.all([first, second])).toEqual(['once', 'once']);
+    // The second cache heard the announcement on the subscription made while connecting.
+    expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     expect(runs).toBe(1);
     await a.close();
     await b.close();
