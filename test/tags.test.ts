@@ -206,9 +206,33 @@ describe('tags on Redis', () => {
     await b.close();
   });
 
-  it('invalidateTags rejects with a BackendError when Redis is unreachable, and changes nothing', async () => {
+  it('invalidateTags rejects with a BackendError when Redis is unreachable', async () => {
     const cache = createCache({ redis: 'redis://127.0.0.1:1', commandTimeout: 200, backendCooldown: 10 });
     await expect(cache.invalidateTags(['t'])).rejects.toMatchObject({ name: 'BackendError' });
+    await cache.close();
+  });
+
+  it('invalidateTags rejects with a BackendError when Redis refuses the write, and changes nothing', async () => {
+    const admin = server.client();
+    const prefix = freshId('refused');
+    const cache = createCache({ redis: server.client(), prefix, backendCooldown: 0 });
+    const tag = freshId('t');
+    expect(await cache.getOrCompute('k', () => 'v1', { ttl: 60_000, tags: [tag] })).toBe('v1');
+    const keysBefore = (await admin.keys(`${prefix}:*`)).sort();
+    await admin.config('SET', 'min-replicas-to-write', '1');
+    try {
+      await expect(cache.invalidateTags([tag])).rejects.toMatchObject({ name: 'BackendError' });
+    } finally {
+      await admin.config('SET', 'min-replicas-to-write', '0');
+    }
+    // No stamp was written, no key changed, and the tagged entry is still served, here and
+    // by another cache that reads it from Redis.
+    expect((await admin.keys(`${prefix}:*`)).sort()).toEqual(keysBefore);
+    expect(await admin.exists(`${prefix}:t:{${tag}}`)).toBe(0);
+    expect(await cache.resolve('k', () => 'v2', { ttl: 60_000, tags: [tag] })).toMatchObject({ value: 'v1', status: 'hit' });
+    const other = createCache({ redis: server.client(), prefix });
+    expect(await other.resolve('k', () => 'v2', { ttl: 60_000, tags: [tag] })).toMatchObject({ value: 'v1', status: 'hit' });
+    await other.close();
     await cache.close();
   });
 });
