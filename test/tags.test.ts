@@ -218,6 +218,8 @@ describe('tags on Redis', () => {
     const cache = createCache({ redis: server.client(), prefix, backendCooldown: 0 });
     const tag = freshId('t');
     expect(await cache.getOrCompute('k', () => 'v1', { ttl: 60_000, tags: [tag] })).toBe('v1');
+    // A hit: this process now holds the tag's stamp, which a failed invalidation must not move.
+    expect(await cache.resolve('k', () => 'v2', { ttl: 60_000, tags: [tag] })).toMatchObject({ value: 'v1', status: 'hit' });
     const keysBefore = (await admin.keys(`${prefix}:*`)).sort();
     await admin.config('SET', 'min-replicas-to-write', '1');
     try {

@@ -6,7 +6,8 @@
  * invalidation on HTTP writes, the lead hand-off, the fail-safe hold), runs the test files
  * that claim it, and reports whether they failed ("killed") or passed ("survived"). A
  * mutation whose search string is not found exactly once is "stale": the code it targets has
- * changed, and the list must follow. Any survivor or stale entry makes the script exit 1.
+ * changed, and the list must follow. A files-and-filter pair that selects no test is "no
+ * tests". Anything but killed, or a baseline run that fails, makes the script exit 1.
  *
  * Why a list of our own and not Stryker: Stryker mutates every operator it finds in the files
  * it is given and reruns the tests for each; it cannot be pointed at one line inside a Lua
@@ -31,7 +32,7 @@ import { MUTATIONS, type Mutation } from '../test/mutations/list.js';
 /** Longest run of one mutation's tests: a hang counts as killed (the test did not pass). */
 const RUN_TIMEOUT_MS = 300_000;
 
-type Outcome = 'killed' | 'killed (timeout)' | 'survived' | 'stale';
+type Outcome = 'killed' | 'killed (timeout)' | 'survived' | 'stale' | 'no tests';
 
 interface Row {
   mutation: Mutation;
@@ -61,6 +62,8 @@ function scratchCopy(): string {
 
 interface RunResult {
   passed: boolean;
+  /** False when the files and filter selected no test: nothing was checked. */
+  ran: boolean;
   timedOut: boolean;
   seconds: number;
   summary: string;
@@ -92,9 +95,10 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
       // eslint-disable-next-line no-control-regex
       const plain = out.replace(/\u001b\[[0-9;]*m/g, '');
       const tests = plain.match(/^\s*Tests\s+(.*)$/m)?.[1]?.trim() ?? '';
-      const noTests = /No test files found|no tests/i.test(plain) && !/passed/.test(tests);
+      const ran = timedOut || /\d+ (passed|failed)/.test(tests);
       resolve({
-        passed: code === 0 && !noTests && !timedOut,
+        passed: code === 0 && ran && !timedOut,
+        ran,
         timedOut,
         seconds: (performance.now() - started) / 1000,
         summary: timedOut ? `no result after ${RUN_TIMEOUT_MS / 1000} s` : tests || plain.trim().split('\n').slice(-3).join(' '),
@@ -139,7 +143,7 @@ async function main(): Promise<void> {
       writeFileSync(file, original.replace(m.search, () => m.replace));
       try {
         const r = await vitest(dir, m.tests, m.filter);
-        const outcome: Outcome = r.passed ? 'survived' : r.timedOut ? 'killed (timeout)' : 'killed';
+        const outcome: Outcome = !r.ran ? 'no tests' : r.passed ? 'survived' : r.timedOut ? 'killed (timeout)' : 'killed';
         rows.push({ mutation: m, outcome, seconds: r.seconds, detail: r.summary });
         console.log(`${m.id}: ${outcome} (${r.seconds.toFixed(0)} s) [${r.summary}]`);
       } finally {
@@ -153,7 +157,7 @@ async function main(): Promise<void> {
   const report = render(rows, baselineFailed, minutes);
   console.log(`\n${report}`);
   if (!flag('--no-report') && !only) writeFileSync(path.join(root, 'test/mutations/REPORT.md'), report);
-  const bad = rows.filter((r) => r.outcome === 'survived' || r.outcome === 'stale').length + baselineFailed.length;
+  const bad = rows.filter((r) => !r.outcome.startsWith('killed')).length + baselineFailed.length;
   process.exitCode = bad > 0 ? 1 : 0;
 }
 
@@ -166,7 +170,8 @@ function render(rows: Row[], baselineFailed: string[], minutes: number): string 
     `Date: ${new Date().toISOString()}; run time ${minutes.toFixed(1)} min on ${os.cpus().length} cores`,
     '',
     `Killed ${rows.filter((r) => r.outcome.startsWith('killed')).length} of ${rows.length}; ` +
-      `survived ${rows.filter((r) => r.outcome === 'survived').length}; stale ${rows.filter((r) => r.outcome === 'stale').length}` +
+      `survived ${rows.filter((r) => r.outcome === 'survived').length}; stale ${rows.filter((r) => r.outcome === 'stale').length}; ` +
+      `no tests ${rows.filter((r) => r.outcome === 'no tests').length}` +
       (baselineFailed.length ? `; baseline failing: ${baselineFailed.join(', ')}` : '; every baseline run passed'),
     '',
     '| mutation | what is broken | file | tests | outcome | s | vitest |',

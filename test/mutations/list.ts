@@ -93,6 +93,15 @@ export const MUTATIONS: Mutation[] = [
     tests: ['test/stale-processes.test.ts'],
     filter: 'the loader starts throwing',
   },
+  {
+    id: 'memory-fail-safe-hold',
+    breaks: 'the in-process store does not hold a failed refresh for failSafeRetry',
+    file: 'src/store/memory-backend.ts',
+    search: '      this.locks.set(key, { token, until: performance.now() + commit.holdMs, hold: true });',
+    replace: '      this.locks.delete(key);',
+    tests: ['test/freshness.test.ts'],
+    filter: 'staleIfError \\+ failSafeRetry',
+  },
   // Writes announced to the other processes' L1.
   {
     id: 'set-publish',
@@ -177,6 +186,15 @@ export const MUTATIONS: Mutation[] = [
     tests: ['test/tags.test.ts'],
     filter: 'a value whose loader ran while its tag was invalidated',
   },
+  {
+    id: 'tag-stamp-before-write',
+    breaks: "a process moves its own tag stamp before Redis took the invalidation",
+    file: 'src/store/redis-tags.ts',
+    search: '        const text = await TAG_INVALIDATE.run(',
+    replace: "        const early = this.held.peek(tag);\n        if (early) early.stamp = laterStamp(early.stamp, parseStamp(`${Math.round(at)}:0`));\n        const text = await TAG_INVALIDATE.run(",
+    tests: ['test/tags.test.ts'],
+    filter: 'refuses the write, and changes nothing',
+  },
   // HTTP: invalidation on writes.
   {
     id: 'http-write-invalidation',
@@ -223,5 +241,14 @@ export const MUTATIONS: Mutation[] = [
     replace: '  do return false end',
     tests: ['test/lock.test.ts'],
     filter: 'a contended acquisition costs two commands',
+  },
+  // The documented defaults.
+  {
+    id: 'default-lock-ttl',
+    breaks: "the cache's lockTtl default is not the README's 5000 ms",
+    file: 'src/core/options.ts',
+    search: '  lockTtl: 5000,',
+    replace: '  lockTtl: 3000,',
+    tests: ['test/defaults.test.ts'],
   },
 ];
