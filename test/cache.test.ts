@@ -352,19 +352,35 @@ describe('values through Redis', () => {
 const ANNOUNCED = { lockTtl: 30_000, waitTimeout: 60_000 };
 const WOKEN_WITHIN_MS = ANNOUNCED.lockTtl / 3;
 
+/**
+ * A leader's loader that runs until `open()`: the test lets it finish only once the other
+ * cache's caller is waiting (its look-up answered "wait": the `coalesced` event), so neither
+ * a slow start of the leader nor a slow waiter can turn the waiter into a leader or a hit.
+ */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open, running: false };
+}
+
 describe('coordination through Redis (two caches = two processes)', () => {
   it('a waiter gets the leader value from the announcement without running its loader', async () => {
     const a = createCache({ redis: server.client(), ...ANNOUNCED });
     const b = createCache({ redis: server.client(), ...ANNOUNCED });
     const key = uniq('two');
     const coalesced = record(b, 'coalesced');
+    const g = gate();
     const leader = a.resolve(key, async () => {
-      await sleep(200);
+      g.running = true;
+      await g.opened;
       return 'from-a';
     }, 10_000);
-    await sleep(50);
+    await waitUntil('the first cache leads', () => g.running);
+    const waiting = b.resolve(key, () => 'from-b', 10_000);
+    await waitUntil('the second cache waits', () => coalesced.length > 0);
     const started = performance.now();
-    const waiter = await b.resolve(key, () => 'from-b', 10_000);
+    g.open();
+    const waiter = await waiting;
     expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     expect(waiter.value).toBe('from-a');
     expect(waiter.status).toBe('coalesced');
@@ -378,11 +394,14 @@ describe('coordination through Redis (two caches = two processes)', () => {
     const a = createCache({ redis: server.client(), hitForMissTtl: 5_000, ...ANNOUNCED });
     const b = createCache({ redis: server.client(), hitForMissTtl: 5_000, ...ANNOUNCED });
     const key = uniq('abandoned-remote');
+    const coalesced = record(b, 'coalesced');
+    const g = gate();
     const leader = a.resolve(key, async () => {
-      await sleep(150);
+      g.running = true;
+      await g.opened;
       throw new AbandonedLoad('gone');
     }, 10_000);
-    await sleep(50);
+    await waitUntil('the first cache leads', () => g.running);
     let runs = 0;
     const waiters = Array.from({ length: 4 }, (_, i) =>
       b.resolve(key, async () => {
@@ -391,8 +410,10 @@ describe('coordination through Redis (two caches = two processes)', () => {
         return `b-${i}`;
       }, 10_000),
     );
-    await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
+    await waitUntil('the second cache waits', () => coalesced.some((c) => c.remote));
+    g.open();
     const released = performance.now();
+    await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
     const results = await Promise.all(waiters);
     // Woken by the release's announcement, not by the lock's expiry.
     expect(performance.now() - released).toBeLessThan(WOKEN_WITHIN_MS);
@@ -454,13 +475,19 @@ describe('coordination through Redis (two caches = two processes)', () => {
     const b = createCache({ redis: server.client(), inlineMax: 100, ...ANNOUNCED });
     const key = uniq('large');
     const big = 'z'.repeat(10_000);
+    const coalesced = record(b, 'coalesced');
+    const g = gate();
     const leader = a.getOrCompute(key, async () => {
-      await sleep(150);
+      g.running = true;
+      await g.opened;
       return big;
     }, 10_000);
-    await sleep(40);
+    await waitUntil('the first cache leads', () => g.running);
+    const waiting = b.getOrCompute(key, () => 'nope', 10_000);
+    await waitUntil('the second cache waits', () => coalesced.length > 0);
     const started = performance.now();
-    expect(await b.getOrCompute(key, () => 'nope', 10_000)).toBe(big);
+    g.open();
+    expect(await waiting).toBe(big);
     expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     await leader;
     await a.close();
@@ -723,16 +750,21 @@ describe('default cache and cacheWithoutDogpiling', () => {
     const a = createCache({ redis: server.url, ...ANNOUNCED });
     const b = createCache({ redis: server.url, ...ANNOUNCED });
     const key = uniq('fresh-url');
+    const coalesced = record(b, 'coalesced');
+    const g = gate();
     let runs = 0;
     const loader = async () => {
       runs++;
-      await sleep(300);
+      g.running = true;
+      await g.opened;
       return 'once';
     };
     const first = a.getOrCompute(key, loader, 10_000);
-    await sleep(50);
-    const started = performance.now();
+    await waitUntil('the first cache leads', () => g.running);
     const second = b.getOrCompute(key, loader, 10_000);
+    await waitUntil('the second cache waits', () => coalesced.length > 0);
+    const started = performance.now();
+    g.open();
     expect(await Promise.all([first, second])).toEqual(['once', 'once']);
     // The second cache heard the announcement on the subscription made while connecting.
     expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);

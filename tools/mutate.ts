@@ -67,9 +67,26 @@ interface RunResult {
   timedOut: boolean;
   seconds: number;
   summary: string;
+  /** The failures vitest printed (for a baseline run that fails). */
+  failures: string;
 }
 
 /** `npx vitest run <files> [-t filter]` in `cwd`; CI unset so no retry hides a failure. */
+/** The process group of the vitest run in progress, stopped with the script (Ctrl-C). */
+let running: number | undefined;
+let scratch: string | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    try {
+      if (running !== undefined) process.kill(-running, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    process.exit(130);
+  });
+}
+
 function vitest(cwd: string, files: string[], filter: string | undefined): Promise<RunResult> {
   const argv = ['vitest', 'run', ...files, ...(filter ? ['-t', filter] : [])];
   const env = { ...process.env };
@@ -77,6 +94,7 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
   const started = performance.now();
   return new Promise((resolve) => {
     const child = spawn('npx', argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    running = child.pid;
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -92,6 +110,7 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
     }, RUN_TIMEOUT_MS);
     child.on('close', (code) => {
       clearTimeout(timer);
+      running = undefined;
       // eslint-disable-next-line no-control-regex
       const plain = out.replace(/\u001b\[[0-9;]*m/g, '');
       const tests = plain.match(/^\s*Tests\s+(.*)$/m)?.[1]?.trim() ?? '';
@@ -102,6 +121,7 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
         timedOut,
         seconds: (performance.now() - started) / 1000,
         summary: timedOut ? `no result after ${RUN_TIMEOUT_MS / 1000} s` : tests || plain.trim().split('\n').slice(-3).join(' '),
+        failures: plain.slice(Math.max(0, plain.indexOf('Failed Tests')), plain.indexOf('Failed Tests') === -1 ? 0 : undefined).slice(0, 4000),
       });
     });
   });
@@ -117,6 +137,7 @@ async function main(): Promise<void> {
   const list = MUTATIONS.filter((m) => !only || only.has(m.id));
   const started = performance.now();
   const dir = scratchCopy();
+  scratch = dir;
   console.log(`scratch copy: ${dir}`);
   const rows: Row[] = [];
   const baselineFailed: string[] = [];
@@ -128,7 +149,10 @@ async function main(): Promise<void> {
       for (const [label, run] of runs) {
         const r = await vitest(dir, run.files, run.filter);
         console.log(`baseline ${r.passed ? 'passes' : 'FAILS'} (${r.seconds.toFixed(0)} s): ${label}  [${r.summary}]`);
-        if (!r.passed) baselineFailed.push(label);
+        if (!r.passed) {
+          baselineFailed.push(label);
+          console.log(r.failures);
+        }
       }
     }
     for (const m of list) {
