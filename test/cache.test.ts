@@ -354,13 +354,38 @@ const WOKEN_WITHIN_MS = ANNOUNCED.lockTtl / 3;
 
 /**
  * A leader's loader that runs until `open()`: the test lets it finish only once the other
- * cache's caller is waiting (its look-up answered "wait": the `coalesced` event), so neither
- * a slow start of the leader nor a slow waiter can turn the waiter into a leader or a hit.
+ * cache's caller sleeps on the key's channel, so neither a slow start of the leader nor a slow
+ * waiter can turn the waiter into a leader or a hit, and only an announcement can wake it.
  */
 function gate() {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   return { opened, open, running: false };
+}
+
+/** Lua scripts the server ran (EVALSHA and EVAL); a look-up is one. */
+async function scriptsRun(): Promise<number> {
+  const info = await redis.info('commandstats');
+  return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+/**
+ * Resolves once a caller of another cache (with `coalesced` events recorded), started after
+ * `before` was taken, sleeps on `key`'s channel: it is subscribed, its look-up answered "wait"
+ * (the `coalesced` event), and when that look-up went before the subscription, the one it
+ * sends once subscribed (the second script since `before`) has been run too. Should a version
+ * subscribe before its only look-up, the last condition is given up 500 ms after the first two
+ * hold: by then that look-up was answered long ago.
+ */
+async function asleep(cache: DogpileCache, key: string, coalesced: { remote: boolean }[], before: number): Promise<void> {
+  const { channel } = cacheKeys(cache.options.prefix, key);
+  let since: number | undefined;
+  await waitUntil('the other cache to sleep on the channel', async () => {
+    const subscribed = Number(((await redis.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1]) > 0;
+    if (!subscribed || !coalesced.some((c) => c.remote)) return false;
+    since ??= performance.now();
+    return (await scriptsRun()) >= before + 2 || performance.now() - since > 500;
+  });
 }
 
 describe('coordination through Redis (two caches = two processes)', () => {
@@ -376,8 +401,9 @@ describe('coordination through Redis (two caches = two processes)', () => {
       return 'from-a';
     }, 10_000);
     await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
     const waiting = b.resolve(key, () => 'from-b', 10_000);
-    await waitUntil('the second cache waits', () => coalesced.length > 0);
+    await asleep(b, key, coalesced, before);
     const started = performance.now();
     g.open();
     const waiter = await waiting;
@@ -402,6 +428,7 @@ describe('coordination through Redis (two caches = two processes)', () => {
       throw new AbandonedLoad('gone');
     }, 10_000);
     await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
     let runs = 0;
     const waiters = Array.from({ length: 4 }, (_, i) =>
       b.resolve(key, async () => {
@@ -410,7 +437,7 @@ describe('coordination through Redis (two caches = two processes)', () => {
         return `b-${i}`;
       }, 10_000),
     );
-    await waitUntil('the second cache waits', () => coalesced.some((c) => c.remote));
+    await asleep(b, key, coalesced, before);
     g.open();
     const released = performance.now();
     await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
@@ -483,8 +510,9 @@ describe('coordination through Redis (two caches = two processes)', () => {
       return big;
     }, 10_000);
     await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
     const waiting = b.getOrCompute(key, () => 'nope', 10_000);
-    await waitUntil('the second cache waits', () => coalesced.length > 0);
+    await asleep(b, key, coalesced, before);
     const started = performance.now();
     g.open();
     expect(await waiting).toBe(big);
@@ -761,8 +789,9 @@ describe('default cache and cacheWithoutDogpiling', () => {
     };
     const first = a.getOrCompute(key, loader, 10_000);
     await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
     const second = b.getOrCompute(key, loader, 10_000);
-    await waitUntil('the second cache waits', () => coalesced.length > 0);
+    await asleep(b, key, coalesced, before);
     const started = performance.now();
     g.open();
     expect(await Promise.all([first, second])).toEqual(['once', 'once']);

@@ -14,7 +14,7 @@ import { decodeEntry, encodeEntry, EntryKind } from '../src/store/entry.js';
 import { jsonSerializer } from '../src/store/serializer.js';
 import { tagVerdict } from '../src/store/tags.js';
 import { useRedis } from './support/use-redis.js';
-import { freshId, sleep } from '../tools/basics.js';
+import { freshId, sleep, waitUntil } from '../tools/basics.js';
 import { CREATED_AT, DELTA, jsonValue, STALE, TAGS, TTL } from './fixtures/formats/samples.js';
 
 const server = useRedis();
@@ -77,10 +77,21 @@ describe.each(stores)('tags %s', (_name, make) => {
   it('a value whose loader ran while its tag was invalidated is not served afterwards', async () => {
     const cache = make();
     const tag = freshId('t');
-    const slow = counting((run) => `v${run}`, 150);
+    // The first run is held until the invalidation resolved: it ran while its tag was invalidated.
+    let runs = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const slow = {
+      loader: async () => {
+        const run = ++runs;
+        if (run === 1) await held;
+        return `v${run}`;
+      },
+    };
     const first = cache.getOrCompute('slow', slow.loader, { ttl: 60_000, tags: [tag] });
-    await sleep(30);
+    await waitUntil('the first run to start', () => runs === 1);
     await cache.invalidateTags([tag]);
+    release();
     // The caller that waited gets the run it waited for...
     expect(await first).toBe('v1');
     // ...but the next caller does not get a value computed before the invalidation.
