@@ -114,6 +114,7 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
       // eslint-disable-next-line no-control-regex
       const plain = out.replace(/\u001b\[[0-9;]*m/g, '');
       const tests = plain.match(/^\s*Tests\s+(.*)$/m)?.[1]?.trim() ?? '';
+      const failedAt = plain.indexOf('Failed Tests');
       const ran = timedOut || /\d+ (passed|failed)/.test(tests);
       resolve({
         passed: code === 0 && ran && !timedOut,
@@ -121,7 +122,7 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
         timedOut,
         seconds: (performance.now() - started) / 1000,
         summary: timedOut ? `no result after ${RUN_TIMEOUT_MS / 1000} s` : tests || plain.trim().split('\n').slice(-3).join(' '),
-        failures: plain.slice(Math.max(0, plain.indexOf('Failed Tests')), plain.indexOf('Failed Tests') === -1 ? 0 : undefined).slice(0, 4000),
+        failures: failedAt === -1 ? '' : plain.slice(failedAt, failedAt + 4000),
       });
     });
   });
