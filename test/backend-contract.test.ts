@@ -19,7 +19,8 @@ backendContract('MemoryBackend', { distributed: false, storeAccess: false, peekL
 const server = useRedis();
 const PREFIX = 'contract';
 const INLINE_MAX = 512;
-const L1_TTL = 300;
+/** Long enough that the contract's order check (a 30 ms copy goes before an L1-ttl one) cannot be decided by a stalled loop. */
+const L1_TTL = 1000;
 
 /**
  * The backend runs on `client` (by default the client the tests hand to the library,

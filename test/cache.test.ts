@@ -342,18 +342,72 @@ describe('values through Redis', () => {
   });
 });
 
+/**
+ * For the tests whose waiter must be woken by the leader's announcement: a waiter that hears
+ * nothing also wakes, when the lock's remaining time runs out, and then finds the value or
+ * leads. So the lock lives 30 s (and the wait may last 60 s), and the waiter must be answered
+ * within a third of the lock's lifetime: far above a loader of a few hundred ms plus one
+ * delivery on a loaded machine, far below the wake-up that the lock's expiry would bring.
+ */
+const ANNOUNCED = { lockTtl: 30_000, waitTimeout: 60_000 };
+const WOKEN_WITHIN_MS = ANNOUNCED.lockTtl / 3;
+
+/**
+ * A leader's loader that runs until `open()`: the test lets it finish only once the other
+ * cache's caller sleeps on the key's channel, so neither a slow start of the leader nor a slow
+ * waiter can turn the waiter into a leader or a hit, and only an announcement can wake it.
+ */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open, running: false };
+}
+
+/** Lua scripts the server ran (EVALSHA and EVAL); a look-up is one. */
+async function scriptsRun(): Promise<number> {
+  const info = await redis.info('commandstats');
+  return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+/**
+ * Resolves once a caller of another cache (with `coalesced` events recorded), started after
+ * `before` was taken, sleeps on `key`'s channel: it is subscribed, its look-up answered "wait"
+ * (the `coalesced` event), and when that look-up went before the subscription, the one it
+ * sends once subscribed (the second script since `before`) has been run too. Should a version
+ * subscribe before its only look-up, the last condition is given up 500 ms after the first two
+ * hold: by then that look-up was answered long ago.
+ */
+async function asleep(cache: DogpileCache, key: string, coalesced: { remote: boolean }[], before: number): Promise<void> {
+  const { channel } = cacheKeys(cache.options.prefix, key);
+  let since: number | undefined;
+  await waitUntil('the other cache to sleep on the channel', async () => {
+    const subscribed = Number(((await redis.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1]) > 0;
+    if (!subscribed || !coalesced.some((c) => c.remote)) return false;
+    since ??= performance.now();
+    return (await scriptsRun()) >= before + 2 || performance.now() - since > 500;
+  });
+}
+
 describe('coordination through Redis (two caches = two processes)', () => {
   it('a waiter gets the leader value from the announcement without running its loader', async () => {
-    const a = createCache({ redis: server.client() });
-    const b = createCache({ redis: server.client() });
+    const a = createCache({ redis: server.client(), ...ANNOUNCED });
+    const b = createCache({ redis: server.client(), ...ANNOUNCED });
     const key = uniq('two');
     const coalesced = record(b, 'coalesced');
+    const g = gate();
     const leader = a.resolve(key, async () => {
-      await sleep(200);
+      g.running = true;
+      await g.opened;
       return 'from-a';
     }, 10_000);
-    await sleep(50);
-    const waiter = await b.resolve(key, () => 'from-b', 10_000);
+    await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
+    const waiting = b.resolve(key, () => 'from-b', 10_000);
+    await asleep(b, key, coalesced, before);
+    const started = performance.now();
+    g.open();
+    const waiter = await waiting;
+    expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     expect(waiter.value).toBe('from-a');
     expect(waiter.status).toBe('coalesced');
     expect(coalesced).toEqual([{ key, remote: true }]);
@@ -363,14 +417,18 @@ describe('coordination through Redis (two caches = two processes)', () => {
   });
 
   it('an abandoned lead is released to the other process: one of its waiters leads, no marker is left', async () => {
-    const a = createCache({ redis: server.client(), hitForMissTtl: 5_000 });
-    const b = createCache({ redis: server.client(), hitForMissTtl: 5_000 });
+    const a = createCache({ redis: server.client(), hitForMissTtl: 5_000, ...ANNOUNCED });
+    const b = createCache({ redis: server.client(), hitForMissTtl: 5_000, ...ANNOUNCED });
     const key = uniq('abandoned-remote');
+    const coalesced = record(b, 'coalesced');
+    const g = gate();
     const leader = a.resolve(key, async () => {
-      await sleep(150);
+      g.running = true;
+      await g.opened;
       throw new AbandonedLoad('gone');
     }, 10_000);
-    await sleep(50);
+    await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
     let runs = 0;
     const waiters = Array.from({ length: 4 }, (_, i) =>
       b.resolve(key, async () => {
@@ -379,8 +437,13 @@ describe('coordination through Redis (two caches = two processes)', () => {
         return `b-${i}`;
       }, 10_000),
     );
+    await asleep(b, key, coalesced, before);
+    g.open();
+    const released = performance.now();
     await expect(leader).rejects.toBeInstanceOf(AbandonedLoad);
     const results = await Promise.all(waiters);
+    // Woken by the release's announcement, not by the lock's expiry.
+    expect(performance.now() - released).toBeLessThan(WOKEN_WITHIN_MS);
     expect(runs).toBe(1);
     expect(new Set(results.map((r) => r.value)).size).toBe(1);
     expect(results.filter((r) => r.status === 'miss')).toHaveLength(1);
@@ -435,16 +498,25 @@ describe('coordination through Redis (two caches = two processes)', () => {
   });
 
   it('a large value is stored, announced without inlining, and read by the waiter', async () => {
-    const a = createCache({ redis, inlineMax: 100 });
-    const b = createCache({ redis: server.client(), inlineMax: 100 });
+    const a = createCache({ redis, inlineMax: 100, ...ANNOUNCED });
+    const b = createCache({ redis: server.client(), inlineMax: 100, ...ANNOUNCED });
     const key = uniq('large');
     const big = 'z'.repeat(10_000);
+    const coalesced = record(b, 'coalesced');
+    const g = gate();
     const leader = a.getOrCompute(key, async () => {
-      await sleep(150);
+      g.running = true;
+      await g.opened;
       return big;
     }, 10_000);
-    await sleep(40);
-    expect(await b.getOrCompute(key, () => 'nope', 10_000)).toBe(big);
+    await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
+    const waiting = b.getOrCompute(key, () => 'nope', 10_000);
+    await asleep(b, key, coalesced, before);
+    const started = performance.now();
+    g.open();
+    expect(await waiting).toBe(big);
+    expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     await leader;
     await a.close();
     await b.close();
@@ -703,19 +775,28 @@ describe('default cache and cacheWithoutDogpiling', () => {
   });
 
   it('two caches made from a URL coordinate from their first call (no lost subscribe while connecting)', async () => {
-    const a = createCache({ redis: server.url });
-    const b = createCache({ redis: server.url });
+    const a = createCache({ redis: server.url, ...ANNOUNCED });
+    const b = createCache({ redis: server.url, ...ANNOUNCED });
     const key = uniq('fresh-url');
+    const coalesced = record(b, 'coalesced');
+    const g = gate();
     let runs = 0;
     const loader = async () => {
       runs++;
-      await sleep(300);
+      g.running = true;
+      await g.opened;
       return 'once';
     };
     const first = a.getOrCompute(key, loader, 10_000);
-    await sleep(50);
+    await waitUntil('the first cache leads', () => g.running);
+    const before = await scriptsRun();
     const second = b.getOrCompute(key, loader, 10_000);
+    await asleep(b, key, coalesced, before);
+    const started = performance.now();
+    g.open();
     expect(await Promise.all([first, second])).toEqual(['once', 'once']);
+    // The second cache heard the announcement on the subscription made while connecting.
+    expect(performance.now() - started).toBeLessThan(WOKEN_WITHIN_MS);
     expect(runs).toBe(1);
     await a.close();
     await b.close();

@@ -98,25 +98,33 @@ describe('the embedded store follows the same rules in process', () => {
   });
 
   it('staleIfError + failSafeRetry: a failing loader is served around with the stale value, one attempt per failSafeRetry, then the error surfaces', async () => {
-    const cache = createCache({ staleIfError: 2000, failSafeRetry: 300 });
+    const failSafeRetry = 300;
+    const cache = createCache({ staleIfError: 2000, failSafeRetry });
     const { state, loader } = counter((n) => n, 10);
+    const attempts: number[] = [];
+    const timed = async () => {
+      attempts.push(performance.now());
+      return loader();
+    };
     const failSafe: unknown[] = [];
     cache.on('failSafe', (e) => failSafe.push(e));
-    await cache.resolve('k', loader, 100);
+    await cache.resolve('k', timed, 100);
+    const windowEnd = performance.now() + 100 + 2000;
     state.fail = true;
     await sleep(120);
     const served: CacheResult<unknown>[] = [];
-    const t0 = performance.now();
-    while (performance.now() - t0 < 800) {
-      served.push(await cache.resolve('k', loader, 100));
+    // Calls every 10 ms until three refresh attempts failed (the first at once, then one per failSafeRetry).
+    while (attempts.length < 4) {
+      served.push(await cache.resolve('k', timed, 100));
       await sleep(10);
     }
     expect(served.every((r) => r.status === 'stale' && r.staleReason === 'error' && r.value === 1)).toBe(true);
     expect(failSafe.length).toBe(served.length);
-    expect(state.runs - 1).toBeGreaterThanOrEqual(2);
-    expect(state.runs - 1).toBeLessThanOrEqual(4);
-    await sleep(1400); // the window (ttl + staleIfError) is over
-    await expect(cache.resolve('k', loader, 100)).rejects.toThrow(TypeError);
+    // Far more calls than attempts, and the attempts at least failSafeRetry apart (a lower bound: a slow machine only spaces them more).
+    expect(served.length).toBeGreaterThan(attempts.length);
+    for (let i = 2; i < attempts.length; i++) expect(attempts[i]! - attempts[i - 1]!).toBeGreaterThanOrEqual(failSafeRetry - 2);
+    await sleep(Math.max(0, windowEnd - performance.now()) + 50); // the window (ttl + staleIfError) is over
+    await expect(cache.resolve('k', timed, 100)).rejects.toThrow(TypeError);
   });
 });
 

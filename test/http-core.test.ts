@@ -334,9 +334,12 @@ describe('response capture', () => {
 });
 
 describe('options', () => {
-  it('has documented defaults', () => {
+  it('has documented defaults (the literals of the README table, also pinned against it in defaults.test.ts)', () => {
     const o = resolveHttpCacheOptions(undefined);
-    expect(o.ttl).toBe(HTTP_CACHE_DEFAULTS.ttl);
+    expect(o.ttl).toBe(60_000);
+    expect(o.maxTtl).toBe(86_400_000);
+    expect(o.cacheStatusName).toBe('dogpile-guard');
+    expect(o.hitForMissTtl).toBe(5000);
     expect([...o.statuses]).toEqual([200]);
     expect(o.maxBodySize).toBe(1_048_576);
     expect(o.privateHeaders).toEqual(['authorization', 'cookie']);

@@ -313,14 +313,35 @@ describe('RedisLock specifics', () => {
   });
 
   it('never releases or extends the lock of the next holder (wrong-owner release)', async () => {
-    const a = new RedisLock(lib, 'wrong-owner', { ttl: 100, autoRenew: false });
+    // A's lock is taken from it on the server (as an expiry would) while A's own expiry timer
+    // has not fired: A still believes it holds the lock, so its release() and extend() go to
+    // the server, and only the scripts' token check stands between them and B's lock.
+    const key = 'dogpile:lock:{wrong-owner}';
     const b = new RedisLock(lib, 'wrong-owner', { ttl: 5000 });
-    await a.acquire();
-    await new Promise((r) => setTimeout(r, 150));
+
+    const a1 = new RedisLock(lib, 'wrong-owner', { ttl: 60_000, autoRenew: false });
+    await a1.acquire();
+    await redis.del(key);
     await b.acquire({ timeout: 0 });
-    expect(await a.release()).toBe(false);
-    expect(await redis.get('dogpile:lock:{wrong-owner}')).toContain('|');
+    const bValue = await redis.get(key);
+    expect(a1.isHeld).toBe(true);
+    expect(await a1.release()).toBe(false);
+    expect(await redis.get(key)).toBe(bValue);
     await b.release();
+
+    const a2 = new RedisLock(lib, 'wrong-owner', { ttl: 60_000, autoRenew: false });
+    await a2.acquire();
+    await redis.del(key);
+    await b.acquire({ timeout: 0 });
+    const bValue2 = await redis.get(key);
+    expect(a2.isHeld).toBe(true);
+    await expect(a2.extend(100)).rejects.toBeInstanceOf(LockLostError);
+    expect(a2.isHeld).toBe(false);
+    expect(await redis.get(key)).toBe(bValue2);
+    // B's expiry is its own 5 s, not the 100 ms A asked for.
+    expect(await redis.pttl(key)).toBeGreaterThan(1000);
+    expect(await b.release()).toBe(true);
+    expect(await redis.exists(key)).toBe(0);
   });
 
   it('reset and resetAll free held locks and wake waiters', async () => {

@@ -2,7 +2,8 @@
  * The freshness lifecycle across processes (staleWhileRevalidate, staleIfError with
  * failSafeRetry, soft and hard timeouts, earlyRefresh), proven with real Node processes on
  * one real Redis. "No call waits for a loader" is judged by each call's status (hit or
- * stale) and by its latency staying far below the loader's duration.
+ * stale) and by order: while each refresh ran, calls started and were answered, with an older
+ * value (no latency ceiling, which a loaded machine could break or a retry could hide).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
@@ -72,6 +73,21 @@ async function runLog(key: string): Promise<RunLog[]> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * No caller waited for a refresh: for each refresh run that ended while the calls went on,
+ * calls were started and answered inside it, with the value of an earlier run.
+ */
+function expectAnsweredWhileRefreshing(calls: CallRecord[], refreshes: RunLog[]): void {
+  const lastAnswer = Math.max(...calls.map((r) => r.at + r.latency));
+  const checked = refreshes.filter((run) => run.end < lastAnswer);
+  expect(checked.length).toBeGreaterThan(0);
+  for (const run of checked) {
+    const during = calls.filter((r) => r.at >= run.start && r.at + r.latency < run.end);
+    expect(during.length, `calls answered while run ${run.run} loaded`).toBeGreaterThan(0);
+    for (const r of during) expect(r.run!).toBeLessThan(run.run);
+  }
+}
+
 /** Each run started after the previous one ended: one refresh at a time, fleet-wide. */
 function expectOneAtATime(log: RunLog[]): void {
   for (let i = 1; i < log.length; i++) expect(log[i]!.start).toBeGreaterThanOrEqual(log[i - 1]!.end);
@@ -99,7 +115,7 @@ describe('staleWhileRevalidate across processes', () => {
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(new Set(all.map((r) => r.status))).toEqual(new Set(['hit', 'stale']));
     expect(all.filter((r) => r.status === 'stale').every((r) => r.reason === 'revalidate')).toBe(true);
-    expect(Math.max(...all.map((r) => r.latency))).toBeLessThan(loaderMs / 2);
+    expectAnsweredWhileRefreshing(all, log.slice(1));
     // the refreshed values replaced the old ones: calls saw every run's value
     expect(new Set(all.map((r) => r.run)).size).toBeGreaterThanOrEqual(log.length - 1);
   });
@@ -158,7 +174,8 @@ describe('staleWhileRevalidate across processes', () => {
     expect(survivors.filter((r) => !r.ok)).toEqual([]);
     expect(new Set(survivors.map((r) => r.status)).has('miss')).toBe(false);
     expect(survivors.every((r) => r.status === 'hit' || r.status === 'stale')).toBe(true);
-    expect(Math.max(...survivors.map((r) => r.latency))).toBeLessThan(loaderMs / 2);
+    // Nobody waited for run 3 either (nor for the dead run 2: nothing could have answered it).
+    expectAnsweredWhileRefreshing(survivors, [third!]);
     expect(survivors.some((r) => r.run === 3)).toBe(true);
   });
 });
@@ -180,7 +197,7 @@ describe('earlyRefresh with staleWhileRevalidate across processes', () => {
       expect(early).toBeGreaterThan(0);
       expect(all.filter((r) => !r.ok)).toEqual([]);
       expect(all.every((r) => r.status === 'hit' || r.status === 'stale')).toBe(true);
-      expect(Math.max(...all.map((r) => r.latency))).toBeLessThan(loaderMs / 2);
+      expectAnsweredWhileRefreshing(all, log.slice(1));
       const stale = all.filter((r) => r.status === 'stale').length;
       console.log(
         `earlyRefresh β=${beta}: ${log.length - 1} refreshes (${early} started before expiry), ${all.length} calls, ` +
@@ -230,14 +247,16 @@ describe('softTimeout and hardTimeout across processes', () => {
     expect(fill.run).toBe(1);
     await sleep(1100);
     const [ra, rb] = await Promise.all([call(a!), call(b!)]);
+    await expect.poll(() => redis.llen(`${key}:log`), { timeout: 10_000 }).toBe(2);
+    const second = (await runLog(key))[1]!;
     for (const r of [ra!, rb!]) {
       expect(r.status).toBe('stale');
       expect(r.reason).toBe('timeout');
       expect(r.run).toBe(1);
       expect(r.latency).toBeGreaterThanOrEqual(95);
-      expect(r.latency).toBeLessThan(1000);
+      // Answered while the 2 s loader still ran, not when it ended.
+      expect(r.at + r.latency).toBeLessThan(second.end);
     }
-    await expect.poll(() => redis.llen(`${key}:log`), { timeout: 10_000 }).toBe(2);
     await sleep(100);
     const next = await call(b!);
     expect(next.status).toBe('hit');
@@ -256,12 +275,16 @@ describe('softTimeout and hardTimeout across processes', () => {
     const [ra, rb] = await Promise.all([first, waiter]);
     expect(ra).toMatchObject({ ok: false, name: 'LoaderTimeoutError', code: 'E_LOADER_TIMEOUT' });
     expect(rb).toMatchObject({ ok: false, code: 'E_LOADER', causeName: 'LoaderTimeoutError' });
-    for (const r of [ra, rb]) expect(r.latency).toBeLessThan(hardTimeout + 5000);
+    // The loader never settles: without hardTimeout nobody would be answered. The bound is
+    // the claim, made generous (10 times the timeout) for a loaded machine.
+    for (const r of [ra, rb]) expect(r.latency).toBeLessThan(hardTimeout * 10);
     await expect.poll(() => redis.get(`${key}:aborted`)).toBe('1');
     // the lock (20 s) was released at the timeout: another process leads now
     await redis.set(`${key}:mode`, 'ok');
     const next = await call(b!);
     expect(next).toMatchObject({ ok: true, status: 'miss', run: 2 });
+    // The bound is the claim: led at once, not after the 20 s lock ran out (a quarter of it,
+    // generous for a loaded machine).
     expect(next.latency).toBeLessThan(5000);
   });
 

@@ -14,7 +14,7 @@ import { decodeEntry, encodeEntry, EntryKind } from '../src/store/entry.js';
 import { jsonSerializer } from '../src/store/serializer.js';
 import { tagVerdict } from '../src/store/tags.js';
 import { useRedis } from './support/use-redis.js';
-import { freshId, sleep } from '../tools/basics.js';
+import { freshId, sleep, waitUntil } from '../tools/basics.js';
 import { CREATED_AT, DELTA, jsonValue, STALE, TAGS, TTL } from './fixtures/formats/samples.js';
 
 const server = useRedis();
@@ -77,10 +77,21 @@ describe.each(stores)('tags %s', (_name, make) => {
   it('a value whose loader ran while its tag was invalidated is not served afterwards', async () => {
     const cache = make();
     const tag = freshId('t');
-    const slow = counting((run) => `v${run}`, 150);
+    // The first run is held until the invalidation resolved: it ran while its tag was invalidated.
+    let runs = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const slow = {
+      loader: async () => {
+        const run = ++runs;
+        if (run === 1) await held;
+        return `v${run}`;
+      },
+    };
     const first = cache.getOrCompute('slow', slow.loader, { ttl: 60_000, tags: [tag] });
-    await sleep(30);
+    await waitUntil('the first run to start', () => runs === 1);
     await cache.invalidateTags([tag]);
+    release();
     // The caller that waited gets the run it waited for...
     expect(await first).toBe('v1');
     // ...but the next caller does not get a value computed before the invalidation.
@@ -206,9 +217,35 @@ describe('tags on Redis', () => {
     await b.close();
   });
 
-  it('invalidateTags rejects with a BackendError when Redis is unreachable, and changes nothing', async () => {
+  it('invalidateTags rejects with a BackendError when Redis is unreachable', async () => {
     const cache = createCache({ redis: 'redis://127.0.0.1:1', commandTimeout: 200, backendCooldown: 10 });
     await expect(cache.invalidateTags(['t'])).rejects.toMatchObject({ name: 'BackendError' });
+    await cache.close();
+  });
+
+  it('invalidateTags rejects with a BackendError when Redis refuses the write, and changes nothing', async () => {
+    const admin = server.client();
+    const prefix = freshId('refused');
+    const cache = createCache({ redis: server.client(), prefix, backendCooldown: 0 });
+    const tag = freshId('t');
+    expect(await cache.getOrCompute('k', () => 'v1', { ttl: 60_000, tags: [tag] })).toBe('v1');
+    // A hit: this process now holds the tag's stamp, which a failed invalidation must not move.
+    expect(await cache.resolve('k', () => 'v2', { ttl: 60_000, tags: [tag] })).toMatchObject({ value: 'v1', status: 'hit' });
+    const keysBefore = (await admin.keys(`${prefix}:*`)).sort();
+    await admin.config('SET', 'min-replicas-to-write', '1');
+    try {
+      await expect(cache.invalidateTags([tag])).rejects.toMatchObject({ name: 'BackendError' });
+    } finally {
+      await admin.config('SET', 'min-replicas-to-write', '0');
+    }
+    // No stamp was written, no key changed, and the tagged entry is still served, here and
+    // by another cache that reads it from Redis.
+    expect((await admin.keys(`${prefix}:*`)).sort()).toEqual(keysBefore);
+    expect(await admin.exists(`${prefix}:t:{${tag}}`)).toBe(0);
+    expect(await cache.resolve('k', () => 'v2', { ttl: 60_000, tags: [tag] })).toMatchObject({ value: 'v1', status: 'hit' });
+    const other = createCache({ redis: server.client(), prefix });
+    expect(await other.resolve('k', () => 'v2', { ttl: 60_000, tags: [tag] })).toMatchObject({ value: 'v1', status: 'hit' });
+    await other.close();
     await cache.close();
   });
 });

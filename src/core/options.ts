@@ -49,7 +49,7 @@ export interface CacheOptions extends FreshnessOptions {
   waitTimeout?: Duration;
   /**
    * What a waiter does when `waitTimeout` passes: `'throw'` a `WaitTimeoutError`, or `'load'`
-   * (run the loader itself, without storing over the leader).
+   * (run the loader itself, without the lock; its result is stored if cacheable).
    * @default 'throw'
    */
   onWaitTimeout?: 'throw' | 'load';
