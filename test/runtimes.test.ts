@@ -36,12 +36,12 @@ afterAll(() => killAllChildren());
 
 type Runtime = 'node' | 'node26' | 'bun' | 'deno';
 
-async function start(runtime: Runtime, config: { serializer?: string; concurrency?: number } = {}): Promise<JsonChild> {
+async function start(runtime: Runtime, config: { serializer?: string; concurrency?: number; debug?: boolean } = {}): Promise<JsonChild> {
   const arg = JSON.stringify({ url: server.url, concurrency: config.concurrency ?? 10, serializer: config.serializer });
   let child: JsonChild;
   switch (runtime) {
     case 'node':
-      child = new JsonChild(runtime, ['--import', 'tsx', worker, arg]);
+      child = new JsonChild(runtime, ['--import', 'tsx', worker, arg], config.debug ? { env: { ...process.env, NODE_DEBUG: 'dogpile-guard' } } : {});
       break;
     case 'node26':
       child = new JsonChild(runtime, ['--import', 'tsx', worker, arg], { command: binaries.node26! });
@@ -130,7 +130,7 @@ describe('a rolling upgrade: Node 20 and Node 26 on one key', () => {
 
 describe('processes whose serializers cannot read each other', () => {
   it('leave a fresh entry they cannot read in place, report it once per key, and load for their own callers (no overwrite ping-pong)', async () => {
-    const [left, right1, right2] = await Promise.all([start('node', { serializer: 'left' }), start('node', { serializer: 'right' }), start('node', { serializer: 'right' })]);
+    const [left, right1, right2] = await Promise.all([start('node', { serializer: 'left' }), start('node', { serializer: 'right', debug: true }), start('node', { serializer: 'right' })]);
     const key = 'runtimes:mixed';
     const stored = async () => (await server.client().getBuffer(valueKey('dogpile', key)))!;
     try {
@@ -157,6 +157,8 @@ describe('processes whose serializers cannot read each other', () => {
       expect(corrupt.sort()).toEqual([`right1 ${key}: E_UNKNOWN_SERIALIZER`, `right2 ${key}: E_UNKNOWN_SERIALIZER`]);
       // One load for the writer, and at most one per round for the other serializer's two processes.
       expect(await runs(key)).toBeLessThanOrEqual(1 + 4 * 2);
+      // The debug log names both serializers, once.
+      expect(right1.stderr.match(/the entry was written with the "left" serializer, this process has "right"/g)).toHaveLength(1);
     } finally {
       await Promise.all([left.exit(), right1.exit(), right2.exit()]);
     }
