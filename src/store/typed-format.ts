@@ -13,7 +13,8 @@
  *   0x09 Date: float64 LE (ms since the epoch; NaN for an invalid date)
  *   0x0A Map: varint count, key, value ...      0x0B Set: varint count, items
  *   0x0C bigint: sign byte (0 | 1), varint length, magnitude as hex text
- *   0x0D Buffer: varint length, bytes          0x0E ArrayBuffer: varint length, bytes
+ *   0x0D Buffer: varint length, bytes (read back as a view of the bytes decoded, not a copy)
+ *   0x0E ArrayBuffer: varint length, bytes
  *   0x0F typed array or DataView: kind byte (TYPED_KINDS), varint byte length, bytes (little-endian)
  *   0x10 RegExp: source, flags (each: varint length, UTF-8)
  *   0x11 a reference to the n-th object or array met so far (varint n): shared and cyclic structures
@@ -271,6 +272,14 @@ class Writer {
   }
 }
 
+/** Short ASCII strings decoded lately, by a hash of their bytes: a name met again is not built again. */
+const KEYS: (string | undefined)[] = new Array<string | undefined>(4096);
+
+function sameAscii(text: string, buf: Buffer, at: number): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) !== buf[at + i]) return false;
+  return true;
+}
+
 class Reader {
   pos = 1;
   readonly refs: object[] = [];
@@ -309,16 +318,23 @@ class Reader {
     this.need(length);
     const start = this.pos;
     this.pos += length;
-    if (length < 32) {
-      let s = '';
-      for (let i = start; i < start + length; i++) {
+    const end = start + length;
+    if (length <= 16) {
+      // Short ASCII text (property names, mostly): one copy per name kept in KEYS, by a hash of its bytes.
+      let hash = length;
+      for (let i = start; i < end; i++) {
         const c = this.buf[i]!;
-        if (c >= 0x80) return this.buf.toString('utf8', start, start + length);
-        s += String.fromCharCode(c);
+        if (c >= 0x80) return this.buf.toString('utf8', start, end);
+        hash = (hash * 31 + c) | 0;
       }
-      return s;
+      const slot = hash & (KEYS.length - 1);
+      const known = KEYS[slot];
+      if (known !== undefined && known.length === length && sameAscii(known, this.buf, start)) return known;
+      const text = this.buf.toString('latin1', start, end);
+      KEYS[slot] = text;
+      return text;
     }
-    return this.buf.toString('utf8', start, start + length);
+    return this.buf.toString('utf8', start, end);
   }
 
   /** A copy of the next `varint` bytes, in memory of their own (aligned for any typed array). */
@@ -397,7 +413,8 @@ class Reader {
       case T_BUFFER: {
         const length = this.varint();
         this.need(length);
-        const out = Buffer.from(this.buf.subarray(this.pos, this.pos + length));
+        // A view of the bytes read (no copy): they belong to this value alone once decoded.
+        const out = this.buf.subarray(this.pos, this.pos + length);
         this.pos += length;
         return out;
       }
