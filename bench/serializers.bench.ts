@@ -134,25 +134,30 @@ export default async function run(ctx: BenchContext): Promise<string> {
   }
   await Promise.resolve();
 
-  const kops = (values: number[]) => summary(values.map((x) => x / 1000), values[0]! / 1000 >= 100 ? 0 : 1);
+  /** Microseconds per operation, from operations per second. */
+  const us = (values: number[]) => {
+    const per = values.map((x) => 1e6 / x);
+    return summary(per, median(per) >= 100 ? 0 : median(per) >= 10 ? 1 : 2);
+  };
   const out: string[] = [];
   out.push('## Serializers side by side (`bench/serializers.bench.ts`)');
   out.push('');
   out.push(
-    `Thousands of encodes and decodes per second (median [min–max] over ${rounds} interleaved slices of ${sliceMs} ms each, one process), the size in bytes, ` +
-      'the ratio against `portableSerializer` in the same run, and whether the value came back deep-equal (types included: Date, Map, bigint, Buffer, undefined).',
+    `Microseconds per encode and per decode (median [min–max] over ${rounds} interleaved slices of ${sliceMs} ms each, one process), the size in bytes, ` +
+      'the speed against `portableSerializer` in the same run (above 1×: faster), and whether the value came back deep-equal (types included: Date, Map, bigint, Buffer, ' +
+      'and `undefined` properties, which a JSON reviver cannot restore).',
   );
   for (const { id: v, name } of VALUES) {
     out.push('');
     out.push(`**${name}**`);
     out.push('');
-    out.push('| serializer | encode (k/s) | decode (k/s) | bytes | round-trips |');
+    out.push('| serializer | encode (µs) | decode (µs) | bytes | round-trips |');
     out.push('|---|---|---|---|---|');
     const base = results.get(`${v}:portable`)!;
     for (const c of CANDIDATES) {
       const s = results.get(`${v}:${c.id}`)!;
       const vs = (a: number[], b: number[]) => (c.id === 'portable' ? '' : ` (${(median(a) / median(b)).toFixed(2)}×)`);
-      out.push(`| ${c.name} | ${kops(s.encode)}${vs(s.encode, base.encode)} | ${kops(s.decode)}${vs(s.decode, base.decode)} | ${s.size} | ${s.keeps ? 'yes' : 'no'} |`);
+      out.push(`| ${c.name} | ${us(s.encode)}${vs(s.encode, base.encode)} | ${us(s.decode)}${vs(s.decode, base.decode)} | ${s.size} | ${s.keeps ? 'yes' : 'no'} |`);
     }
   }
   return out.join('\n');

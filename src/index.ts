@@ -4,7 +4,6 @@ export { createCache, getDefaultCache, setDefaultCache, getOrCompute, cacheWitho
 export { CACHE_DEFAULTS, type CacheOptions, type L1Options } from './core/options.js';
 export { FRESHNESS_DEFAULTS, type FreshnessOptions } from './core/freshness.js';
 export { portableSerializer, v8Serializer, jsonSerializer, type Serializer } from './store/serializer.js';
-export { UnknownSerializerError } from './store/unknown-serializer.js';
 export * from './lock/index.js';
 export * from './shared/errors.js';
 export { toMs, type Duration } from './shared/duration.js';

@@ -16,7 +16,7 @@ import { jsonSerializer, portableSerializer, v8Serializer } from '../src/store/s
 import type { StoredEntry } from '../src/store/types.js';
 import { decodeResponse, encodeResponse } from '../src/http/response-format.js';
 import { CREATED_AT, DELTA, jsonValue, MARKER_TTL, portableValue, response, STALE, TAGS, TTL, v8Value } from './fixtures/formats/samples.js';
-import { UnknownSerializerError } from '../src/store/unknown-serializer.js';
+import { UnknownSerializerError } from '../src/shared/errors.js';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'formats');
 const sample = (name: string) => readFileSync(path.join(dir, name));

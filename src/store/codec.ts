@@ -1,8 +1,7 @@
-import { InvalidOptionError, SerializationError } from '../shared/errors.js';
+import { InvalidOptionError, SerializationError, UnknownSerializerError } from '../shared/errors.js';
 import { decodeEntry, encodeEntry, EntryKind } from './entry.js';
 import { legacyReaderFor, readerFor, validSerializerName, type Serializer } from './serializer.js';
 import type { StoredEntry } from './types.js';
-import { UnknownSerializerError } from './unknown-serializer.js';
 
 const EMPTY = Buffer.alloc(0);
 

@@ -1,5 +1,5 @@
 import { debug } from '../shared/diagnostics.js';
-import { UnknownSerializerError } from './unknown-serializer.js';
+import type { UnknownSerializerError } from '../shared/errors.js';
 
 /** The most keys remembered (a bound on memory; past it the oldest are forgotten). */
 const MAX_KEYS = 10_000;
@@ -47,5 +47,3 @@ export class ForeignEntries {
     return this.reported.has(key);
   }
 }
-
-export { UnknownSerializerError };

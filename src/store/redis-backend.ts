@@ -1,6 +1,6 @@
 import type { EntryCodec } from './codec.js';
 import { CorruptEntryError } from './entry.js';
-import { ForeignEntries, UnknownSerializerError } from './foreign-entries.js';
+import { ForeignEntries } from './foreign-entries.js';
 import { cacheKeys, valueKey } from './key.js';
 import { L1 } from './l1.js';
 import { RedisTagStamps } from './redis-tags.js';
@@ -12,7 +12,7 @@ import { waitForReplicas, ReplicationError, type Replication } from '../redis/re
 import { EXTEND } from '../redis/extend-script.js';
 import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
-import { BackendError } from '../shared/errors.js';
+import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 

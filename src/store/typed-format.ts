@@ -80,8 +80,8 @@ class Writer {
 
   ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.pos + n) size *= 2;
+    // Doubling for small steps; a large write (bytes, a long string) gets its room at once.
+    const size = Math.max(this.buf.length * 2, this.pos + n + 256);
     const next = Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.pos);
     this.buf = next;
