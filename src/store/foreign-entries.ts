@@ -1,5 +1,5 @@
 import { debug } from '../shared/diagnostics.js';
-import type { UnknownSerializerError } from '../shared/errors.js';
+import { UnknownSerializerError } from '../shared/errors.js';
 
 /** The most keys remembered (a bound on memory; past it the oldest are forgotten). */
 const MAX_KEYS = 10_000;
@@ -46,4 +46,11 @@ export class ForeignEntries {
   wasReported(key: string): boolean {
     return this.reported.has(key);
   }
+}
+
+/** `error` as reported for `key` (the codec that made it does not know the key). */
+export function forKey(error: UnknownSerializerError, key: string): UnknownSerializerError {
+  const keyed = new UnknownSerializerError(error.written, error.own, { key });
+  keyed.entry = error.entry;
+  return keyed;
 }

@@ -1,6 +1,6 @@
 import type { EntryCodec } from './codec.js';
 import { CorruptEntryError } from './entry.js';
-import { ForeignEntries } from './foreign-entries.js';
+import { ForeignEntries, forKey } from './foreign-entries.js';
 import { cacheKeys, valueKey } from './key.js';
 import { L1 } from './l1.js';
 import { RedisTagStamps } from './redis-tags.js';
@@ -169,7 +169,7 @@ export class RedisBackend implements Backend {
    */
   private unreadable(key: string, token: string, lockTtl: number, error: Error, tryLead: boolean): Lookup | Promise<Lookup> {
     if (!(error instanceof UnknownSerializerError)) return { kind: 'corrupt', error };
-    if (this.foreign.met(key, error)) return { kind: 'corrupt', error: new UnknownSerializerError(error.written, error.own, { key }) };
+    if (this.foreign.met(key, error)) return { kind: 'corrupt', error: forKey(error, key) };
     const createdAt = error.entry?.createdAt;
     return createdAt === undefined ? { kind: 'corrupt', error } : this.lookup(key, token, lockTtl, createdAt, false, tryLead);
   }
@@ -302,8 +302,8 @@ export class RedisBackend implements Backend {
       const decoded = this.decode(bytes, sent);
       if (!('error' in decoded)) return decoded;
       // An entry of another serializer, reported before: a miss here.
-      if (decoded.error instanceof UnknownSerializerError && !this.foreign.met(key, decoded.error)) return undefined;
-      return { corrupt: decoded.error };
+      if (!(decoded.error instanceof UnknownSerializerError)) return { corrupt: decoded.error };
+      return this.foreign.met(key, decoded.error) ? { corrupt: forKey(decoded.error, key) } : undefined;
     });
   }
 
