@@ -113,6 +113,15 @@ describe('entries of the previous default (v8), read by the portable default', (
   });
 });
 
+describe('a rolling upgrade from the release whose default was v8', () => {
+  it('v8 bytes without a name write exactly what that release wrote (version 1), and read it', () => {
+    const bytes = sample('entry-v8-value.v1.bin');
+    const codec = new EntryCodec({ ...v8Serializer, name: undefined });
+    expect(codec.encode('k', { kind: EntryKind.Value, value: v8Value(), createdAt: CREATED_AT, ttl: TTL }).equals(bytes)).toBe(true);
+    expectV8Value(storeDecodes(codec, bytes).value as ReturnType<typeof v8Value>);
+  });
+});
+
 describe('stored entry format v4 (names its serializer)', () => {
   function expectPortableValue(value: ReturnType<typeof portableValue>): void {
     const { first, second, ...rest } = value;
