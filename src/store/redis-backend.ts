@@ -311,6 +311,8 @@ export class RedisBackend implements Backend {
     const bytes = await this.commands.getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
+    // Shared by a leader of another serializer: nothing for this process (it looks again).
+    if ('error' in decoded && decoded.error instanceof UnknownSerializerError) return undefined;
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
