@@ -14,6 +14,16 @@ import { valueKey } from '../src/store/key.js';
 import { useRedis } from './support/use-redis.js';
 import { portableValue } from './fixtures/formats/samples.js';
 
+function record(cache: ReturnType<typeof createCache>, event: 'coalesced'): unknown[] {
+  const seen: unknown[] = [];
+  cache.on(event, (e) => seen.push(e));
+  return seen;
+}
+
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+}
+
 const roundTrip = (s: Serializer, value: unknown) => s.deserialize(Buffer.from(s.serialize(value)));
 
 describe('portableSerializer', () => {
@@ -177,6 +187,34 @@ describe('two caches whose serializers cannot read each other, on one Redis', ()
       expect(portableSerializer.deserialize(entry.payload)).toEqual(new Map([[1, new Date(5)]]));
     } finally {
       await cache.close();
+    }
+  });
+
+  it('a value shared (not stored) by a leader of another serializer sends the waiter to its own load, with no corrupt report', async () => {
+    const left = createCache({ redis: server.client(), serializer: named('left'), inlineMax: 8 });
+    const right = createCache({ redis: server.client(), serializer: named('right') });
+    const reports: Error[] = [];
+    right.on('corrupt', ({ error }) => reports.push(error));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const leading = new Promise<void>((resolve) => (started = resolve));
+    try {
+      const leader = left.getOrCompute('shared-big', async () => {
+        started();
+        await gate;
+        return 'x'.repeat(100);
+      }, { ttl: 60_000, cacheable: () => 'share' });
+      await leading;
+      const coalesced = record(right, 'coalesced');
+      const waiter = right.getOrCompute('shared-big', () => 'right own', 60_000);
+      await until(() => coalesced.length > 0);
+      release();
+      expect(await leader).toBe('x'.repeat(100));
+      expect(await waiter).toBe('right own');
+      expect(reports).toEqual([]);
+    } finally {
+      await Promise.all([left.close(), right.close()]);
     }
   });
 
