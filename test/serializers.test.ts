@@ -14,7 +14,7 @@ import { valueKey } from '../src/store/key.js';
 import { useRedis } from './support/use-redis.js';
 import { portableValue } from './fixtures/formats/samples.js';
 
-function record(cache: ReturnType<typeof createCache>, event: 'coalesced'): unknown[] {
+function record(cache: ReturnType<typeof createCache>, event: 'coalesced' | 'hit'): unknown[] {
   const seen: unknown[] = [];
   cache.on(event, (e) => seen.push(e));
   return seen;
@@ -213,6 +213,27 @@ describe('two caches whose serializers cannot read each other, on one Redis', ()
       expect(await leader).toBe('x'.repeat(100));
       expect(await waiter).toBe('right own');
       expect(reports).toEqual([]);
+    } finally {
+      await Promise.all([left.close(), right.close()]);
+    }
+  });
+
+  it('a write by another serializer drops the copy a process keeps in L1', async () => {
+    const left = createCache({ redis: server.client(), serializer: named('left') });
+    const right = createCache({ redis: server.client(), serializer: named('right'), l1: { ttl: 60_000 } });
+    const hits = record(right, 'hit');
+    try {
+      await right.set('l1-copy', 'right value', 60_000);
+      // Read until the copy is served from L1 (once the key's channel is followed).
+      for (let i = 0; i < 100 && !hits.some((h) => (h as { layer: string }).layer === 'l1'); i++) {
+        expect(await right.getOrCompute('l1-copy', () => 'never', 60_000)).toBe('right value');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      expect(hits).toContainEqual({ key: 'l1-copy', layer: 'l1' });
+      await left.set('l1-copy', 'left value', 60_000);
+      // The announcement of the write reaches the right process: its copy goes.
+      await until(() => right.peek('l1-copy') === undefined);
+      expect(await right.getOrCompute('l1-copy', () => 'right loads', 60_000)).toBe('right loads');
     } finally {
       await Promise.all([left.close(), right.close()]);
     }
