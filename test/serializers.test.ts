@@ -20,8 +20,12 @@ function record(cache: ReturnType<typeof createCache>, event: 'coalesced' | 'hit
   return seen;
 }
 
+/** Polls `check` until it holds; fails after 10 s (generous: what it waits for is one pub/sub delivery). */
 async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((r) => setTimeout(r, 5));
+  for (let i = 0; !check(); i++) {
+    if (i > 2000) throw new Error('the condition did not hold within 10 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
 const roundTrip = (s: Serializer, value: unknown) => s.deserialize(Buffer.from(s.serialize(value)));
