@@ -8,6 +8,7 @@ export default defineConfig({
     'nest/index': 'src/nest/index.ts',
     'otel/index': 'src/otel/index.ts',
     'prometheus/index': 'src/prometheus/index.ts',
+    'msgpack/index': 'src/msgpack/index.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,
@@ -31,5 +32,6 @@ export default defineConfig({
     'reflect-metadata',
     '@opentelemetry/api',
     'prom-client',
+    'msgpackr',
   ],
 });

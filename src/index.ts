@@ -3,7 +3,7 @@ export { MAX_TAGS, MAX_TAG_LENGTH } from './store/tags.js';
 export { createCache, getDefaultCache, setDefaultCache, getOrCompute, cacheWithoutDogpiling } from './core/default-cache.js';
 export { CACHE_DEFAULTS, type CacheOptions, type L1Options } from './core/options.js';
 export { FRESHNESS_DEFAULTS, type FreshnessOptions } from './core/freshness.js';
-export { v8Serializer, jsonSerializer, type Serializer } from './store/serializer.js';
+export { portableSerializer, v8Serializer, jsonSerializer, type Serializer } from './store/serializer.js';
 export * from './lock/index.js';
 export * from './shared/errors.js';
 export { toMs, type Duration } from './shared/duration.js';

@@ -20,7 +20,7 @@ beforeAll(() => {
   mkdirSync(target, { recursive: true });
   execFileSync('tar', ['-xzf', path.join(project, packed), '-C', target, '--strip-components=1']);
   // The consumer's other dependencies come from this repository's install (no network needed).
-  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client']) {
+  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client', 'msgpackr']) {
     const from = path.join(root, 'node_modules', dep);
     if (existsSync(from)) symlinkSync(from, path.join(project, 'node_modules', dep));
   }
@@ -50,6 +50,7 @@ describe('npm pack', () => {
       for (const sub of ['express', 'fastify', 'nest']) require('dogpile-guard/' + sub);
       if (typeof require('dogpile-guard/otel').instrumentDogpile !== 'function') throw new Error('missing instrumentDogpile');
       if (typeof require('dogpile-guard/prometheus').registerDogpileMetrics !== 'function') throw new Error('missing registerDogpileMetrics');
+      if (require('dogpile-guard/msgpack').msgpackSerializer.name !== 'msgpack') throw new Error('missing msgpackSerializer');
       main.createCache().getOrCompute('k', () => 'cjs-ok', 1000).then((v) => console.log(v));
     `;
     expect(execFileSync(process.execPath, ['-e', cjs], { cwd: project }).toString().trim()).toBe('cjs-ok');
@@ -59,6 +60,8 @@ describe('npm pack', () => {
       if (!errors.LockTimeoutError) throw new Error('no errors map');
       const { instrumentDogpile } = await import('dogpile-guard/otel');
       const { registerDogpileMetrics } = await import('dogpile-guard/prometheus');
+      const { msgpackSerializer } = await import('dogpile-guard/msgpack');
+      if (!(msgpackSerializer.deserialize(Buffer.from(msgpackSerializer.serialize(new Map([['a', 1]])))) instanceof Map)) throw new Error('msgpack');
       instrumentDogpile()();
       registerDogpileMetrics().dispose();
       console.log(await createCache().getOrCompute('k', () => 'esm-ok', 1000));

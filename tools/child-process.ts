@@ -24,6 +24,8 @@ export interface ChildOptions {
   env?: NodeJS.ProcessEnv;
   /** 'ignore': the child reads an empty stdin (default: a pipe, for `write()`). */
   stdin?: 'pipe' | 'ignore';
+  /** The executable to run instead of this Node (another Node version, Bun, Deno). */
+  command?: string;
 }
 
 const live = new Set<NodeChild>();
@@ -43,7 +45,7 @@ export class NodeChild {
     argv: string[],
     options: ChildOptions = {},
   ) {
-    this.proc = spawn(process.execPath, argv, { cwd: options.cwd ?? root, env: options.env, stdio: [options.stdin ?? 'pipe', 'pipe', 'pipe'] });
+    this.proc = spawn(options.command ?? process.execPath, argv, { cwd: options.cwd ?? root, env: options.env, stdio: [options.stdin ?? 'pipe', 'pipe', 'pipe'] });
     live.add(this);
     this.exited = new Promise((resolve) =>
       this.proc.once('exit', (code, signal) => {

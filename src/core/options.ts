@@ -5,7 +5,7 @@ import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/clie
 import { isNodeRedis } from '../redis/node-redis.js';
 import { resolveReplication, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { validatePrefix } from '../lock/common.js';
-import { v8Serializer, type Serializer } from '../store/serializer.js';
+import { defaultSerializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
@@ -71,7 +71,7 @@ export interface CacheOptions extends FreshnessOptions {
   backendCooldown?: Duration;
   /** Values up to this many bytes travel inside the wake-up message to waiters. @default 65_536 */
   inlineMax?: number;
-  /** How values become bytes in Redis. @default v8Serializer */
+  /** How values become bytes in Redis (every process of a fleet needs the same). @default portableSerializer */
   serializer?: Serializer;
   /** How long a hit-for-miss marker (the last result was not cacheable) is kept. @default 0 (none) */
   hitForMissTtl?: Duration;
@@ -167,7 +167,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   } else if (o.l1 !== undefined && o.l1 !== false) throw new InvalidOptionError('l1', 'expected true, false or { max, ttl }');
   checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
   checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
-  const serializer = o.serializer ?? v8Serializer;
+  const serializer = o.serializer ?? defaultSerializer;
   if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
     throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
   }

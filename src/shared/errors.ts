@@ -80,6 +80,30 @@ export class SerializationError extends DogpileError {
   override readonly code = 'E_SERIALIZATION' as const;
 }
 
+/**
+ * A stored entry written with a serializer this process cannot read (another `serializer`
+ * option, or `v8Serializer` under another engine): not corrupt, and not this process's to
+ * replace while it is fresh. Not thrown: the `error` of a `corrupt` event, once per key.
+ */
+export class UnknownSerializerError extends DogpileError {
+  override readonly code = 'E_UNKNOWN_SERIALIZER' as const;
+  /** The name of the serializer the entry was written with. */
+  readonly written: string;
+  /** The name of this process's serializer (undefined: it has none). */
+  readonly own: string | undefined;
+  /** The entry's header: when it was created and how long it is fresh (ms). */
+  entry: { createdAt: number; ttl: number } | undefined;
+
+  constructor(written: string, own: string | undefined, options: DogpileErrorOptions = {}) {
+    super(
+      `the stored entry was written with the "${written}" serializer, which this process (serializer "${own ?? 'unnamed'}") cannot read; give every process of the fleet the same serializer`,
+      options,
+    );
+    this.written = written;
+    this.own = own;
+  }
+}
+
 /** The cache was closed; no further calls are accepted. */
 export class CacheClosedError extends DogpileError {
   override readonly code = 'E_CACHE_CLOSED' as const;
@@ -127,6 +151,7 @@ export const errors = {
   LoaderTimeoutError,
   WaitTimeoutError,
   SerializationError,
+  UnknownSerializerError,
   CacheClosedError,
   BackendError,
 } as const;

@@ -52,17 +52,17 @@ end
  * KEYS: value, lock. ARGV: token, lock ttl ms, skip value ('1' to ignore a stored value; '<' +
  * ms since the epoch: ignore it only when it was created at or before then, i.e. it is still
  * the value the caller found invalidated),
- * expired ('1': answer a version 2 or 3 entry as past its expiry whatever the time; '0': by
+ * expired ('1': answer a version 2, 3 or 4 entry as past its expiry whatever the time; '0': by
  * the server's clock), try lead on a stale value ('1' | '0').
  * Every reply starts with its kind and the server's time (ms since the epoch, as text with its
  * microseconds: the moment a lead was taken, and a reading of the server's clock):
  * {1, t, value} | {2, t} (lead: the lock is ours) | {3, t, remaining ms of the leader's lock
  * [, 1 when the lock had no expiry and was given lockTtl]}
  * | {4, t, error} (the value key holds another Redis type: a foreign value, looked past with skip)
- * | {5, t, value, 1} (a version 2 or 3 entry past its expiry, and the lead is ours: refresh it)
+ * | {5, t, value, 1} (a version 2, 3 or 4 entry past its expiry, and the lead is ours: refresh it)
  * | {5, t, value, 0, remaining ms of the lock or -2 when there is none, 1 when the lock is a
  *   failSafeRetry hold ('F:' + token, kept after a failed refresh: no one is loading)}.
- * The expiry of a version 2 or 3 entry is the float64 at bytes 12..19 (store/entry.ts).
+ * The expiry of a version 2, 3 or 4 entry is the float64 at bytes 12..19 (store/entry.ts).
  */
 /** What LOOKUP answers (bulk strings as Buffers: it is run with `runBuffer`). */
 export type LookupReply =
@@ -94,7 +94,7 @@ if skip_value ~= '1' then
     v = false
   end
   if v then
-    if #v >= 36 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103 and (string.byte(v, 3) == 2 or string.byte(v, 3) == 3)
+    if #v >= 36 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103 and string.byte(v, 3) >= 2 and string.byte(v, 3) <= 4
       and now >= struct.unpack('>d', string.sub(v, 13, 20)) then
       if ARGV[5] == '1' and redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {5, time, v, 1} end
       local holder = redis.call('GET', lock_key)

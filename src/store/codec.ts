@@ -1,18 +1,34 @@
-import { SerializationError } from '../shared/errors.js';
+import { InvalidOptionError, SerializationError, UnknownSerializerError } from '../shared/errors.js';
 import { decodeEntry, encodeEntry, EntryKind } from './entry.js';
-import type { Serializer } from './serializer.js';
+import { legacyReaderFor, readerFor, validSerializerName, type Serializer } from './serializer.js';
 import type { StoredEntry } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
 
-/** Stored entries to bytes and back: the entry format (entry.ts) around the serializer's bytes. */
+/**
+ * Stored entries to bytes and back: the entry format (entry.ts) around the serializer's bytes.
+ * A value entry names its serializer (when it has a name); an entry named after a serializer
+ * this process cannot read decodes to an `UnknownSerializerError`, not to a corrupt value.
+ */
 export class EntryCodec {
-  constructor(private readonly serializer: Serializer) {}
+  private readonly legacy: Serializer;
+
+  constructor(private readonly serializer: Serializer) {
+    if (serializer.name !== undefined && !validSerializerName(serializer.name)) {
+      throw new InvalidOptionError('serializer', `its name must be 1 to 64 characters of A-Z a-z 0-9 . _ : @ / + -, got ${JSON.stringify(serializer.name)}`);
+    }
+    this.legacy = legacyReaderFor(serializer);
+  }
+
+  /** The name written into value entries (undefined: none). */
+  get name(): string | undefined {
+    return this.serializer.name;
+  }
 
   /** The bytes of `entry`; throws `SerializationError` (naming `key`) when its value cannot be serialised. */
   encode(key: string, entry: StoredEntry): Buffer {
     if (entry.kind === EntryKind.HitForMiss) return encodeEntry(entry.kind, entry.createdAt, entry.ttl, EMPTY);
-    const window = { stale: entry.stale ?? 0, delta: entry.delta ?? 0, revalidate: entry.revalidate, staleIfError: entry.staleIfError, tags: entry.tags };
+    const window = { stale: entry.stale ?? 0, delta: entry.delta ?? 0, revalidate: entry.revalidate, staleIfError: entry.staleIfError, tags: entry.tags, serializer: this.serializer.name };
     let payload: Uint8Array;
     try {
       payload = this.serializer.serialize(entry.value);
@@ -25,11 +41,24 @@ export class EntryCodec {
     return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload, window);
   }
 
-  /** The entry in `bytes`, or the error that makes them unreadable (a foreign value, a serializer failure). */
+  /**
+   * The entry in `bytes`, or the error that makes them unreadable: an `UnknownSerializerError`
+   * for an entry of a serializer this process cannot read (its header is intact), else a
+   * foreign value or a serializer failure.
+   */
   decode(bytes: Buffer): StoredEntry | { error: Error } {
     try {
       const header = decodeEntry(bytes);
-      const value = header.kind === EntryKind.Value ? this.serializer.deserialize(header.payload) : undefined;
+      let value: unknown;
+      if (header.kind === EntryKind.Value) {
+        const reader = header.serializer === undefined ? this.legacy : readerFor(header.serializer, this.serializer);
+        if (reader === undefined) {
+          const error = new UnknownSerializerError(header.serializer!, this.serializer.name);
+          error.entry = { createdAt: header.createdAt, ttl: header.ttl };
+          return { error };
+        }
+        value = reader.deserialize(header.payload);
+      }
       const entry: StoredEntry = { kind: header.kind, value, createdAt: header.createdAt, ttl: header.ttl, stale: header.stale, delta: header.delta };
       if (header.revalidate !== undefined) entry.revalidate = header.revalidate;
       if (header.staleIfError !== undefined) entry.staleIfError = header.staleIfError;

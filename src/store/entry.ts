@@ -26,13 +26,23 @@ import { DogpileError } from '../shared/errors.js';
  *   52..53 the number of tags (uint16 BE), then each tag: its UTF-8 length (uint16 BE) and bytes
  *   ..    the serializer's bytes
  *
- * The lookup script reads `expires at` at bytes 12..19 of a version 2 or 3 entry (cache-scripts.ts).
+ * Version 4 (every value entry of a serializer with a name): version 2's header, then
+ *   36..43 own staleWhileRevalidate window, 44..51 own staleIfError window, 52..53 the number of
+ *          tags (as in version 3)
+ *   54     the length of the serializer's name (1..64), then the name (ASCII)
+ *   ..     the tags (as in version 3), then the serializer's bytes
+ *
+ * Versions 1 to 3 name no serializer: they are read with the reader's (see `legacyReaderFor`).
+ * The lookup script reads `expires at` at bytes 12..19 of a version 2, 3 or 4 entry, and the
+ * scripts that write an entry rewrite bytes 4..35 (cache-scripts.ts): every version from 2 on
+ * keeps them where version 2 has them.
  */
 export const ENTRY_MAGIC_0 = 0xd0;
 export const ENTRY_MAGIC_1 = 0x67;
 export const ENTRY_VERSION = 1;
 export const ENTRY_VERSION_2 = 2;
 export const ENTRY_VERSION_3 = 3;
+export const ENTRY_VERSION_4 = 4;
 export const HEADER_SIZE = 20;
 export const HEADER_SIZE_V2 = 36;
 /** Version 3's fixed part, before its tags. */
@@ -56,6 +66,8 @@ export interface DecodedEntry {
   staleIfError?: number;
   /** The entry's tags (version 3). */
   tags?: string[];
+  /** The name of the serializer that wrote the payload (version 4; undefined: not named). */
+  serializer?: string;
   payload: Buffer;
 }
 
@@ -69,12 +81,15 @@ export interface EntryWindow {
   revalidate?: number | undefined;
   staleIfError?: number | undefined;
   tags?: readonly string[] | undefined;
+  /** The name of the serializer of the payload: written as version 4 (`validSerializerName` holds). */
+  serializer?: string | undefined;
 }
 
 export function encodeEntry(kind: EntryKind, createdAt: number, ttl: number, payload: Uint8Array, window: EntryWindow = {}): Buffer {
   const stale = window.stale ?? 0;
   const delta = window.delta ?? 0;
   const tags = window.tags ?? [];
+  if (window.serializer !== undefined) return encodeV3(kind, createdAt, ttl, payload, window, tags, Buffer.from(window.serializer, 'latin1'));
   if (tags.length > 0 || window.revalidate !== undefined || window.staleIfError !== undefined) return encodeV3(kind, createdAt, ttl, payload, window, tags);
   const v2 = stale > 0 || delta > 0;
   const header = v2 ? HEADER_SIZE_V2 : HEADER_SIZE;
@@ -95,13 +110,15 @@ export function encodeEntry(kind: EntryKind, createdAt: number, ttl: number, pay
   return out;
 }
 
-function encodeV3(kind: EntryKind, createdAt: number, ttl: number, payload: Uint8Array, window: EntryWindow, tags: readonly string[]): Buffer {
+/** Version 3, or version 4 with the serializer's `name`. */
+function encodeV3(kind: EntryKind, createdAt: number, ttl: number, payload: Uint8Array, window: EntryWindow, tags: readonly string[], name?: Buffer): Buffer {
   const encoded = tags.map((tag) => Buffer.from(tag, 'utf8'));
   const tagBytes = encoded.reduce((sum, b) => sum + 2 + b.length, 0);
-  const out = Buffer.allocUnsafe(HEADER_SIZE_V3 + tagBytes + payload.byteLength);
+  const named = name === undefined ? 0 : 1 + name.length;
+  const out = Buffer.allocUnsafe(HEADER_SIZE_V3 + named + tagBytes + payload.byteLength);
   out[0] = ENTRY_MAGIC_0;
   out[1] = ENTRY_MAGIC_1;
-  out[2] = ENTRY_VERSION_3;
+  out[2] = name === undefined ? ENTRY_VERSION_3 : ENTRY_VERSION_4;
   out[3] = kind;
   out.writeDoubleBE(createdAt, 4);
   out.writeDoubleBE(createdAt + ttl, 12);
@@ -111,6 +128,11 @@ function encodeV3(kind: EntryKind, createdAt: number, ttl: number, payload: Uint
   out.writeDoubleBE(window.staleIfError ?? -1, 44);
   out.writeUInt16BE(encoded.length, 52);
   let at = HEADER_SIZE_V3;
+  if (name !== undefined) {
+    out[at] = name.length;
+    out.set(name, at + 1);
+    at += named;
+  }
   for (const b of encoded) {
     out.writeUInt16BE(b.length, at);
     out.set(b, at + 2);
@@ -131,7 +153,7 @@ export function decodeEntry(bytes: Buffer): DecodedEntry {
     throw new CorruptEntryError('not an entry written by dogpile-guard');
   }
   const version = bytes[2];
-  if (version !== ENTRY_VERSION && version !== ENTRY_VERSION_2 && version !== ENTRY_VERSION_3) throw new CorruptEntryError(`unknown entry format version ${version}`);
+  if (version !== ENTRY_VERSION && version !== ENTRY_VERSION_2 && version !== ENTRY_VERSION_3 && version !== ENTRY_VERSION_4) throw new CorruptEntryError(`unknown entry format version ${version}`);
   const kind = bytes[3] as EntryKind;
   if (kind !== EntryKind.Value && kind !== EntryKind.HitForMiss) throw new CorruptEntryError(`unknown entry kind ${kind}`);
   const createdAt = bytes.readDoubleBE(4);
@@ -155,6 +177,13 @@ export function decodeEntry(bytes: Buffer): DecodedEntry {
   const count = bytes.readUInt16BE(52);
   const tags: string[] = [];
   let at = HEADER_SIZE_V3;
+  let serializer: string | undefined;
+  if (version === ENTRY_VERSION_4) {
+    const length = bytes[at] ?? 0;
+    if (length === 0 || at + 1 + length > bytes.length) throw new CorruptEntryError('bad serializer name');
+    serializer = bytes.toString('latin1', at + 1, at + 1 + length);
+    at += 1 + length;
+  }
   for (let i = 0; i < count; i++) {
     if (at + 2 > bytes.length) throw new CorruptEntryError('bad entry tags');
     const length = bytes.readUInt16BE(at);
@@ -166,5 +195,6 @@ export function decodeEntry(bytes: Buffer): DecodedEntry {
   if (revalidate >= 0) decoded.revalidate = revalidate;
   if (staleIfError >= 0) decoded.staleIfError = staleIfError;
   if (tags.length > 0) decoded.tags = tags;
+  if (serializer !== undefined) decoded.serializer = serializer;
   return decoded;
 }

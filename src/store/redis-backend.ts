@@ -1,5 +1,6 @@
 import type { EntryCodec } from './codec.js';
 import { CorruptEntryError } from './entry.js';
+import { ForeignEntries, forKey } from './foreign-entries.js';
 import { cacheKeys, valueKey } from './key.js';
 import { L1 } from './l1.js';
 import { RedisTagStamps } from './redis-tags.js';
@@ -11,7 +12,7 @@ import { waitForReplicas, ReplicationError, type Replication } from '../redis/re
 import { EXTEND } from '../redis/extend-script.js';
 import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
-import { BackendError } from '../shared/errors.js';
+import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
@@ -71,6 +72,8 @@ export class RedisBackend implements Backend {
   readonly clock: ServerClock;
   /** When (on the server's clock) each lead of this process was taken, by token: its value's run began after. */
   private readonly leadStarts = new Map<string, number>();
+  /** Fresh entries of a serializer this process cannot read: reported once, looked past, never replaced. */
+  private readonly foreign = new ForeignEntries();
 
   constructor(
     private readonly client: RedisClient,
@@ -140,7 +143,12 @@ export class RedisBackend implements Backend {
     switch (reply[0]) {
       case 5: {
         const decoded = this.decode(reply[2], sent);
-        if ('error' in decoded) return { kind: 'corrupt', error: decoded.error };
+        if ('error' in decoded && decoded.error instanceof UnknownSerializerError && reply[3] === 1) {
+          // Past its expiry and the lead is ours: replaced like any expired value.
+          this.startedLead(token, time);
+          return { kind: 'lead' };
+        }
+        if ('error' in decoded) return this.unreadable(key, token, lockTtl, decoded.error, tryLead);
         if (reply[3] === 1) this.startedLead(token, time);
         return reply[3] === 1
           ? { kind: 'stale', entry: decoded, lead: true, remaining: 0, hold: false }
@@ -148,7 +156,7 @@ export class RedisBackend implements Backend {
       }
       case 1: {
         const decoded = this.decode(reply[2], sent);
-        return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'hit', entry: decoded };
+        return 'error' in decoded ? this.unreadable(key, token, lockTtl, decoded.error, tryLead) : { kind: 'hit', entry: decoded };
       }
       case 2:
         this.startedLead(token, time);
@@ -161,6 +169,18 @@ export class RedisBackend implements Backend {
           ? { kind: 'wait', remaining: Number(reply[2]), repaired: new CorruptEntryError(`the lock key had no expiry (written by another program, or PERSISTed); it now expires in ${lockTtl} ms`) }
           : { kind: 'wait', remaining: Number(reply[2]) };
     }
+  }
+
+  /**
+   * A stored entry that does not decode. One of a serializer this process cannot read is
+   * reported once per key (`corrupt`: the caller then looks past it and leads or waits);
+   * after that, the lookup looks past it at once while it is the entry the key holds.
+   */
+  private unreadable(key: string, token: string, lockTtl: number, error: Error, tryLead: boolean): Lookup | Promise<Lookup> {
+    if (!(error instanceof UnknownSerializerError)) return { kind: 'corrupt', error };
+    if (this.foreign.met(key, error)) return { kind: 'corrupt', error: forKey(error, key) };
+    const createdAt = error.entry?.createdAt;
+    return createdAt === undefined ? { kind: 'corrupt', error } : this.lookup(key, token, lockTtl, createdAt, false, tryLead);
   }
 
   /** Remembers when the lead of `token` was taken (server's clock), for its commit. */
@@ -206,6 +226,8 @@ export class RedisBackend implements Backend {
   }
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
+    // A fresh entry this process cannot read is another serializer's: shared, never replaced.
+    if (commit.mode === 'store' && this.foreign.freshAt(key, this.clock.now()) !== undefined) commit = { ...commit, mode: 'share' };
     let bytes: Buffer = EMPTY;
     let ttl = 0;
     let sharedTtl = 1000;
@@ -287,7 +309,10 @@ export class RedisBackend implements Backend {
     return this.values.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
       if (bytes === null) return undefined;
       const decoded = this.decode(bytes, sent);
-      return 'error' in decoded ? { corrupt: decoded.error } : decoded;
+      if (!('error' in decoded)) return decoded;
+      // An entry of another serializer, reported before: a miss here.
+      if (!(decoded.error instanceof UnknownSerializerError)) return { corrupt: decoded.error };
+      return this.foreign.met(key, decoded.error) ? { corrupt: forKey(decoded.error, key) } : undefined;
     });
   }
 
@@ -295,6 +320,8 @@ export class RedisBackend implements Backend {
     const bytes = await this.commands.getBuffer(cacheKeys(this.options.prefix, key).shared);
     if (bytes === null) return undefined;
     const decoded = this.decode(bytes);
+    // Shared by a leader of another serializer: nothing for this process (it looks again).
+    if ('error' in decoded && decoded.error instanceof UnknownSerializerError) return undefined;
     return 'error' in decoded ? { corrupt: decoded.error } : decoded;
   }
 
@@ -404,7 +431,9 @@ export class RedisBackend implements Backend {
         l1.heard(key, outcome.at);
         return;
       case 'uncacheable':
-        // The last run's result was not cacheable (a marker may now be stored): ask Redis again.
+      case 'corrupt':
+        // The last run's result was not cacheable (a marker may now be stored), or a value this
+        // process cannot read was written: ask Redis again.
         l1.untrust(key);
         return;
       default:
@@ -432,6 +461,10 @@ export class RedisBackend implements Backend {
       case 0x76: /* v: stored and inline */
       case 0x73: /* s: shared, not stored */ {
         const decoded = this.decode(message.subarray(1));
+        if ('error' in decoded && decoded.error instanceof UnknownSerializerError) {
+          // Another serializer's value: stored ('v'), as if too big to inline (waiters look it up); shared ('s'), a release.
+          return message[0] === 0x76 ? { kind: 'stored', createdAt: decoded.error.entry?.createdAt ?? message.readDoubleBE(5) } : { kind: 'released' };
+        }
         return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'value', entry: decoded, stored: message[0] === 0x76 };
       }
       case 0x56: /* V (+ created-at) */
