@@ -16,7 +16,7 @@ import { portableValue } from './fixtures/formats/samples.js';
 
 function record(cache: ReturnType<typeof createCache>, event: 'coalesced' | 'hit'): unknown[] {
   const seen: unknown[] = [];
-  cache.on(event, (e) => seen.push(e));
+  cache.on(event as 'hit', (e) => seen.push(e));
   return seen;
 }
 
