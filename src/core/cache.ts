@@ -319,6 +319,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       entry.delta = computedFor(ttlOrOptions);
     }
     await this.guarded.set(key, entry);
+    // Callers from now on neither join a run nor take a stale answer older than this write.
+    this.flights.detach(key);
+    this.protocol.wrote(key);
     this.hints.remember(key, entry);
   }
 
@@ -330,7 +333,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     this.hints.forget(key);
-    return this.guarded.delete(key);
+    const deleted = await this.guarded.delete(key);
+    this.flights.detach(key);
+    this.protocol.wrote(key);
+    return deleted;
   }
 
   /**

@@ -33,6 +33,15 @@ export class Flights {
     return joined;
   }
 
+  /**
+   * The key was written: callers from now on do not join a flight or a read started before
+   * (its answer may be older than the write); those already joined keep it.
+   */
+  detach(key: string): void {
+    this.inflight.delete(key);
+    this.reads.delete(key);
+  }
+
   /** The key's shared read, started with `read()` if there is none; forgotten once it settles. */
   sharedRead<R>(key: string, read: () => Promise<R>): Promise<R> {
     let shared = this.reads.get(key) as Promise<R> | undefined;

@@ -36,7 +36,7 @@ export function isRemoteLoaderError(error: unknown): boolean {
 export class MissProtocol {
   private tokenCounter = 0;
   /** Refreshes of stored values running in this process (background or foreground), by key. */
-  private readonly refreshes = new Map<string, { settled: Promise<Settled<unknown>>; entry: StoredEntry }>();
+  private readonly refreshes = new Map<string, Refresh>();
   /** Keys whose early refresh this process tried and found led elsewhere: no new try until then (monotonic ms). */
   private readonly earlyThrottle = new Map<string, number>();
 
@@ -54,6 +54,16 @@ export class MissProtocol {
   /** Stops following the channels of keys refreshed elsewhere. */
   close(): void {
     this.elsewhere.clear();
+    for (const refresh of this.refreshes.values()) refresh.unlisten?.();
+  }
+
+  /**
+   * `key` was written or deleted by this process: a refresh running here no longer answers
+   * its stale value (the write is newer), and its result will not be stored over the write.
+   */
+  wrote(key: string): void {
+    const refresh = this.refreshes.get(key);
+    if (refresh) refresh.superseded = true;
   }
 
   /**
@@ -231,7 +241,10 @@ export class MissProtocol {
    */
   staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
     const running = this.refreshes.get(key);
-    if (running === undefined || !withinRevalidate(running.entry, this.backend.now(), opts.freshness)) return undefined;
+    if (running === undefined || running.superseded || !withinRevalidate(running.entry, this.backend.now(), opts.freshness)) return undefined;
+    // Shared store: only while the key's channel would tell of a write, and once a lookup sent
+    // while it did confirmed the stale value is still the stored one.
+    if (this.backend.distributed && !(running.confirmed && this.backend.live(key))) return undefined;
     // A tag of the value invalidated since it was looked up: no longer an answer, stale or not.
     const entry = running.entry.tags === undefined ? running.entry : this.backend.backend.withKnownTags(running.entry);
     if (entry === undefined) return undefined;
@@ -272,6 +285,7 @@ export class MissProtocol {
       if (lookup.lead) this.refreshInBackground(key, token, loader, opts, entry);
       // Refreshed by another process: later flights here answer this value until it is over.
       else if (!lookup.hold && !this.refreshes.has(key)) this.elsewhere.heard(key, entry, lookup.remaining, sentAt);
+      else this.confirmRefresh(key, entry, sentAt);
       // While a failed refresh holds the lock (failSafeRetry), the stale value is served because of that error.
       return this.staleAnswer(key, entry, lookup.hold ? 'error' : 'revalidate');
     }
@@ -335,13 +349,40 @@ export class MissProtocol {
       if (r === RETRY) throw new LoaderError(`the lead of "${key}" was lost during its refresh`, { key });
       return r;
     });
-    const tracked = { settled: settled as Promise<Settled<unknown>>, entry };
+    const tracked: Refresh = { settled: settled as Promise<Settled<unknown>>, entry, liveAt: undefined, confirmed: false, superseded: false, unlisten: undefined, ended: false };
     this.refreshes.set(key, tracked);
+    if (this.backend.distributed) {
+      // Any news of the key while it refreshes (a write or delete elsewhere, a reconnect) ends
+      // the stale answers from memory: later callers ask Redis.
+      this.backend
+        .listen(key, () => {
+          tracked.superseded = true;
+        })
+        .then(
+          (unlisten) => {
+            if (tracked.ended) return unlisten();
+            tracked.unlisten = unlisten;
+            tracked.liveAt = monotonicNow();
+          },
+          () => {
+            tracked.superseded = true;
+          },
+        );
+    }
     const forget = () => {
+      tracked.ended = true;
+      tracked.unlisten?.();
       if (this.refreshes.get(key) === tracked) this.refreshes.delete(key);
     };
     settled.then(forget, forget);
     return settled;
+  }
+
+  /** A lookup sent at `sentAt` found the stale value of a refresh running here still stored: answered from memory from now on, if the channel was live. */
+  private confirmRefresh(key: string, entry: StoredEntry, sentAt: number): void {
+    const running = this.refreshes.get(key);
+    if (running === undefined || running.liveAt === undefined || sentAt < running.liveAt || running.entry.createdAt !== entry.createdAt) return;
+    running.confirmed = true;
   }
 
   /** One refresh, detached from every caller: its result is stored and announced when it arrives. */
@@ -462,6 +503,10 @@ export class MissProtocol {
     }
     if (committed && decision === 'store') this.hints.remember(key, entry!);
     refreshEnd(committed === false ? 'lost' : 'stored');
+    // The lead was gone when the value came: the key was written or deleted since the run
+    // began (or the lock ran out and another leader took over). The value is older than that:
+    // the flight looks again instead of answering it (callers already answered keep theirs).
+    if (committed === false && !fallback) return RETRY;
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
   }
 
@@ -625,6 +670,21 @@ export class MissProtocol {
     this.tokenCounter = (this.tokenCounter + 1) % Number.MAX_SAFE_INTEGER;
     return `${PROCESS_TOKEN}${this.tokenCounter.toString(36)}`;
   }
+}
+
+/** A refresh of a stored value running in this process. */
+interface Refresh {
+  settled: Promise<Settled<unknown>>;
+  /** The stale value being refreshed. */
+  entry: StoredEntry;
+  /** Monotonic ms from which the key's channel reached this process (shared store). */
+  liveAt: number | undefined;
+  /** A lookup sent once the channel was live found `entry` still stored. */
+  confirmed: boolean;
+  /** The key was written, deleted or announced since: `entry` is no answer from memory. */
+  superseded: boolean;
+  unlisten: (() => void) | undefined;
+  ended: boolean;
 }
 
 /** A stored value as the answer of a flight. */

@@ -180,13 +180,15 @@ return {1, string.format('%.3f', now), string.format('%.3f', delta)}
 );
 
 /**
- * KEYS: value. ARGV: bytes, ttl ms, channel, inline max bytes, publish command, started (on the
+ * KEYS: value, lock. ARGV: bytes, ttl ms, channel, inline max bytes, publish command, started (on the
  * server's clock; '' when unknown), not after (the server's time after which the write is
  * refused: its caller has given up on it; '' for none).
  * Stores an entry written with `set()`, stamped with the server's time (STAMP_LUA), and
  * announces it like a leader's store ('v' + entry, or 'V' + its created-at when too big to
- * inline), so waiters take it and other processes' copies follow. Returns {created at, Δ} as
- * text, or 0 when it came after its caller gave up (nothing written).
+ * inline), so waiters take it and other processes' copies follow. The key's lead lock is
+ * dropped: a loader that was running began before this write, and its commit is refused (its
+ * older value never lands over this one). Returns {created at, Δ} as text, or 0 when it came
+ * after its caller gave up (nothing written).
  */
 export const SET_ANNOUNCE = new LuaScript<
   [bytes: Buffer, ttl: number, channel: string, inlineMax: number, publish: string, started: string, notAfter: string],
@@ -199,6 +201,7 @@ local now = server_now(KEYS[1])
 if ARGV[7] ~= '' and now > tonumber(ARGV[7]) then return 0 end
 local bytes, delta = stamp(ARGV[1], now, tonumber(ARGV[6]))
 redis.call('SET', KEYS[1], bytes, 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
 if #bytes <= tonumber(ARGV[4]) then
   redis.call(pub, ARGV[3], 'v' .. bytes)
 else
@@ -209,8 +212,8 @@ return {string.format('%.3f', now), string.format('%.3f', delta)}
 );
 
 /**
- * KEYS: value. ARGV: channel, publish command, not after (as SET_ANNOUNCE's).
- * Deletes the entry and announces 'd' + the time of the delete on the server's clock (8 bytes,
+ * KEYS: value, lock. ARGV: channel, publish command, not after (as SET_ANNOUNCE's).
+ * Deletes the entry and its lead lock (a running loader's commit is then refused) and announces 'd' + the time of the delete on the server's clock (8 bytes,
  * float64 BE; later than the created-at of the entry it deletes), so other processes drop
  * their copies. Returns {number of keys deleted, the time as text}, or 0 when it came after
  * its caller gave up (nothing deleted).
@@ -221,6 +224,7 @@ export const DELETE_ANNOUNCE = new LuaScript<[channel: string, publish: string, 
 local now = server_now(KEYS[1])
 if ARGV[3] ~= '' and now > tonumber(ARGV[3]) then return 0 end
 local n = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2])
 redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[1], 'd' .. struct.pack('>d', now))
 return {n, string.format('%.3f', now)}
 `,

@@ -13,11 +13,18 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
  * lock per key (in process memory) lets one refresh of a stale value run at a time, as the
  * Redis lock does across processes.
  */
+/** How many keys' last `set`/`delete` the store remembers (for leads still running when they were written). */
+const WRITES_REMEMBERED = 10_000;
+
 export class MemoryBackend implements Backend {
   readonly distributed = false;
   readonly peekLayer = 'store';
   readonly tagStamps = new MemoryTagStamps(processNow);
   private readonly lru: LRUCache<string, StoredEntry>;
+  /** When each lead of this store began (by token, on the store's clock): its value is older than a write made after. */
+  private readonly leadStarts = new Map<string, number>();
+  /** When each key was last written or deleted with `set`/`delete` (the store's clock): a lead begun before does not store. */
+  private readonly writes = new LRUCache<string, number>({ max: WRITES_REMEMBERED });
   /** Lead locks of stale values being refreshed: key → holder token and expiry (monotonic ms). */
   private readonly locks = new Map<string, { token: string; until: number; hold?: true }>();
 
@@ -61,9 +68,15 @@ export class MemoryBackend implements Backend {
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
     const stored = skipValue === true ? undefined : this.lru.get(key);
     const entry = typeof skipValue === 'number' && stored && stored.createdAt <= skipValue ? undefined : stored;
-    if (!entry) return { kind: 'lead' };
+    if (!entry) {
+      this.startedLead(token);
+      return { kind: 'lead' };
+    }
     if ((entry.stale ?? 0) > 0 && (expired || processNow() >= entry.createdAt + entry.ttl)) {
-      if (tryLead && this.lock(key, token, lockTtl)) return { kind: 'stale', entry, lead: true, remaining: 0, hold: false };
+      if (tryLead && this.lock(key, token, lockTtl)) {
+        this.startedLead(token);
+        return { kind: 'stale', entry, lead: true, remaining: 0, hold: false };
+      }
       const held = this.locks.get(key);
       return { kind: 'stale', entry, lead: false, remaining: held ? Math.max(0, held.until - performance.now()) : -2, hold: held?.hold === true };
     }
@@ -71,12 +84,22 @@ export class MemoryBackend implements Backend {
   }
 
   async tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.lock(key, token, lockTtl);
+    const led = this.lock(key, token, lockTtl);
+    if (led) this.startedLead(token);
+    return led;
   }
 
   async commit(key: string, token: string, commit: Commit): Promise<boolean> {
     const held = this.locks.get(key);
     if (held && held.token !== token && held.until > performance.now()) return false;
+    const started = this.leadStarts.get(token);
+    if (commit.mode !== 'fail') this.leadStarts.delete(token);
+    // Written or deleted since this lead began: its value is older than that write, and not stored.
+    const written = this.writes.get(key);
+    if (written !== undefined && started !== undefined && written >= started && (commit.mode === 'store' || commit.mode === 'uncacheable')) {
+      if (held?.token === token) this.locks.delete(key);
+      return false;
+    }
     if (commit.mode === 'fail') {
       this.locks.set(key, { token, until: performance.now() + commit.holdMs, hold: true });
       return true;
@@ -120,17 +143,31 @@ export class MemoryBackend implements Backend {
   async set(key: string, entry: StoredEntry): Promise<void> {
     this.codec.encode(key, entry);
     this.lru.set(key, entry, { ttl: entry.ttl + (entry.stale ?? 0) });
+    this.wrote(key);
   }
 
   async delete(key: string): Promise<boolean> {
-    this.locks.delete(key);
+    this.wrote(key);
     return this.lru.delete(key);
+  }
+
+  /** `key` was written or deleted now: a lead still running lets go of its lock and will not store. */
+  private wrote(key: string): void {
+    this.locks.delete(key);
+    this.writes.set(key, processNow());
+  }
+
+  private startedLead(token: string): void {
+    if (this.leadStarts.size >= WRITES_REMEMBERED) this.leadStarts.delete(this.leadStarts.keys().next().value!);
+    this.leadStarts.set(token, processNow());
   }
 
   async close(): Promise<void> {
     this.lru.clear();
     this.tagStamps.close();
     this.locks.clear();
+    this.leadStarts.clear();
+    this.writes.clear();
   }
 
   /** In process, a lead lock lives until its holder commits (a hung loader is given up by `hardTimeout`). */

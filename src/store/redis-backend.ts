@@ -333,7 +333,7 @@ export class RedisBackend implements Backend {
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1) this.sentAt.set(entry, monotonicNow());
-    const reply = await SET_ANNOUNCE.run(this.commands, [k.value], [
+    const reply = await SET_ANNOUNCE.run(this.commands, [k.value, k.lock], [
       bytes,
       Math.max(1, Math.ceil(entry.ttl + (entry.stale ?? 0))),
       k.channel,
@@ -354,7 +354,7 @@ export class RedisBackend implements Backend {
     if (!this.clock.known) await this.clock.ready();
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
-    const reply = await DELETE_ANNOUNCE.run(this.commands, [k.value], [k.channel, pub, this.notAfter()]);
+    const reply = await DELETE_ANNOUNCE.run(this.commands, [k.value, k.lock], [k.channel, pub, this.notAfter()]);
     if (reply === 0) throw new BackendError(`the delete of "${key}" reached Redis after its caller had given up (commandTimeout); it was not applied`, { key });
     this.l1?.heard(key, Number(reply[1]));
     return reply[0] > 0;
