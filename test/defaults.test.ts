@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { createCache, RedisLock, v8Serializer } from '../src/index.js';
+import { createCache, RedisLock, portableSerializer } from '../src/index.js';
 import { resolveLockOptions } from '../src/lock/common.js';
 import { resolveHttpCacheOptions } from '../src/http/options.js';
 import { root } from '../tools/child-process.js';
@@ -43,7 +43,7 @@ describe('createCache: the README table "createCache options"', () => {
     ['commandTimeout', '`1000` ms'],
     ['backendCooldown', '`1000` ms'],
     ['inlineMax', '`65536` bytes'],
-    ['serializer', '`v8Serializer`'],
+    ['serializer', '`portableSerializer`'],
     ['hitForMissTtl', '`0`'],
     ['replicas', '`0`'],
     ['replicaTimeout', '`100` ms'],
@@ -74,7 +74,7 @@ describe('createCache: the README table "createCache options"', () => {
     expect(o.commandTimeout).toBe(1000);
     expect(o.backendCooldown).toBe(1000);
     expect(o.inlineMax).toBe(65_536);
-    expect(o.serializer).toBe(v8Serializer);
+    expect(o.serializer).toBe(portableSerializer);
     expect(o.hitForMissTtl).toBe(0);
     expect(o.replication).toBeUndefined();
     expect(o.tagStampTtl).toBe(7 * 24 * 3600 * 1000);
