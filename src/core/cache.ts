@@ -392,7 +392,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * anything is written. Rejects with `InvalidOptionError` / `SerializationError` (nothing
    * written) or `BackendError` (some entries may have been written).
    */
-  setMany<T = unknown>(entries: readonly SetManyEntry<T>[], options?: SetManyOptions): Promise<void> {
+  setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
     return setMany(this.bulk, entries, options);
   }
 

@@ -119,12 +119,13 @@ export class ScopedBackend implements Backend {
     return this.inner.listen(key, listener);
   }
 
-  async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     // The stamps are read alongside the value (once, the first time), not after it.
     const stamps = this.stampsNow();
-    const found = await this.inner.get(key);
-    if (found === undefined || 'corrupt' in found) return found;
-    return judged(found, generationVerdict(found, await stamps));
+    const judge = (found: StoredEntry | { corrupt: Error } | undefined, held: TagStamp[]) =>
+      found === undefined || 'corrupt' in found ? found : judged(found, generationVerdict(found, held));
+    if (Array.isArray(stamps)) return this.inner.get(key).then((found) => judge(found, stamps));
+    return Promise.all([this.inner.get(key), stamps]).then(([found, held]) => judge(found, held));
   }
 
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
