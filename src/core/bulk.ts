@@ -50,15 +50,13 @@ export function validateKeys(keys: unknown): readonly string[] {
 /**
  * The values of `keys`, in their order (`undefined` where there is none). Keys held fresh in
  * process memory are answered from it; the others are read from the store together: on Redis,
- * one GET per key, all sent before any reply is read (one round trip). A key listed twice is
- * read once.
+ * one GET per key, all sent before any reply is read (one round trip).
  */
 export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promise<(T | undefined)[]> {
   validateKeys(keys);
   host.assertOpen();
   const out: (T | undefined)[] = new Array<T | undefined>(keys.length);
-  const reads = new Map<string, Promise<T | undefined>>();
-  const pending: Promise<void>[] = [];
+  const reads: Promise<void>[] = [];
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
     const local = host.backend.peek(key);
@@ -66,14 +64,13 @@ export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promi
       out[i] = local.kind === EntryKind.Value ? (local.value as T) : undefined;
       continue;
     }
-    let read = reads.get(key);
-    if (read === undefined) {
-      read = readOne<T>(host, key);
-      reads.set(key, read);
-    }
-    pending.push(read.then((value) => void (out[i] = value)));
+    reads.push(
+      readOne<T>(host, key).then((value) => {
+        out[i] = value;
+      }),
+    );
   }
-  await Promise.all(pending);
+  if (reads.length > 0) await Promise.all(reads);
   return out;
 }
 
