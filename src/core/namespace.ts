@@ -8,7 +8,9 @@ import { GENERATION_KEEP_MS, MemoryGenerations, ROOT_GENERATION } from '../store
 import { MemoryBackend } from '../store/memory-backend.js';
 import { RedisBackend } from '../store/redis-backend.js';
 import { RedisTagStamps } from '../store/redis-tags.js';
-import { ScopedBackend } from '../store/scoped-backend.js';
+import { ScopedBackend, type ScopeRules } from '../store/scoped-backend.js';
+import { tagKeys } from '../store/key.js';
+import { parseStamp } from '../store/tags.js';
 import { TaggedBackend } from '../store/tagged-backend.js';
 import type { TagStamps } from '../store/types.js';
 import type { CacheEmitter } from './events.js';
@@ -47,11 +49,16 @@ export function validateNamespaceName(name: unknown): string {
   return name;
 }
 
+/** Where the generation stamps of a cache and its namespaces live: `<prefix>:g:t:{/name}` (tag stamps under their own prefix). */
+function generationPrefix(rootPrefix: string): string {
+  return `${rootPrefix}:g`;
+}
+
 /** The scope of a cache made by `createCache(options)`: the client (made from a URL if one was given) and the generation stamps. */
 export function rootScope(options: ResolvedCacheOptions): CacheScope {
   const { redis } = options;
   const client = redis === undefined ? undefined : typeof redis === 'string' ? createClientFromUrl(redis) : redis;
-  const stamps = client === undefined ? new MemoryGenerations(processNow) : new RedisTagStamps(client, commandClient(client), `${options.prefix}:g`);
+  const stamps = client === undefined ? new MemoryGenerations(processNow) : new RedisTagStamps(client, commandClient(client), generationPrefix(options.prefix));
   return { options, client, ownsClient: typeof redis === 'string', stamps, generations: [ROOT_GENERATION], rootPrefix: options.prefix };
 }
 
@@ -85,7 +92,15 @@ export function scopedBackend(scope: CacheScope): ScopedBackend {
           replication: o.replication,
           writeTimeout: o.commandTimeout,
         });
-  return new ScopedBackend(new TaggedBackend(inner), { generations: scope.generations, stamps: scope.stamps, jitter: o.jitter, tagStampTtl: o.tagStampTtl });
+  const rules: ScopeRules = { generations: scope.generations, stamps: scope.stamps, jitter: o.jitter, tagStampTtl: o.tagStampTtl };
+  const client = scope.client;
+  if (client !== undefined) {
+    // One GET per stamp, for a read that finds a value before the stamps are followed here.
+    const commands = commandClient(client);
+    const stampPrefix = generationPrefix(scope.rootPrefix);
+    rules.readOnce = (names) => Promise.all(names.map(async (name) => parseStamp((await commands.getBuffer(tagKeys(stampPrefix, name).stamp))?.toString('latin1'))));
+  }
+  return new ScopedBackend(new TaggedBackend(inner), rules);
 }
 
 /** `clear()`'s options, checked (`InvalidOptionError` naming the option): whether to mark stale. */

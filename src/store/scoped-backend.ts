@@ -9,6 +9,11 @@ export interface ScopeRules {
   generations: readonly string[];
   /** Where the generation stamps live (one store for a cache and all its namespaces). */
   stamps: TagStamps;
+  /**
+   * Reads stamps once, for one read, without following their channels (one GET each), while
+   * `stamps.load` (which subscribes first) runs in the background; absent: `stamps.load`.
+   */
+  readOnce?: (names: readonly string[]) => Promise<TagStamp[]>;
   /** `jitter` (0: off). */
   jitter: number;
   /** The longest life of a tagged entry (`tagStampTtl`): a spread TTL stays within it. */
@@ -73,10 +78,9 @@ export class ScopedBackend implements Backend {
 
   /** As `TaggedBackend.lookup` for tags: a value older than a generation is looked past, or refreshed as stale. */
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
-    const stamps = this.stampsNow();
     const found = await this.inner.lookup(key, token, lockTtl, skipValue, expired, tryLead);
     if (found.kind !== 'hit' && found.kind !== 'stale') return found;
-    const verdict = generationVerdict(found.entry, await stamps);
+    const verdict = generationVerdict(found.entry, await this.stampsNow());
     if (verdict === 'ok') return found;
     if (found.kind === 'stale') {
       if (typeof verdict === 'number') return { ...found, entry: staleSince(found.entry, verdict) };
@@ -120,12 +124,12 @@ export class ScopedBackend implements Backend {
   }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    // The stamps are read alongside the value (once, the first time), not after it.
-    const stamps = this.stampsNow();
-    const judge = (found: StoredEntry | { corrupt: Error } | undefined, held: TagStamp[]) =>
-      found === undefined || 'corrupt' in found ? found : judged(found, generationVerdict(found, held));
-    if (Array.isArray(stamps)) return this.inner.get(key).then((found) => judge(found, stamps));
-    return Promise.all([this.inner.get(key), stamps]).then(([found, held]) => judge(found, held));
+    return this.inner.get(key).then((found) => {
+      if (found === undefined || 'corrupt' in found) return found;
+      const stamps = this.stampsNow();
+      if (Array.isArray(stamps)) return judged(found, generationVerdict(found, stamps));
+      return stamps.then((read) => judged(found, generationVerdict(found, read)));
+    });
   }
 
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
@@ -192,7 +196,11 @@ export class ScopedBackend implements Backend {
     return stamps;
   }
 
-  /** The chain's stamps: held here, or read from the store (one read shared by the callers meanwhile). */
+  /**
+   * The chain's stamps: held here, or read once from the store for this read while the stamps
+   * are loaded (their channels followed) in the background. Asked only once a value was found:
+   * a miss costs nothing more, the first hit of a process one more round trip.
+   */
   private stampsNow(): Promise<TagStamp[]> | TagStamp[] {
     const known = this.knownStamps();
     if (known !== undefined) return known;
@@ -204,7 +212,7 @@ export class ScopedBackend implements Backend {
       };
       loading.then(done, done);
     }
-    return this.loading;
+    return this.rules.readOnce === undefined ? this.loading : this.rules.readOnce(this.rules.generations);
   }
 }
 
