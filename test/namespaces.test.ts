@@ -7,8 +7,9 @@
  */
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createCache, InvalidOptionError, type DogpileCache } from '../src/index.js';
+import { BackendError, createCache, InvalidOptionError, type DogpileCache } from '../src/index.js';
 import { useRedis } from './support/use-redis.js';
+import { startRedis } from '../tools/redis-server.js';
 import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
 import { freshId, sleep } from '../tools/basics.js';
 
@@ -276,5 +277,23 @@ describe('namespaces on Redis', () => {
     expect(await b.namespace('n').get('k')).toBeUndefined();
     await a.close();
     await b.close();
+  });
+});
+
+describe('clear() when Redis does not answer', () => {
+  it('rejects with BackendError within commandTimeout and reports backendError (operation clear)', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client(), commandTimeout: 100, backendCooldown: 50 });
+    const reported: string[] = [];
+    cache.on('backendError', (e) => reported.push(e.operation));
+    await cache.namespace('n').set('k', 1, 60_000);
+    // The server sleeps far longer than commandTimeout: only the bound can end the call.
+    await own.debugSleepInBackground(1500);
+    await expect(cache.clear()).rejects.toThrow(BackendError);
+    await expect(cache.clear()).rejects.toThrow(/commandTimeout/);
+    expect(reported).toContain('clear');
+    await sleep(1600);
+    await cache.close();
+    await own.stop();
   });
 });
