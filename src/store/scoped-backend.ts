@@ -32,6 +32,7 @@ export class ScopedBackend implements Backend {
   readonly peekLayer: 'store' | 'l1';
   readonly tagStamps: TagStamps;
   private loading: Promise<TagStamp[]> | undefined;
+  private reading: Promise<TagStamp[]> | undefined;
   private plain: ScopedBackend | undefined;
 
   constructor(
@@ -78,6 +79,7 @@ export class ScopedBackend implements Backend {
 
   /** As `TaggedBackend.lookup` for tags: a value older than a generation is looked past, or refreshed as stale. */
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
+    this.follow();
     const found = await this.inner.lookup(key, token, lockTtl, skipValue, expired, tryLead);
     if (found.kind !== 'hit' && found.kind !== 'stale') return found;
     const verdict = generationVerdict(found.entry, await this.stampsNow());
@@ -124,6 +126,7 @@ export class ScopedBackend implements Backend {
   }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    this.follow();
     return this.inner.get(key).then((found) => {
       if (found === undefined || 'corrupt' in found) return found;
       const stamps = this.stampsNow();
@@ -197,22 +200,41 @@ export class ScopedBackend implements Backend {
   }
 
   /**
-   * The chain's stamps: held here, or read once from the store for this read while the stamps
-   * are loaded (their channels followed) in the background. Asked only once a value was found:
-   * a miss costs nothing more, the first hit of a process one more round trip.
+   * Starts following the chain's stamps (read from the store, their channels subscribed) in the
+   * background, if they are not held here yet: called as a read is sent, so that by the time a
+   * value is found they are usually held. A process does it once (again after its subscriber
+   * connection came back).
+   */
+  private follow(): void {
+    if (this.loading !== undefined || this.knownStamps() !== undefined) return;
+    const loading = this.rules.stamps.load(this.rules.generations);
+    this.loading = loading;
+    const done = () => {
+      if (this.loading === loading) this.loading = undefined;
+    };
+    loading.then(done, done);
+  }
+
+  /**
+   * The chain's stamps, asked once a value was found: held here, or else read once from the
+   * store (one read shared by the reads in flight; a round trip the first time a process
+   * finds a value before it follows the stamps).
    */
   private stampsNow(): Promise<TagStamp[]> | TagStamp[] {
     const known = this.knownStamps();
     if (known !== undefined) return known;
-    if (this.loading === undefined) {
-      const loading = this.rules.stamps.load(this.rules.generations);
-      this.loading = loading;
+    this.follow();
+    const readOnce = this.rules.readOnce;
+    if (readOnce === undefined) return this.loading ?? this.rules.stamps.load(this.rules.generations);
+    if (this.reading === undefined) {
+      const reading = readOnce(this.rules.generations);
+      this.reading = reading;
       const done = () => {
-        if (this.loading === loading) this.loading = undefined;
+        if (this.reading === reading) this.reading = undefined;
       };
-      loading.then(done, done);
+      reading.then(done, done);
     }
-    return this.rules.readOnce === undefined ? this.loading : this.rules.readOnce(this.rules.generations);
+    return this.reading;
   }
 }
 
