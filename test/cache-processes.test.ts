@@ -61,9 +61,12 @@ describe('getOrCompute across processes', () => {
     // Per process: one lookup (lead or wait); waiters subscribe and look once more; the leader
     // stores-releases-announces. Waiters take the value from the announcement: no GET of their
     // own (Redis also counts commands run inside scripts, and each script runs exactly one GET).
+    // Besides, once in its life, each process reads its cache's generation stamp (clear()) and
+    // subscribes to its channel: at most one GET and one SUBSCRIBE more per process.
     expect(used.evalsha ?? 0).toBeLessThanOrEqual(8 * 2 + 1);
-    expect(used.get ?? 0).toBe(used.evalsha);
-    expect(used.subscribe ?? 0).toBeLessThanOrEqual(7);
+    expect(used.get ?? 0).toBeGreaterThanOrEqual(used.evalsha!);
+    expect(used.get ?? 0).toBeLessThanOrEqual(used.evalsha! + 8);
+    expect(used.subscribe ?? 0).toBeLessThanOrEqual(7 + 8);
     expect(all).toHaveLength(800);
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(await redis.get(`${key}:runs`)).toBe('1');

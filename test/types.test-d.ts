@@ -11,6 +11,8 @@ import {
   type CacheResult,
   type LoaderContext,
   type Lock,
+  type SetManyEntry,
+  type ClearOptions,
 } from '../src/index.js';
 
 describe('public types', () => {
@@ -50,5 +52,31 @@ describe('public types', () => {
     expectTypeOf(new MemoryLock('n').tryAcquire()).toEqualTypeOf<Promise<number | false>>();
     expectTypeOf(withLock('n', ({ fencingToken }) => fencingToken * 2)).toEqualTypeOf<Promise<number>>();
     expectTypeOf(new errors.LockTimeoutError('x').code).toEqualTypeOf<'E_LOCK_TIMEOUT'>();
+  });
+});
+
+describe('namespaces, clear and bulk calls', () => {
+  it('a namespace is a cache; bulk calls and clear are typed', () => {
+    const cache = createCache({ jitter: 0.1, l1: { max: 100, maxSize: 1_000_000, ttl: '1s' } });
+    expectTypeOf(cache.namespace('users')).toEqualTypeOf<DogpileCache>();
+    expectTypeOf(cache.namespace('a').namespace('b').getOrCompute('k', () => 1, 1000)).toEqualTypeOf<Promise<number>>();
+    expectTypeOf(cache.clear()).toEqualTypeOf<Promise<void>>();
+    expectTypeOf(cache.clear({ stale: true })).toEqualTypeOf<Promise<void>>();
+    expectTypeOf(cache.getMany<{ id: number }>(['a', 'b'])).toEqualTypeOf<Promise<({ id: number } | undefined)[]>>();
+    expectTypeOf(cache.getMany(['a'])).toEqualTypeOf<Promise<unknown[]>>();
+    expectTypeOf(cache.setMany([{ key: 'a', value: 1, ttl: '1m' }, { key: 'b', value: 'two', tags: ['t'] }], { ttl: 1000 })).toEqualTypeOf<Promise<void>>();
+    expectTypeOf(cache.deleteMany(['a', 'b'])).toEqualTypeOf<Promise<number>>();
+    expectTypeOf<SetManyEntry>().toMatchTypeOf<{ key: string; value: unknown }>();
+    expectTypeOf<ClearOptions>().toEqualTypeOf<{ stale?: boolean }>();
+    // @ts-expect-error a namespace name is a string
+    cache.namespace(1);
+    // @ts-expect-error clear() takes { stale }
+    void cache.clear({ hard: true });
+    // @ts-expect-error every entry needs a key
+    void cache.setMany([{ value: 1 }]);
+    // @ts-expect-error keys are strings
+    void cache.getMany([1]);
+    // @ts-expect-error jitter is a number
+    createCache({ jitter: '10%' });
   });
 });

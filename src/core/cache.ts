@@ -1,15 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { createClientFromUrl } from '../redis/client.js';
 import { toMs, type Duration } from '../shared/duration.js';
 import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
-import { EntryCodec } from '../store/codec.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
-import { TaggedBackend } from '../store/tagged-backend.js';
-import { MemoryBackend } from '../store/memory-backend.js';
-import { RedisBackend } from '../store/redis-backend.js';
+import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { checkSetOptions, checkTaggedLifetime, computedFor, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
@@ -21,11 +17,14 @@ import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } fro
 import { isFreshNow, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
 import { Joiners, type Answer } from './joiners.js';
-import type { CacheResult, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
+import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../store/tags.js';
+import { deleteMany, getMany, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
-export type { CacheDecision, CacheResult, CacheStatus, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
+export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
 export type { CacheEvents } from './events.js';
+export type { SetManyEntry, SetManyOptions } from './bulk.js';
 export { AbandonedLoad } from './settled.js';
 
 /**
@@ -36,6 +35,10 @@ export { AbandonedLoad } from './settled.js';
 export class DogpileCache extends EventEmitter<CacheEvents> {
   readonly options: ResolvedCacheOptions;
   private readonly backend: Backend;
+  private readonly scoped: ScopedBackend;
+  private readonly scope: CacheScope;
+  /** Namespaces made by `namespace()`, by name. */
+  private readonly children = new Map<string, DogpileCache>();
   private readonly guarded: GuardedBackend;
   private readonly hints: FreshnessHints;
   private readonly protocol: MissProtocol;
@@ -52,25 +55,16 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
   private readonly clock = (): number => this.backend.now();
 
-  constructor(options: CacheOptions = {}) {
+  /**
+   * `scope` is internal: how `namespace()` makes a cache inside this one.
+   */
+  constructor(options: CacheOptions = {}, scope?: CacheScope) {
     super();
     this.watchHitListeners();
-    this.options = resolveCacheOptions(options);
-    const { redis, l1 } = this.options;
-    const codec = new EntryCodec(this.options.serializer);
-    if (redis === undefined) {
-      this.backend = new TaggedBackend(new MemoryBackend(this.options.maxEntries, codec));
-    } else {
-      this.backend = new TaggedBackend(new RedisBackend(typeof redis === 'string' ? createClientFromUrl(redis) : redis, {
-        prefix: this.options.prefix,
-        codec,
-        inlineMax: this.options.inlineMax,
-        l1,
-        ownsClient: typeof redis === 'string',
-        replication: this.options.replication,
-        writeTimeout: this.options.commandTimeout,
-      }));
-    }
+    this.options = scope === undefined ? resolveCacheOptions(options) : scope.options;
+    this.scope = scope ?? rootScope(this.options);
+    this.scoped = scopedBackend(this.scope);
+    this.backend = this.scoped;
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
@@ -319,9 +313,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       entry.delta = computedFor(ttlOrOptions);
     }
     await this.guarded.set(key, entry);
-    // Callers from now on neither join a run nor take a stale answer older than this write.
-    this.flights.detach(key);
-    this.protocol.wrote(key);
+    this.wrote(key);
     this.hints.remember(key, entry);
   }
 
@@ -334,8 +326,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     this.hints.forget(key);
     const deleted = await this.guarded.delete(key);
-    this.flights.detach(key);
-    this.protocol.wrote(key);
+    this.wrote(key);
     return deleted;
   }
 
@@ -364,9 +355,84 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Namespaces first (they share this cache's client and generation stamps).
+    await Promise.all([...this.children.values()].map((child) => child.close()));
+    this.scope.detach?.();
     this.protocol.close();
     await this.backend.close();
+    if (this.scope.detach === undefined) this.scope.stamps.close();
   }
+
+  /**
+   * A cache with the same API whose keys, tags and locks live apart under `name` (inside this
+   * cache's prefix; namespaces nest). The same object for the same name until it is closed.
+   * Rejects a bad name with `InvalidOptionError` naming `name`.
+   */
+  namespace(name: string): DogpileCache {
+    validateNamespaceName(name);
+    this.assertOpen();
+    let child = this.children.get(name);
+    if (child === undefined) {
+      child = new DogpileCache({}, childScope(this.scope, name, () => this.children.delete(name)));
+      this.children.set(name, child);
+    }
+    return child;
+  }
+
+  /**
+   * Drops every entry of this cache and of the namespaces inside it, in every process (their
+   * L1 copies included, within one pub/sub delivery), or with `{ stale: true }` makes them
+   * stale (served within their `staleWhileRevalidate` window while one refresh runs). One
+   * small write whatever the number of entries: a generation stamp checked on read. Rejects
+   * with `InvalidOptionError` for bad options (nothing written), `BackendError` if Redis fails.
+   */
+  async clear(options?: ClearOptions): Promise<void> {
+    const stale = clearStale(options);
+    this.assertOpen();
+    await clearScope(this.scoped, stale, this.options.commandTimeout, this);
+  }
+
+  /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */
+  getMany<T = unknown>(keys: readonly string[]): Promise<(T | undefined)[]> {
+    return getMany<T>(this.bulk, keys);
+  }
+
+  /**
+   * Stores every entry (`{ key, value, ttl?, tags? }`; `options` gives the `ttl` and `tags` of
+   * all), each announced as `set` does, in one round trip. Every entry is checked before
+   * anything is written. Rejects with `InvalidOptionError` / `SerializationError` (nothing
+   * written) or `BackendError` (some entries may have been written).
+   */
+  setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
+    return setMany(this.bulk, entries, options);
+  }
+
+  /** Deletes `keys` as `delete` does, in one round trip; resolves with how many held a value. */
+  deleteMany(keys: readonly string[]): Promise<number> {
+    return deleteMany(this.bulk, keys);
+  }
+
+  /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */
+  private wrote(key: string): void {
+    this.flights.detach(key);
+    this.protocol.wrote(key);
+  }
+
+  private get bulk(): BulkHost {
+    this.bulkHost ??= {
+      backend: this.backend,
+      guarded: this.guarded,
+      hints: this.hints,
+      options: this.options,
+      events: this,
+      clock: this.clock,
+      assertOpen: () => this.assertOpen(),
+      wrote: (key) => this.wrote(key),
+    };
+    return this.bulkHost;
+  }
+
+  private bulkHost: BulkHost | undefined;
 
   /** This caller runs its own loader (a private result or a marker); `degraded` carries over from the flight. */
   private async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<CacheResult<T>> {

@@ -7,6 +7,7 @@ import { resolveReplication, type Replication, type ReplicasOption } from '../re
 import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
+import { resolveJitter } from '../store/jitter.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 export interface L1Options {
@@ -14,6 +15,12 @@ export interface L1Options {
   max?: number;
   /** How long a value is served from process memory before Redis is asked again. @default 1000 (ms) */
   ttl?: Duration;
+  /**
+   * Most bytes kept in process memory, counted from the stored bytes of each entry (as Redis
+   * holds them) plus its key; beside `max`, whichever is reached first evicts. An entry larger
+   * than this is not kept. @default undefined (no byte bound)
+   */
+  maxSize?: number;
 }
 
 export interface CacheOptions extends FreshnessOptions {
@@ -92,12 +99,18 @@ export interface CacheOptions extends FreshnessOptions {
    * @default '7d'
    */
   tagStampTtl?: Duration;
+  /**
+   * Spreads each stored entry's `ttl` by up to this fraction either way (`0.1`: ±10%), drawn
+   * per write, so that keys written together do not expire together. 0 ≤ jitter < 1.
+   * @default 0
+   */
+  jitter?: number;
 }
 
 export interface ResolvedCacheOptions {
   redis: RedisClient | string | undefined;
   prefix: string;
-  l1: { max: number; ttl: number } | undefined;
+  l1: { max: number; ttl: number; maxSize?: number } | undefined;
   maxEntries: number;
   lockTtl: number;
   waitTimeout: number;
@@ -112,6 +125,7 @@ export interface ResolvedCacheOptions {
   /** staleWhileRevalidate, staleIfError, failSafeRetry, softTimeout, hardTimeout, earlyRefresh (ms; 0 = off). */
   freshness: FreshnessRules;
   tagStampTtl: number;
+  jitter: number;
 }
 
 export const CACHE_DEFAULTS = {
@@ -128,12 +142,13 @@ export const CACHE_DEFAULTS = {
   inlineMax: 65_536,
   hitForMissTtl: 0,
   tagStampTtl: 7 * 24 * 3600 * 1000,
+  jitter: 0,
 } as const;
 
 /** The fields of `CacheOptions`: any other is refused. */
 export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', ...FRESHNESS_OPTION_NAMES,
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl']);
@@ -164,7 +179,8 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
       max: o.l1.max === undefined ? CACHE_DEFAULTS.l1Max : positiveInt(o.l1.max, 'l1.max'),
       ttl: o.l1.ttl === undefined ? CACHE_DEFAULTS.l1Ttl : toMs(o.l1.ttl, 'l1.ttl'),
     };
-  } else if (o.l1 !== undefined && o.l1 !== false) throw new InvalidOptionError('l1', 'expected true, false or { max, ttl }');
+    if (o.l1.maxSize !== undefined) l1.maxSize = positiveInt(o.l1.maxSize, 'l1.maxSize');
+  } else if (o.l1 !== undefined && o.l1 !== false) throw new InvalidOptionError('l1', 'expected true, false or { max, ttl, maxSize }');
   checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
   checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
   const serializer = o.serializer ?? defaultSerializer;
@@ -196,5 +212,6 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     replication,
     freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
     tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
+    jitter: o.jitter === undefined ? CACHE_DEFAULTS.jitter : resolveJitter(o.jitter),
   };
 }

@@ -84,6 +84,16 @@ export interface InvalidateTagsOptions {
   stale?: boolean;
 }
 
+/** `clear()` options. */
+export interface ClearOptions {
+  /**
+   * Make the entries stale instead of a miss: within their `staleWhileRevalidate` window they
+   * are served at once while one refresh runs fleet-wide (an entry with no stale window
+   * becomes a miss). @default false
+   */
+  stale?: boolean;
+}
+
 /** How a call was answered. */
 export type CacheStatus = 'hit' | 'miss' | 'coalesced' | 'pass' | 'stale';
 

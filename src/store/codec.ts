@@ -1,6 +1,7 @@
 import { InvalidOptionError, SerializationError, UnknownSerializerError } from '../shared/errors.js';
 import { decodeEntry, encodeEntry, EntryKind } from './entry.js';
 import { legacyReaderFor, readerFor, validSerializerName, type Serializer } from './serializer.js';
+import { recordSize } from './entry-size.js';
 import type { StoredEntry } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
@@ -38,7 +39,9 @@ export class EntryCodec {
     if (!(payload instanceof Uint8Array)) {
       throw new SerializationError(`the serializer returned ${typeof payload} for "${key}"; serialize() must return a Buffer or Uint8Array`, { key });
     }
-    return encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload, window);
+    const bytes = encodeEntry(entry.kind, entry.createdAt, entry.ttl, payload, window);
+    recordSize(entry, bytes.length);
+    return bytes;
   }
 
   /**
@@ -63,6 +66,7 @@ export class EntryCodec {
       if (header.revalidate !== undefined) entry.revalidate = header.revalidate;
       if (header.staleIfError !== undefined) entry.staleIfError = header.staleIfError;
       if (header.tags !== undefined) entry.tags = header.tags;
+      recordSize(entry, bytes.length);
       return entry;
     } catch (error) {
       return { error: error as Error };

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { coarseMonotonicNow, monotonicNow } from '../shared/clock.js';
+import { storedSize } from './entry-size.js';
 import type { StoredEntry } from './types.js';
 
 /** How long a key remembers that it was written or deleted elsewhere (longer than any read in flight). */
@@ -29,13 +30,20 @@ interface Kept {
 export class L1 {
   private readonly lru: LRUCache<string, Kept>;
 
+  /**
+   * `maxSize`: most bytes kept, each key counted as the stored bytes of its copy (as encoded)
+   * plus the key's length (a key remembered for its floor only: its length); a copy larger
+   * than `maxSize` is not kept. Without it, only `max` (keys) bounds the L1.
+   */
   constructor(
     max: number,
     private readonly ttl: number,
     onDrop?: (key: string) => void,
+    private readonly maxSize?: number,
   ) {
     this.lru = new LRUCache<string, Kept>({
       max,
+      ...(maxSize === undefined ? {} : { maxSize, sizeCalculation: keptSize }),
       dispose: onDrop
         ? (_kept, key, reason) => {
             if (reason !== 'set') onDrop(key);
@@ -73,6 +81,11 @@ export class L1 {
     const hitFor = Math.max(0, Math.min(this.ttl, left));
     // The same value, already served as a hit: a copy that may only be a fallback does not demote it.
     if (hitFor === 0 && current?.entry !== undefined && current.entry.createdAt === entry.createdAt && current.freshUntil > monotonicNow()) return;
+    if (this.maxSize !== undefined && key.length + storedSize(entry) > this.maxSize) {
+      // Too big to keep: the key is remembered for its floor only (its channel still followed).
+      this.lru.set(key, { entry: undefined, freshUntil: 0, floor }, { ttl: FLOOR_MS });
+      return;
+    }
     const lifetime = Math.max(1, hitFor, staleLeft, current ? FLOOR_MS : 0);
     // A fallback only is never a hit, however the coarse clock of `get` lags (0 is before any reading).
     this.lru.set(key, { entry, freshUntil: hitFor > 0 ? monotonicNow() + hitFor : 0, floor }, { ttl: lifetime });
@@ -108,4 +121,9 @@ export class L1 {
   clear(): void {
     this.lru.clear();
   }
+}
+
+/** What a key takes in an L1 bounded in bytes: its copy's stored bytes and the key's length (at least 1). */
+function keptSize(kept: Kept, key: string): number {
+  return Math.max(1, key.length + (kept.entry === undefined ? 0 : storedSize(kept.entry)));
 }

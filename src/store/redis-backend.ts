@@ -21,7 +21,7 @@ export interface RedisBackendOptions {
   codec: EntryCodec;
   inlineMax: number;
   /** A copy in process memory of the values this process saw (`peek` reads it), kept coherent through the keys' channels. */
-  l1: { max: number; ttl: number } | undefined;
+  l1: { max: number; ttl: number; maxSize?: number | undefined } | undefined;
   /** Close the client in `close()` (only when the cache created it). */
   ownsClient: boolean;
   /** Replicas that must confirm a lead before it counts (none when undefined). */
@@ -83,7 +83,7 @@ export class RedisBackend implements Backend {
     this.clock = new ServerClock(this.commands);
     this.values = valueReader(client, this.commands);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
-    this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key)) : undefined;
+    this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key), options.l1.maxSize) : undefined;
   }
 
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */

@@ -1,0 +1,160 @@
+import { toMs, type Duration } from '../shared/duration.js';
+import { InvalidOptionError, SerializationError } from '../shared/errors.js';
+import { EntryKind } from '../store/entry.js';
+import { validateTags } from '../store/tags.js';
+import type { Backend, StoredEntry } from '../store/types.js';
+import { checkTaggedLifetime } from './call-options.js';
+import type { CacheEmitter } from './events.js';
+import { isFreshNow, staleWindow } from './freshness.js';
+import type { GuardedBackend } from './guarded-backend.js';
+import type { FreshnessHints } from './hints.js';
+import type { ResolvedCacheOptions } from './options.js';
+
+/** One entry of `setMany`. */
+export interface SetManyEntry<T = unknown> {
+  key: string;
+  value: T;
+  /** How long it stays cached; else `setMany`'s `ttl`. */
+  ttl?: Duration;
+  /** Its tags (`invalidateTags`), added to `setMany`'s `tags`. */
+  tags?: readonly string[];
+}
+
+/** `setMany`'s options: what applies to every entry that does not say otherwise. */
+export interface SetManyOptions {
+  ttl?: Duration;
+  tags?: readonly string[];
+}
+
+/** What the bulk calls use of the cache. */
+export interface BulkHost {
+  readonly backend: Backend;
+  readonly guarded: GuardedBackend;
+  readonly hints: FreshnessHints;
+  readonly options: ResolvedCacheOptions;
+  readonly events: CacheEmitter;
+  readonly clock: () => number;
+  assertOpen(): void;
+  /** `key` was written or deleted: later callers join no run or stale answer from before. */
+  wrote(key: string): void;
+}
+
+/** Checks a list of keys (`InvalidOptionError` naming `keys`): an array of non-empty strings. */
+export function validateKeys(keys: unknown): readonly string[] {
+  if (!Array.isArray(keys)) throw new InvalidOptionError('keys', `expected an array of keys, got ${keys === null ? 'null' : typeof keys}`);
+  for (let i = 0; i < keys.length; i++) {
+    const key: unknown = keys[i];
+    if (typeof key !== 'string' || key.length === 0) throw new InvalidOptionError('keys', `key ${i} is ${typeof key === 'string' ? 'empty' : key === null ? 'null' : typeof key}; every key must be a non-empty string`);
+  }
+  return keys as readonly string[];
+}
+
+/**
+ * The values of `keys`, in their order (`undefined` where there is none). Keys held fresh in
+ * process memory are answered from it; the others are read from the store together: on Redis,
+ * one GET per key, all sent before any reply is read (one round trip).
+ */
+export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promise<(T | undefined)[]> {
+  validateKeys(keys);
+  host.assertOpen();
+  const out: (T | undefined)[] = new Array<T | undefined>(keys.length);
+  const reads: Promise<void>[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const local = host.backend.peek(key);
+    if (local !== undefined && isFreshNow(local, host.clock)) {
+      out[i] = local.kind === EntryKind.Value ? (local.value as T) : undefined;
+      continue;
+    }
+    reads.push(
+      readOne<T>(host, key).then((value) => {
+        out[i] = value;
+      }),
+    );
+  }
+  if (reads.length > 0) await Promise.all(reads);
+  return out;
+}
+
+async function readOne<T>(host: BulkHost, key: string): Promise<T | undefined> {
+  let found;
+  try {
+    found = await host.guarded.get(key);
+  } catch (error) {
+    if (!host.guarded.keyFault(key, error)) throw error;
+    return undefined;
+  }
+  if (found === undefined) return undefined;
+  if ('corrupt' in found) {
+    host.events.emit('corrupt', { key, error: found.corrupt });
+    return undefined;
+  }
+  if (found.kind !== EntryKind.Value || !isFreshNow(found, host.clock)) return undefined;
+  host.hints.remember(key, found);
+  return found.value as T;
+}
+
+/**
+ * Checks every entry before anything is written (`InvalidOptionError` naming the entry's
+ * option, `SerializationError` for a value that cannot be serialised), then stores them all,
+ * each announced on its key's channel as `set` does: on Redis, one script per key, all sent
+ * before any reply is read (one round trip). Entries of one key are written in their order.
+ */
+export async function setMany(host: BulkHost, entries: readonly SetManyEntry[], options: SetManyOptions | undefined): Promise<void> {
+  if (!Array.isArray(entries)) throw new InvalidOptionError('entries', `expected an array of { key, value, ttl?, tags? }, got ${entries === null ? 'null' : typeof entries}`);
+  if (options !== undefined && (options === null || typeof options !== 'object')) throw new InvalidOptionError('options', 'expected { ttl?, tags? }');
+  const defaultTtl = options?.ttl === undefined ? undefined : toMs(options.ttl, 'ttl');
+  const defaultTags = options?.tags === undefined ? undefined : validateTags(options.tags);
+  const stale = staleWindow(host.options.freshness);
+  const prepared: { key: string; entry: StoredEntry }[] = [];
+  for (let i = 0; i < entries.length; i++) {
+    const e: unknown = entries[i];
+    const at = `entries[${i}]`;
+    if (e === null || typeof e !== 'object') throw new InvalidOptionError(at, 'expected { key, value, ttl?, tags? }');
+    const { key, value, ttl, tags } = e as SetManyEntry;
+    if (typeof key !== 'string' || key.length === 0) throw new InvalidOptionError(`${at}.key`, `expected a non-empty string, got ${typeof key === 'string' ? 'an empty string' : key === null ? 'null' : typeof key}`);
+    if (ttl === undefined && defaultTtl === undefined) throw new InvalidOptionError(`${at}.ttl`, "is required (or setMany's { ttl }): pass milliseconds or a string like '30s'");
+    const ms = ttl === undefined ? defaultTtl! : toMs(ttl, `${at}.ttl`);
+    const own = tags === undefined ? [] : validateTags(tags, `${at}.tags`);
+    const all = [...new Set([...(defaultTags ?? []), ...own])];
+    if (all.length > 0) {
+      validateTags(all, `${at}.tags`);
+      checkTaggedLifetime(ms, host.options.freshness, host.options.tagStampTtl);
+    }
+    try {
+      const bytes = host.options.serializer.serialize(value);
+      if (!(bytes instanceof Uint8Array)) throw new TypeError(`serialize() returned ${typeof bytes}, not a Buffer or Uint8Array`);
+    } catch (error) {
+      throw new SerializationError(`the value for "${key}" cannot be serialised: ${error instanceof Error ? error.message : String(error)}`, { key, cause: error });
+    }
+    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: 0, ttl: ms, stale };
+    if (all.length > 0) {
+      entry.tags = all;
+      entry.delta = 0;
+    }
+    prepared.push({ key, entry });
+  }
+  host.assertOpen();
+  const now = host.backend.now();
+  for (const p of prepared) p.entry.createdAt = now;
+  await Promise.all(prepared.map((p) => host.guarded.set(p.key, p.entry)));
+  for (const p of prepared) {
+    host.wrote(p.key);
+    host.hints.remember(p.key, p.entry);
+  }
+}
+
+/**
+ * Deletes `keys` and announces each delete on its key's channel (every process drops its
+ * copy): on Redis, one script per key, all sent before any reply is read. Resolves with how
+ * many keys held a value.
+ */
+export async function deleteMany(host: BulkHost, keys: readonly string[]): Promise<number> {
+  validateKeys(keys);
+  host.assertOpen();
+  const unique = [...new Set(keys)];
+  for (const key of unique) host.hints.forget(key);
+  const deleted = await Promise.all(unique.map((key) => host.guarded.delete(key)));
+  for (const key of unique) host.wrote(key);
+  return deleted.filter(Boolean).length;
+}
