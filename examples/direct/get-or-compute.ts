@@ -52,7 +52,7 @@ console.log(`20 concurrent cacheWithoutDogpiling('page:home') calls: rendered ${
 
 // 4. How was a call answered? resolve() says: 'hit' | 'miss' | 'coalesced' | 'pass'.
 const { status, createdAt } = await cache.resolve('rates:EUR', fetchExchangeRates, '1m');
-console.log(`cache.resolve('rates:EUR'): ${status}, computed ${Date.now() - createdAt} ms ago`);
+console.log(`cache.resolve('rates:EUR'): ${status}, computed ${Math.round(cache.now() - createdAt)} ms ago`);
 
 // 5. A failing loader: every concurrent caller gets the error, and it is not cached.
 let attempts = 0;
