@@ -146,6 +146,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
           ['502', { status: 502 }],
           ['503', { status: 503, headers: { 'retry-after': '5' } }],
           ['504', { status: 504 }],
+          ['503-streamed', { status: 503, stream: true }],
         ];
 
     it('serves a stored response that allows it (stale-if-error) when the handler throws, its upstream closes, or it answers a 5xx', async () => {

@@ -58,10 +58,19 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         res.setHeader('x-cache', 'MISS');
         if (capture) captureServerResponse(res, capture);
         let storedBody: Buffer | undefined;
+        let replaced = false;
         if (capture && (active.revalidating || active.fallback)) {
           // A 304 from the handler is turned into the stored response (below), and so is an
           // origin failure that the stored one may stand in for: its body goes out instead of
-          // the handler's. Headers are settled first, for the decision.
+          // the handler's, whose pieces are dropped. Headers are settled first, for the decision.
+          const write = res.write as (...args: unknown[]) => boolean;
+          (res as unknown as { write: (...args: unknown[]) => boolean }).write = function (this: Response, ...args: unknown[]): boolean {
+            if (!res.headersSent) res.writeHead(res.statusCode);
+            if (!replaced) return write.apply(this, args);
+            const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+            if (callback) process.nextTick(callback);
+            return true;
+          };
           const end = res.end as (...args: unknown[]) => unknown;
           (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
             if (!res.headersSent) res.writeHead(res.statusCode);
@@ -87,6 +96,7 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
             res.setHeader('cache-status', stale.cacheStatus);
             capture.fail(new LoaderError(`the handler answered ${status}; the stored response was served instead`, { key: active.key }));
             storedBody = stale.body ?? Buffer.alloc(0);
+            replaced = true;
             return stale.status;
           }
           const renewed = capture ? guard.revalidated304(active, status, res.getHeaders()) : undefined;

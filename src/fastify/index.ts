@@ -207,7 +207,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       if (lateTags !== undefined) tagFields.set(request, lateTags);
       const tags = tagFields.get(request);
       if (plan !== undefined && tags !== undefined) plan.tagged = tags;
-      const stale = plan !== undefined && capture !== undefined ? guard.staleOnError(plan, reply.statusCode) : undefined;
+      const answered = reply.statusCode;
+      const stale = plan !== undefined && capture !== undefined ? guard.staleOnError(plan, answered) : undefined;
       if (plan !== undefined && capture !== undefined && stale !== undefined) {
         // The origin failed (its error handler's reply included): its client gets the stored
         // response it allows (stale-if-error), and so do the requests waiting for this run.
@@ -215,7 +216,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         void reply.headers(Object.fromEntries(stale.headers)).header('x-cache', stale.xCache).header('age', String(stale.age)).header('cache-status', stale.cacheStatus).code(stale.status);
         plans.delete(request);
         captures.delete(request);
-        capture.fail(new LoaderError(`the handler answered ${stale.status}; the stored response was served instead`, { key: plan.key }));
+        capture.fail(new LoaderError(`the handler answered ${answered}; the stored response was served instead`, { key: plan.key }));
+        // The handler's own body is not sent: a stream of it is read to its end and dropped.
+        if (payload instanceof Readable) payload.resume();
         done(null, stale.body ?? null);
         return;
       }
