@@ -189,13 +189,14 @@ describe.each(['express', 'fastify'] as const)('%s: HTTP caching', (framework) =
       expect(hit.headers['cache-control']).toBe('max-age=3600');
     });
 
-    it('stores heuristically cacheable statuses with explicit freshness, `statuses` ones on the ttl, never a 206', async () => {
+    it('stores any final status with explicit freshness, `statuses` ones on the ttl, never a 206', async () => {
       const app = await start();
       const cases: [Record<string, string>, number, boolean][] = [
         [{ 'Cache-Control': 'max-age=60' }, 404, true],
         [{ 'Cache-Control': 'max-age=60' }, 410, true],
         [{}, 404, false],
-        [{ 'Cache-Control': 'max-age=60' }, 500, false],
+        [{ 'Cache-Control': 'max-age=60' }, 500, true],
+        [{}, 500, false],
         [{ 'Cache-Control': 'max-age=60', 'Content-Range': 'bytes 0-1/10' }, 206, false],
       ];
       for (const [headers, status, stored] of cases) {

@@ -247,6 +247,18 @@ describe('stored response format', () => {
     expect(decoded.body.equals(body)).toBe(true);
   });
 
+  it("keeps the response's own stale-if-error window with its freshness (0: never stale), and none when it says nothing", () => {
+    for (const staleIfError of [60_000, 0]) {
+      const decoded = decodeResponse(encodeResponse({ ...response, freshFor: 1000, ageOnArrival: 0, staleIfError }));
+      expect([decoded.freshFor, decoded.staleIfError]).toEqual([1000, staleIfError]);
+      expect(decoded.body.equals(body)).toBe(true);
+    }
+    const silent = decodeResponse(encodeResponse({ ...response, freshFor: 1000, ageOnArrival: 0 }));
+    expect([silent.freshFor, silent.staleIfError]).toEqual([1000, undefined]);
+    const truncated = encodeResponse({ ...response, headers: [], vary: [], body: Buffer.alloc(0), freshFor: 1000, ageOnArrival: 0, staleIfError: 5 });
+    expect(() => decodeResponse(truncated.subarray(0, truncated.length - 4))).toThrow(ResponseFormatError);
+  });
+
   it('survives the v8 serializer and a JSON serializer', () => {
     const bytes = encodeResponse(response);
     const viaV8 = toServable(v8Serializer.deserialize(Buffer.from(v8Serializer.serialize(bytes))));

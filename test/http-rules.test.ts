@@ -265,11 +265,20 @@ describe('storability (RFC 9111 §3)', () => {
     expect(fresh({}, 404)).toEqual({ storable: false, reason: 'status 404' });
     expect(fresh({}, 404, { statuses: new Set([200, 404]) })).toMatchObject({ storable: true, ttl: 30_000 });
   });
-  it('a status neither heuristically cacheable nor configured is not stored, even with max-age', () => {
-    for (const status of [201, 302, 307, 400, 403, 500, 503]) {
-      expect(fresh({ 'cache-control': 'max-age=60' }, status)).toEqual({ storable: false, reason: `status ${status}` });
+  it('RFC 9111 §3: explicit freshness makes any final status storable; a 304 never is', () => {
+    for (const status of [201, 302, 307, 400, 403, 500, 503, 599]) {
+      expect(fresh({ 'cache-control': 'max-age=60' }, status), String(status)).toMatchObject({ storable: true, ttl: 60_000, explicit: true });
+      expect(fresh({ 'cache-control': 's-maxage=60' }, status), String(status)).toMatchObject({ storable: true, ttl: 60_000 });
+      expect(fresh({ expires: date(60), date: date(0) }, status), String(status)).toMatchObject({ storable: true, ttl: 60_000 });
+      expect(fresh({}, status)).toEqual({ storable: false, reason: `status ${status}` });
     }
-    expect(fresh({ 'cache-control': 'max-age=60' }, 302, { statuses: [200, 302] })).toMatchObject({ storable: true, ttl: 60_000 });
+    expect(fresh({ 'cache-control': 'max-age=60' }, 304)).toEqual({ storable: false, reason: 'status 304' });
+  });
+  it('RFC 9111 §3: `public` lets any final status be stored for the default lifetime, and only with one', () => {
+    expect(fresh({ 'cache-control': 'public' }, 500)).toMatchObject({ storable: true, ttl: 30_000, explicit: false });
+    expect(fresh({ 'cache-control': 'public' }, 302)).toMatchObject({ storable: true, ttl: 30_000 });
+    expect(fresh({ 'cache-control': 'public' }, 500, { defaultTtl: 0 })).toEqual({ storable: false, reason: 'status 500' });
+    expect(fresh({ 'cache-control': 'public, no-store' }, 500)).toEqual({ storable: false, reason: 'cache-control: no-store' });
   });
   it('§5.2.2.5: no-store', () => {
     expect(fresh({ 'cache-control': 'max-age=60, no-store' })).toEqual({ storable: false, reason: 'cache-control: no-store' });

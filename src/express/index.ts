@@ -6,6 +6,7 @@ import { takeTagsField, takeTargetedField } from '../http/targeted-fields.js';
 import { appendCacheStatus } from '../http/cache-status.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
+import { LoaderError } from '../shared/errors.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -57,9 +58,19 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
         res.setHeader('x-cache', 'MISS');
         if (capture) captureServerResponse(res, capture);
         let storedBody: Buffer | undefined;
-        if (capture && active.revalidating) {
-          // A 304 from the handler is turned into the stored response (below): its body goes
-          // out instead of the empty one. Headers are settled first, for the decision.
+        let replaced = false;
+        if (capture && (active.revalidating || active.fallback)) {
+          // A 304 from the handler is turned into the stored response (below), and so is an
+          // origin failure that the stored one may stand in for: its body goes out instead of
+          // the handler's, whose pieces are dropped. Headers are settled first, for the decision.
+          const write = res.write as (...args: unknown[]) => boolean;
+          (res as unknown as { write: (...args: unknown[]) => boolean }).write = function (this: Response, ...args: unknown[]): boolean {
+            if (!res.headersSent) res.writeHead(res.statusCode);
+            if (!replaced) return write.apply(this, args);
+            const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+            if (callback) process.nextTick(callback);
+            return true;
+          };
           const end = res.end as (...args: unknown[]) => unknown;
           (res as unknown as { end: (...args: unknown[]) => unknown }).end = function (this: Response, ...args: unknown[]): unknown {
             if (!res.headersSent) res.writeHead(res.statusCode);
@@ -74,6 +85,20 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
           const targeted = takeTargetedField(res);
           const tagged = takeTagsField(res);
           if (tagged !== undefined) active.tagged = tagged;
+          const stale = capture ? guard.staleOnError(active, status) : undefined;
+          if (capture && stale) {
+            // The origin failed: its client gets the stored response it allows (stale-if-error),
+            // and so do the requests waiting for this run (the capture fails as a loader would).
+            for (const name of res.getHeaderNames()) res.removeHeader(name);
+            for (const [name, value] of stale.headers) res.setHeader(name, value);
+            res.setHeader('x-cache', stale.xCache);
+            res.setHeader('age', String(stale.age));
+            res.setHeader('cache-status', stale.cacheStatus);
+            capture.fail(new LoaderError(`the handler answered ${status}; the stored response was served instead`, { key: active.key }));
+            storedBody = stale.body ?? Buffer.alloc(0);
+            replaced = true;
+            return stale.status;
+          }
           const renewed = capture ? guard.revalidated304(active, status, res.getHeaders()) : undefined;
           if (capture && renewed) {
             // The handler confirmed the stored response: its client gets that, renewed.

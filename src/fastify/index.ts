@@ -8,7 +8,7 @@ import type {
 import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
-import { InvalidOptionError } from '../shared/errors.js';
+import { InvalidOptionError, LoaderError } from '../shared/errors.js';
 import { capturePayload, isRepresentationHeader, watchClientGone, type ResponseCapture } from '../http/capture.js';
 import { dropTargetedFieldsOnWrite, takeTagsField, takeTargetedField } from '../http/targeted-fields.js';
 import { Readable } from 'node:stream';
@@ -207,6 +207,21 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       if (lateTags !== undefined) tagFields.set(request, lateTags);
       const tags = tagFields.get(request);
       if (plan !== undefined && tags !== undefined) plan.tagged = tags;
+      const answered = reply.statusCode;
+      const stale = plan !== undefined && capture !== undefined ? guard.staleOnError(plan, answered) : undefined;
+      if (plan !== undefined && capture !== undefined && stale !== undefined) {
+        // The origin failed (its error handler's reply included): its client gets the stored
+        // response it allows (stale-if-error), and so do the requests waiting for this run.
+        for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+        void reply.headers(Object.fromEntries(stale.headers)).header('x-cache', stale.xCache).header('age', String(stale.age)).header('cache-status', stale.cacheStatus).code(stale.status);
+        plans.delete(request);
+        captures.delete(request);
+        capture.fail(new LoaderError(`the handler answered ${answered}; the stored response was served instead`, { key: plan.key }));
+        // The handler's own body is not sent: a stream of it is read to its end and dropped.
+        if (payload instanceof Readable) payload.resume();
+        done(null, stale.body ?? null);
+        return;
+      }
       const renewed = plan !== undefined && capture !== undefined ? guard.revalidated304(plan, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders) : undefined;
       if (plan !== undefined && capture !== undefined && renewed !== undefined) {
         // The handler confirmed the stored response (a 304 to the revalidation): its client

@@ -29,7 +29,7 @@ export interface CapturedResponse {
 export class ResponseCapture {
   readonly promise: Promise<Buffer | null>;
   private resolvePromise!: (value: Buffer | null) => void;
-  private rejectPromise!: (error: AbandonedLoad) => void;
+  private rejectPromise!: (error: Error) => void;
   private chunks: Buffer[] = [];
   private size = 0;
   private tooBig = false;
@@ -134,6 +134,15 @@ export class ResponseCapture {
     const left = Math.max(0, this.startedAt + this.giveUpAfter - monotonicNow());
     this.giveUpTimer = setTimeout(() => this.abandon(), left);
     this.giveUpTimer.unref();
+  }
+
+  /**
+   * The origin failed and its client was answered otherwise (a stale response): the run fails
+   * with `error`, as a loader that throws, so the requests waiting for it get what the cache
+   * answers a failed run with (the same stale response, under `staleIfError`).
+   */
+  fail(error: Error): void {
+    this.settle(() => this.rejectPromise(error));
   }
 
   /** Settles with the bytes to share, or with null: the response goes to nobody else, and waiters run their own handler. */

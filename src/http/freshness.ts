@@ -4,8 +4,9 @@ import { parseHttpDate } from './http-date.js';
 import type { StoreDecision } from '../core/cache.js';
 
 /**
- * The statuses RFC 9110 §15.1 calls heuristically cacheable: a response with one of them and
- * explicit freshness is storable whatever the adapter's `statuses` list says.
+ * The statuses RFC 9110 §15.1 calls heuristically cacheable. This cache uses no heuristic
+ * lifetime: a response of any final status (these or others) with explicit freshness is
+ * storable whatever the adapter's `statuses` list says.
  */
 export const HEURISTICALLY_CACHEABLE = new Set([200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]);
 
@@ -57,8 +58,9 @@ export type Freshness =
  * RFC 5861; RFC 9213). Header names must be the record's keys in any case.
  *
  * Not storable: a 206 (this cache stores full responses only); `no-store`; bare `private`;
- * `Set-Cookie`; `Vary: *`; a status outside `statuses` (or, with explicit freshness, outside
- * both `statuses` and {@link HEURISTICALLY_CACHEABLE}); no explicit freshness while
+ * `Set-Cookie`; `Vary: *`; a status outside `statuses` unless the response has explicit
+ * freshness (`public` with a `defaultTtl` too: it stands in for a heuristic lifetime), which
+ * lets any final status but 304 be stored (RFC 9111 §3); no explicit freshness while
  * `defaultTtl` is 0; bare `no-cache` (or `Pragma: no-cache` alone) without a validator
  * (`ETag`/`Last-Modified`): every reuse would need a full run of the handler anyway.
  *
@@ -89,7 +91,7 @@ export function responseFreshness(status: number, headers: HeaderBag, options: F
 
   const lifetime = explicitLifetime(directives, source, headers, responseTime);
   const explicit = lifetime !== undefined;
-  if (!statuses.has(status) && !(explicit && HEURISTICALLY_CACHEABLE.has(status))) {
+  if (!storableStatus(status, statuses, explicit, directives.has('public') && defaultTtl > 0)) {
     return { storable: false, reason: `status ${status}` };
   }
   if (!explicit && !(defaultTtl > 0)) return { storable: false, reason: 'no explicit freshness' };
@@ -118,6 +120,18 @@ export function responseFreshness(status: number, headers: HeaderBag, options: F
     if (typeof sie === 'number' && sie > 0) result.staleIfError = clamp(sie * 1000, maxTtl);
   }
   return result;
+}
+
+/**
+ * Whether a response's status lets it be stored (RFC 9111 §3): one of the adapter's `statuses`;
+ * else any final status when the response gives its own lifetime (`explicit`) or says `public`
+ * while a default lifetime stands in for a heuristic one (`publicWithDefault`). A 304 is an
+ * answer to a conditional request, never a response of its own to store; a 206 never gets here.
+ */
+function storableStatus(status: number, statuses: ReadonlySet<number>, explicit: boolean, publicWithDefault: boolean): boolean {
+  if (statuses.has(status)) return true;
+  const final = status >= 200 && status <= 999 && status !== 304;
+  return final && (explicit || publicWithDefault);
 }
 
 /**

@@ -5,7 +5,7 @@ import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
-import { describe, toMs } from '../shared/duration.js';
+import { describe } from '../shared/duration.js';
 import { mergeTags, validateTags } from '../store/tags.js';
 import { requestHost, userCacheKey } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
@@ -22,6 +22,7 @@ import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { storeOptions, type StoreOptions } from './store-options.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
+import { ORIGIN_ERROR_STATUSES, ownStaleIfError, routeWindow, staleInsteadOf } from './stale-on-error.js';
 import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 
 /** The parts of a request the cache looks at. */
@@ -50,6 +51,8 @@ export interface CachePlan {
   lookupOnly?: boolean;
   /** A stored response that needs revalidation: the handler runs with its validators. */
   revalidating?: ServableResponse;
+  /** The stored response this run refreshes, past its freshness: served instead of the origin's failure when it allows it. */
+  fallback?: ServableResponse;
   /** The leader's own conditional headers, taken off the request its handler sees. */
   conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
   /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
@@ -110,6 +113,8 @@ export class HttpGuard<Req> {
    * variant being stored.
    */
   private readonly writingRecords = new Map<string, VaryRecord>();
+  /** Keys whose refresh here was answered with a response that may not be stored: until it settles, their stale copy is nobody's answer (RFC 5861 §3). */
+  private readonly refusedRefreshes = new Set<string>();
 
   constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {
     this.options = resolveHttpCacheOptions(options, resolveOptions);
@@ -315,6 +320,18 @@ export class HttpGuard<Req> {
   }
 
   /**
+   * The handler's response to a refresh is an origin failure (a 500, 502, 503 or 504, the
+   * framework's answer to a handler that threw included): the stored response its client gets
+   * instead when its own `stale-if-error` window, else the route's `staleIfError`, allows it
+   * (RFC 5861 §4), never one that forbids serving stale; else undefined. The adapter then fails
+   * the capture, so the requests waiting for this run are served the same stale response.
+   */
+  staleOnError(plan: CachePlan, status: number): PreparedResponse | undefined {
+    const window = routeWindow(plan.freshness, this.cache.options.freshness, 'staleIfError');
+    return staleInsteadOf(status, plan.fallback, this.cache.now(), window, plan.conditional ?? {}, plan.head ? 'HEAD' : 'GET', (entry) => this.member(entry));
+  }
+
+  /**
    * The loader that makes this request the leader: its handler runs with a capture that hands
    * the response to `finish`. The handler must produce the full response for the others, not a
    * 304 for this client's copy, so this client's conditional headers are taken off the request
@@ -406,6 +423,7 @@ export class HttpGuard<Req> {
       body: stored.body,
       freshFor: f.ttl,
       ageOnArrival: f.initialAge,
+      staleIfError: ownStaleIfError(f),
     });
     // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
     void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
@@ -431,11 +449,7 @@ export class HttpGuard<Req> {
   private keptStale(plan: CachePlan, f: StorableFreshness): boolean {
     if (f.mustRevalidate) return false;
     const rules = this.cache.options.freshness;
-    const window = (own: number | undefined, name: 'staleWhileRevalidate' | 'staleIfError'): number => {
-      if (own !== undefined) return own;
-      const route = plan.freshness[name];
-      return route === undefined ? rules[name] : toMs(route, name, { allowZero: true });
-    };
+    const window = (own: number | undefined, name: 'staleWhileRevalidate' | 'staleIfError'): number => own ?? routeWindow(plan.freshness, rules, name);
     return window(f.staleWhileRevalidate, 'staleWhileRevalidate') > 0 || window(f.staleIfError, 'staleIfError') > 0;
   }
 
@@ -446,6 +460,7 @@ export class HttpGuard<Req> {
     // a new body (RFC 9111 §4.3.1, §4.3.4).
     const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
       const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value);
+      if (stored !== undefined) plan.fallback = stored;
       if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader();
       const conditional = this.leaderLoader(
         plan,
@@ -481,7 +496,7 @@ export class HttpGuard<Req> {
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
-        if (lead.ran) return;
+        if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
         try {
           this.serveValue(plan, result.value, xCacheFor(result.status), exchange);
         } catch (error) {
@@ -489,7 +504,7 @@ export class HttpGuard<Req> {
         }
       },
       (error: unknown) => {
-        if (lead.ran) return;
+        if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
         // A closed cache (shutting down) still lets the app answer.
         if (error instanceof CacheClosedError) exchange.proceed(undefined);
         else exchange.fail(error);
@@ -522,8 +537,9 @@ export class HttpGuard<Req> {
       return;
     }
     const stored = toServable(value);
-    // Not a stored response (something else wrote this key): let the app answer.
-    if (stored === undefined) {
+    // Not a stored response (something else wrote this key), or a stale one whose refresh here
+    // was just answered with a response that may not be stored: let the app answer.
+    if (stored === undefined || (xCache === 'STALE' && this.refusedRefreshes.has(plan.key))) {
       exchange.proceed(undefined);
       return;
     }
@@ -611,9 +627,11 @@ export class HttpGuard<Req> {
     // Not storable, or stale at once (max-age=0, a past Expires, no-cache) without a validator
     // to revalidate it with: shared with nobody.
     const f = this.storable(plan, response.status, response.headers, undefined, now);
-    if (f === undefined) return null;
     const vary = parseVary(headerValue(response.headers, 'vary'));
-    if (vary === '*') return null;
+    if (f === undefined || vary === '*') {
+      if (plan.fallback !== undefined && !ORIGIN_ERROR_STATUSES.has(response.status)) this.refusedRefreshes.add(plan.key);
+      return null;
+    }
     const headers = storableHeaders(response.headers, f.omitHeaders);
     // Node writes a Date on every response the app did not give one: the one sent is this one.
     if (!headers.some(([name]) => name === 'date')) headers.push(['date', formatHttpDate(now)]);
@@ -625,6 +643,7 @@ export class HttpGuard<Req> {
       body: response.body,
       freshFor: f.ttl,
       ageOnArrival: f.initialAge,
+      staleIfError: ownStaleIfError(f),
     });
     const storeFor = this.storageTtl(plan, f, response.headers);
     const decision = storeDecisionOf(f, storeFor);

@@ -8,12 +8,14 @@ import type { HeaderEntry } from './headers.js';
  *
  *   0..1   magic 0x44 0x48 ("DH")
  *   2      format version (1)
- *   3      flags: bit 0 set when the freshness part follows the fixed part
+ *   3      flags: bit 0 set when the freshness part follows the fixed part, bit 1 when the
+ *          stale-if-error part follows that
  *   4..11  captured at, ms since the epoch (float64)
  *   12..13 status (uint16)
  *   14..15 number of header lines H (uint16)
  *   16..17 number of vary lines V (uint16)
  *   (flag 0) freshness: fresh for (ms from "captured at", float64), Age on arrival (s, float64)
+ *   (flag 1) stale-if-error: the response's own window (ms, float64; 0 = never served stale)
  *   H ×    name length (uint16), name, value length (uint32), value   (a repeated header is
  *          stored as several lines with the same name)
  *   V ×    name length (uint16), name, present (uint8), value length (uint32), value: the
@@ -27,6 +29,8 @@ const VERSION = 1;
 const FIXED = 18;
 const FLAG_FRESHNESS = 1;
 const FRESHNESS_SIZE = 16;
+const FLAG_STALE_IF_ERROR = 2;
+const STALE_IF_ERROR_SIZE = 8;
 
 export interface StoredResponse {
   createdAt: number;
@@ -43,6 +47,13 @@ export interface StoredResponse {
   freshFor?: number;
   /** The `Age` (s) the response had when it was stored (RFC 9111 §4.2.3). */
   ageOnArrival?: number;
+  /**
+   * How long (ms) past its freshness the response's own headers let it be served when the
+   * origin fails (`stale-if-error`, RFC 5861 §4); 0 when they forbid serving it stale
+   * (`must-revalidate`, `proxy-revalidate`, `s-maxage`, `no-cache`); undefined when they say
+   * nothing (the adapter's `staleIfError` applies).
+   */
+  staleIfError?: number;
 }
 
 /** Stored bytes that are not a response this library wrote. */
@@ -58,8 +69,10 @@ export function encodeResponse(response: {
   body: Buffer | readonly Buffer[];
   freshFor?: number;
   ageOnArrival?: number;
+  staleIfError?: number;
 }): Buffer {
   const freshness = response.freshFor !== undefined;
+  const staleIfError = freshness && response.staleIfError !== undefined;
   const lines: [string, string][] = [];
   for (const [name, value] of response.headers) {
     if (Array.isArray(value)) for (const v of value) lines.push([name, v]);
@@ -69,7 +82,7 @@ export function encodeResponse(response: {
   const chunks = Buffer.isBuffer(response.body) ? [response.body] : (response.body as readonly Buffer[]);
   let bodySize = 0;
   for (const c of chunks) bodySize += c.length;
-  let size = FIXED + (freshness ? FRESHNESS_SIZE : 0) + bodySize;
+  let size = FIXED + (freshness ? FRESHNESS_SIZE : 0) + (staleIfError ? STALE_IF_ERROR_SIZE : 0) + bodySize;
   for (const [name, value] of lines) size += 6 + Buffer.byteLength(name, 'latin1') + Buffer.byteLength(value, 'latin1');
   for (const [name, value] of response.vary) size += 7 + Buffer.byteLength(name, 'latin1') + (value === undefined ? 0 : Buffer.byteLength(value, 'latin1'));
 
@@ -77,7 +90,7 @@ export function encodeResponse(response: {
   out[0] = MAGIC_0;
   out[1] = MAGIC_1;
   out[2] = VERSION;
-  out[3] = freshness ? FLAG_FRESHNESS : 0;
+  out[3] = (freshness ? FLAG_FRESHNESS : 0) | (staleIfError ? FLAG_STALE_IF_ERROR : 0);
   out.writeDoubleBE(response.createdAt, 4);
   out.writeUInt16BE(response.status, 12);
   out.writeUInt16BE(lines.length, 14);
@@ -87,6 +100,10 @@ export function encodeResponse(response: {
     out.writeDoubleBE(response.freshFor!, at);
     out.writeDoubleBE(response.ageOnArrival ?? 0, at + 8);
     at += FRESHNESS_SIZE;
+  }
+  if (staleIfError) {
+    out.writeDoubleBE(response.staleIfError!, at);
+    at += STALE_IF_ERROR_SIZE;
   }
   const writeString = (s: string, lengthBytes: 2 | 4) => {
     const n = Buffer.byteLength(s, 'latin1');
@@ -127,6 +144,12 @@ export function decodeResponse(bytes: Buffer): StoredResponse {
     ageOnArrival = bytes.readDoubleBE(at + 8);
     at += FRESHNESS_SIZE;
   }
+  let staleIfError: number | undefined;
+  if ((bytes[3]! & FLAG_FRESHNESS) !== 0 && (bytes[3]! & FLAG_STALE_IF_ERROR) !== 0) {
+    if (bytes.length < at + STALE_IF_ERROR_SIZE) throw new ResponseFormatError('truncated stored response');
+    staleIfError = bytes.readDoubleBE(at);
+    at += STALE_IF_ERROR_SIZE;
+  }
   const readString = (lengthBytes: 2 | 4): string => {
     if (at + lengthBytes > bytes.length) throw new ResponseFormatError('truncated stored response');
     const n = lengthBytes === 2 ? bytes.readUInt16BE(at) : bytes.readUInt32BE(at);
@@ -162,6 +185,7 @@ export function decodeResponse(bytes: Buffer): StoredResponse {
   if (freshFor !== undefined) {
     out.freshFor = freshFor;
     out.ageOnArrival = ageOnArrival;
+    if (staleIfError !== undefined && staleIfError >= 0) out.staleIfError = staleIfError;
   }
   return out;
 }

@@ -116,12 +116,13 @@ function fieldTags(tagged: string | undefined, callTags: readonly string[] | und
  * `CDN-Cache-Control`, else `Cache-Control`) replaces the route's `ttl`, which applies to a
  * response that says nothing; `no-store`, `private`, `Set-Cookie`, `Vary: *`, `no-cache` and a
  * response stale at once (`max-age=0`, a past `Expires`) keep the value to its own request:
- * a stored value has no validators to revalidate it with. Only a 2xx other than 206 is stored
- * (a hit is sent with the route's status). A `Dogpile-Tags` header (comma-separated) adds its
+ * a stored value has no validators to revalidate it with. A 2xx other than 206 is stored; any
+ * other final status only when it is the route's own (`@HttpCode()`: a hit is sent with the
+ * route's status) and the response has explicit freshness (or `public`), as in the adapters. A `Dogpile-Tags` header (comma-separated) adds its
  * tags to the call's; invalid ones keep the value to its own request. Undefined outside a
  * response with headers to read.
  */
-function responseDecision(res: AnyResponse, ttl: number, before: TakenFields, callTags: readonly string[] | undefined): CacheDecision | undefined {
+function responseDecision(res: AnyResponse, ttl: number, before: TakenFields, callTags: readonly string[] | undefined, routeStatus: number | undefined): CacheDecision | undefined {
   if (typeof res.getHeaders !== 'function') return undefined;
   const taken = takeFields(res);
   const targeted = taken.targeted ?? before.targeted;
@@ -130,13 +131,16 @@ function responseDecision(res: AnyResponse, ttl: number, before: TakenFields, ca
   const headers: Record<string, string | string[] | number | undefined> = { ...res.getHeaders() };
   if (targeted !== undefined) headers['dogpile-cache-control'] = targeted;
   const status = typeof res.statusCode === 'number' ? res.statusCode : 200;
-  if (status < 200 || status > 299 || status === 206) return 'private';
+  const success = status >= 200 && status <= 299 && status !== 206;
+  // Another final status only when it is the route's own (a hit is sent with that one); then,
+  // as in the adapters, its explicit freshness (or `public`) lets it be stored (RFC 9111 §3).
+  if (!success && status !== routeStatus) return 'private';
   const f = responseFreshness(status, headers, {
     now: Date.now(),
     defaultTtl: ttl,
     // A route's own TTL is never cut; a response's lifetime is capped as in the adapters.
     maxTtl: Math.max(HTTP_CACHE_DEFAULTS.maxTtl, ttl),
-    statuses: [status],
+    statuses: success ? [status] : [],
   });
   if (!f.storable || f.ttl < 1) return 'private';
   const decision = storeDecisionOf(f, f.ttl);
@@ -211,6 +215,7 @@ export class DogpileInterceptor implements NestInterceptor {
     let vary: string[] = [];
     let headers: IncomingHttpHeaders | undefined;
     let taken: TakenFields = {};
+    let routeStatus: number | undefined;
     let pass = (): Observable<unknown> => next.handle();
     if (http) {
       const facts = handlerFacts(context.getClass(), context.getHandler() as Fn);
@@ -222,6 +227,8 @@ export class DogpileInterceptor implements NestInterceptor {
       // a @Header() set it (Nest sets those before any interceptor runs) or the handler did.
       const response = context.switchToHttp().getResponse<AnyResponse>();
       taken = takeFields(response);
+      // Nest sets the route's status (`@HttpCode()`) before any interceptor runs.
+      routeStatus = typeof response.statusCode === 'number' ? response.statusCode : undefined;
       pass = () => next.handle().pipe(tap(() => void takeFields(response)));
       const req = context.switchToHttp().getRequest<AnyRequest>();
       // GET and HEAD only, with a well-formed Host and no body, whatever trackBy() says.
@@ -249,7 +256,7 @@ export class DogpileInterceptor implements NestInterceptor {
     handled.claim(marker);
     const tags = await tagsFor(this.optionsFor(context).tags, context);
     const freshness = this.optionsFor(context).freshness ?? {};
-    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken }));
+    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken, routeStatus }));
   }
 
   /**
@@ -298,7 +305,7 @@ export class DogpileInterceptor implements NestInterceptor {
     context: ExecutionContext,
     next: CallHandler,
     key: string,
-    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields },
+    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields; routeStatus?: number | undefined },
   ): Promise<unknown> {
     const { ttl, freshness, tags } = call;
     let ran = false;
@@ -314,7 +321,7 @@ export class DogpileInterceptor implements NestInterceptor {
         throw new HandlerError(error);
       }
       produced = { value };
-      if (context.getType() === 'http') decision = responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, call.taken, tags);
+      if (context.getType() === 'http') decision = responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, call.taken, tags, call.routeStatus);
       return value;
     };
     const cacheable = (value: unknown): CacheDecision => {

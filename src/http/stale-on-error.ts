@@ -1,0 +1,62 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { FreshnessOptions, FreshnessRules } from '../core/freshness.js';
+import { toMs } from '../shared/duration.js';
+import type { Freshness } from './freshness.js';
+import type { CacheStatusEntry } from './cache-status.js';
+import type { StoredResponse } from './response-format.js';
+import { prepareResponse, remainingFreshness, type PreparedResponse, type ServableResponse } from './serve.js';
+
+/**
+ * Serving a stored response when the origin fails (RFC 5861 §4, `stale-if-error`): the
+ * handler's response is one of these statuses, or never arrives (the handler throws, its
+ * upstream closes the connection: the framework then answers a 500 or 502 itself).
+ */
+export const ORIGIN_ERROR_STATUSES: ReadonlySet<number> = new Set([500, 502, 503, 504]);
+
+/**
+ * The response's own `stale-if-error` window (ms) as it is stored with it: 0 when its headers
+ * forbid serving it stale (`must-revalidate`, `proxy-revalidate`, `s-maxage`, bare `no-cache`),
+ * undefined when they say nothing (the route's window applies). The same the core is told
+ * (`storeDecisionOf`).
+ */
+export function ownStaleIfError(f: Extract<Freshness, { storable: true }>): number | undefined {
+  return f.mustRevalidate ? 0 : f.staleIfError;
+}
+
+/** A stale window (ms) of a route: its own option, else the cache's. */
+export function routeWindow(route: FreshnessOptions, rules: FreshnessRules, name: 'staleWhileRevalidate' | 'staleIfError'): number {
+  const given = route[name];
+  return given === undefined ? rules[name] : toMs(given, name, { allowZero: true });
+}
+
+/**
+ * Whether `stored` may stand in for the origin's failure at `now` (the cache's clock, the one
+ * it was stored on): within its freshness plus its own `stale-if-error` window, else the
+ * route's (`routeStaleIfError`). Never one whose headers forbid it, nor one stored without its
+ * lifetime.
+ */
+export function servableOnError(stored: StoredResponse, now: number, routeStaleIfError: number): boolean {
+  if (stored.freshFor === undefined) return false;
+  const window = stored.staleIfError ?? routeStaleIfError;
+  return window > 0 && now < stored.createdAt + stored.freshFor + window;
+}
+
+/**
+ * What the client of a run whose handler answered `status` gets instead: `stored` (the response
+ * the run refreshes) as a stale hit, when `status` is an origin failure and `servableOnError`
+ * allows it; else undefined. `conditional` is the client's own `If-None-Match` /
+ * `If-Modified-Since` (a match gets a 304); `member` formats this cache's `Cache-Status` member.
+ */
+export function staleInsteadOf(
+  status: number,
+  stored: ServableResponse | undefined,
+  now: number,
+  routeStaleIfError: number,
+  conditional: IncomingHttpHeaders,
+  method: 'GET' | 'HEAD',
+  member: (entry: CacheStatusEntry) => string,
+): PreparedResponse | undefined {
+  if (stored === undefined || !ORIGIN_ERROR_STATUSES.has(status) || !servableOnError(stored, now, routeStaleIfError)) return undefined;
+  const cacheStatus = member({ hit: true, ttl: remainingFreshness(stored, now), detail: 'stale-if-error' });
+  return prepareResponse(stored, conditional, 'STALE', now, cacheStatus, method);
+}
