@@ -7,7 +7,9 @@
 import { describe, expect, it } from 'vitest';
 import { runCampaign } from './chaos/campaign.js';
 import { check, DELIVERY_BOUND_MS } from './chaos/checker.js';
-import { DEFAULT_RUN_MS, DEFAULT_WORKERS, runConfig } from './chaos/config.js';
+import { DEFAULT_RUN_MS, DEFAULT_WORKERS, faultSchedule, runConfig } from './chaos/config.js';
+import { planOp } from './chaos/plan.js';
+import { Prng } from './chaos/prng.js';
 import type { Fault, History, LoaderRun, LockOp, Op, ReadOp, WriteOp } from './chaos/history.js';
 
 const config = { ...runConfig(7, { workers: 2, durationMs: 10_000 }), ttl: 1000, staleWhileRevalidate: 0, staleIfError: 0, hardTimeout: undefined, clockShift: undefined };
@@ -71,6 +73,22 @@ describe('the chaos checker', () => {
     expect(check(history([hold('a', 'm0', 1, 0, 10, 100), hold('b', 'm0', 2, 20, 50, 150)])).map((v) => v.rule)).toEqual(['exclusion']);
     expect(check(history([hold('a', 'm0', 5, 0, 10, 100), hold('b', 'm0', 3, 100, 110, 150)])).map((v) => v.rule)).toEqual(['fencing']);
     expect(check(history([hold('a', 'm0', 1, 0, 10, 100), hold('b', 'm0', 2, 20, 101, 150)]))).toEqual([]);
+  });
+});
+
+describe('a chaos seed', () => {
+  it('fixes the configuration, the fault schedule and every worker loop\'s operations', () => {
+    const shape = { workers: 3, durationMs: 20_000 };
+    const ops = (seed: number, worker: number, incarnation: number, loop: number) => {
+      const rng = new Prng(seed, 3, worker, incarnation, loop);
+      return Array.from({ length: 200 }, () => planOp(rng, runConfig(seed, shape)));
+    };
+    expect(runConfig(42, shape)).toEqual(runConfig(42, shape));
+    expect(faultSchedule(42, shape)).toEqual(faultSchedule(42, shape));
+    expect(ops(42, 1, 0, 2)).toEqual(ops(42, 1, 0, 2));
+    // ...and another seed, worker, incarnation or loop gives other ones.
+    expect(faultSchedule(43, shape)).not.toEqual(faultSchedule(42, shape));
+    for (const other of [ops(43, 1, 0, 2), ops(42, 0, 0, 2), ops(42, 1, 1, 2), ops(42, 1, 0, 1)]) expect(other).not.toEqual(ops(42, 1, 0, 2));
   });
 });
 

@@ -19,6 +19,7 @@ import { IoRedis, libraryClient } from '../../tools/test-client.js';
 import { send, onCommands } from '../fixtures/child-io.js';
 import { now, type ChaosValue, type ErrorInfo, type LockOp, type Op, type ReadOp, type RunConfig, type WriteOp } from './history.js';
 import { opBound } from './bounds.js';
+import { planOp, type PlannedOp } from './plan.js';
 import { Prng } from './prng.js';
 
 interface WorkerArgs {
@@ -112,9 +113,7 @@ function finish(op: Op, ok: boolean, err?: unknown): void {
   send({ event: 'op', op });
 }
 
-async function read(rng: Prng, id: string): Promise<void> {
-  const key = rng.pick(config.keys);
-  const kind = rng.chance(0.85) ? 'read' : 'get';
+async function read({ kind, key }: Extract<PlannedOp, { kind: 'read' | 'get' }>, id: string): Promise<void> {
   const op = begin<ReadOp>({ id, worker, kind, key, inv: now() });
   try {
     if (kind === 'read') {
@@ -131,18 +130,17 @@ async function read(rng: Prng, id: string): Promise<void> {
   }
 }
 
-async function write(rng: Prng, id: string, kind: 'set' | 'delete' | 'invalidate'): Promise<void> {
+async function write(plan: Extract<PlannedOp, { kind: 'set' | 'delete' | 'invalidate' }>, id: string): Promise<void> {
+  const { kind } = plan;
   const inv = now();
   const versions: Record<string, number> = {};
-  let tag: string | undefined;
-  if (kind === 'invalidate') {
-    tag = rng.pick([...new Set(Object.values(config.tags))]);
-    for (const key of config.keys.filter((k) => config.tags[k] === tag)) versions[key] = await db.hincrby('db', key, 1);
+  const tag = plan.kind === 'invalidate' ? plan.tag : undefined;
+  const stale = plan.kind === 'invalidate' && plan.stale;
+  if (plan.kind === 'invalidate') {
+    for (const key of config.keys.filter((k) => config.tags[k] === plan.tag)) versions[key] = await db.hincrby('db', key, 1);
   } else {
-    const key = rng.pick(config.keys);
-    versions[key] = await db.hincrby('db', key, 1);
+    versions[plan.key] = await db.hincrby('db', plan.key, 1);
   }
-  const stale = kind === 'invalidate' && rng.chance(0.5);
   const op = begin<WriteOp>({ id, worker, kind, inv, versions, cacheInv: now(), ...(tag === undefined ? {} : { tag, stale }) });
   try {
     if (kind === 'set') {
@@ -160,9 +158,7 @@ async function write(rng: Prng, id: string, kind: 'set' | 'delete' | 'invalidate
   }
 }
 
-async function lockOp(rng: Prng, id: string): Promise<void> {
-  const name = rng.pick(config.lockNames);
-  const hold = rng.int(0, config.lockHoldMs);
+async function lockOp({ name, holdMs: hold }: Extract<PlannedOp, { kind: 'lock' }>, id: string): Promise<void> {
   const lock = new RedisLock(redis, name, { ttl: config.lockTtlLock, id: label, prefix: 'chaos' });
   const op = begin<LockOp>({ id, worker, kind: 'lock', name, inv: now() });
   let releasing = false;
@@ -188,11 +184,11 @@ async function loop(index: number): Promise<void> {
   const rng = new Prng(config.seed, 3, worker, incarnation, index);
   while (!stopping) {
     const id = `${label}:${++opCount}`;
-    const kind = rng.weighted({ read: 60, set: 10, delete: 6, invalidate: 6, lock: 8 });
-    if (kind === 'read') await read(rng, id);
-    else if (kind === 'lock') await lockOp(rng, id);
-    else await write(rng, id, kind);
-    await sleep(rng.int(0, 30));
+    const plan = planOp(rng, config);
+    if (plan.kind === 'read' || plan.kind === 'get') await read(plan, id);
+    else if (plan.kind === 'lock') await lockOp(plan, id);
+    else await write(plan, id);
+    await sleep(plan.thinkMs);
   }
 }
 
