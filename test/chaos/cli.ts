@@ -50,7 +50,9 @@ console.log(`\n${summary.histories} histories checked in ${Math.round((performan
 if (summary.failed.length === 0) {
   console.log('no violations');
 } else {
-  console.log(`violations in ${summary.failed.length} histories:`);
+  const byRule = new Map<string, number>();
+  for (const f of summary.failed) for (const v of f.violations) byRule.set(v.rule, (byRule.get(v.rule) ?? 0) + 1);
+  console.log(`violations in ${summary.failed.length} histories (${[...byRule].map(([rule, n]) => `${rule} ${n}`).join(', ')}):`);
   for (const f of summary.failed) console.log(`  seed ${f.seed}: ${f.violations.length} (${[...new Set(f.violations.map((v) => v.rule))].join(', ')}), ${f.file}; replay: ${f.replay}`);
   process.exitCode = 1;
 }
