@@ -15,7 +15,7 @@ import type { Fault, History, LoaderRun, LockOp, Op, ReadOp, WriteOp } from './c
 const config = { ...runConfig(7, { workers: 2, durationMs: 10_000 }), ttl: 1000, staleWhileRevalidate: 0, staleIfError: 0, hardTimeout: undefined, clockShift: undefined };
 
 function history(ops: Op[], runs: LoaderRun[] = [], faults: Fault[] = [], extra: Partial<History> = {}): History {
-  return { seed: 7, config, schedule: [], start: 0, end: 10_000, ops, runs, hung: [], backendErrors: [], faults, crashes: [], ...extra };
+  return { seed: 7, config, schedule: [], start: 0, end: 10_000, ops, runs, hung: [], backendErrors: [], faults, crashes: [], finalVersions: {}, ...extra };
 }
 
 const set = (id: string, key: string, version: number, inv: number, end: number): WriteOp => ({ id, worker: 0, kind: 'set', inv, end, ok: true, versions: { [key]: version } });

@@ -52,7 +52,7 @@ export async function runHistory(seed: number, shape: RunShape, log: (line: stri
   await dbRedis.start();
   const ops = new Map<string, Op>();
   const runs = new Map<string, LoaderRun>();
-  const history: History = { seed, config, schedule, start: 0, end: 0, ops: [], runs: [], hung: [], backendErrors: [], faults: [], crashes: [] };
+  const history: History = { seed, config, schedule, start: 0, end: 0, ops: [], runs: [], hung: [], backendErrors: [], faults: [], crashes: [], finalVersions: {} };
   const children = new Map<number, WorkerChild>();
   const incarnations = new Map<number, number>();
 
@@ -155,6 +155,8 @@ export async function runHistory(seed: number, shape: RunShape, log: (line: stri
         if (exit?.code !== 0) history.crashes.push({ worker: Number(child.label.split(' ')[2]), at: now(), detail: `did not stop cleanly (${exit?.code ?? exit?.signal}); ${child.stderr.slice(-1500)}` });
       }),
     );
+    const flat = (await dbRedis.command('HGETALL', 'db')) as string[];
+    for (let i = 0; i < flat.length; i += 2) history.finalVersions[flat[i]!] = Number(flat[i + 1]);
   } finally {
     for (const child of children.values()) {
       child.stopping = true;

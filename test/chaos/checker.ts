@@ -69,6 +69,8 @@ export function check(h: History): Violation[] {
   const runsById = new Map(h.runs.map((r) => [r.run, r]));
   const opsById = new Map(ops.map((o) => [o.id, o]));
   const maxVersion = new Map<string, number>();
+  // (A worker killed between its database bump and its report leaves a version only the database knows.)
+  for (const [k, v] of Object.entries(h.finalVersions ?? {})) maxVersion.set(k, v);
   for (const w of writes) for (const [k, v] of Object.entries(w.versions)) maxVersion.set(k, Math.max(maxVersion.get(k) ?? 0, v));
 
   // Rule "value": a read returns a value of its own key, whole, made by a loader run or a set

@@ -161,6 +161,8 @@ export interface History {
   /** Times (per worker) at which the cache reported a backendError. */
   backendErrors: { worker: number; at: number }[];
   faults: Fault[];
+  /** The database's versions at the end of the run (no read may return a version above its key's). */
+  finalVersions: Record<string, number>;
   /** Worker processes that exited on their own account (a crash), with their stderr tail. */
   crashes: { worker: number; at: number; detail: string }[];
 }
