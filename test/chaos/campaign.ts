@@ -42,7 +42,7 @@ export function replayCommand(seed: number, shape: RunShape): string {
   return `npm run chaos -- --seed ${seed}${extra}`;
 }
 
-export async function runHistory(seed: number, shape: RunShape, log: (line: string) => void = () => {}): Promise<RunResult> {
+export async function runHistory(seed: number, shape: RunShape, log: (line: string) => void = () => {}, keep = false): Promise<RunResult> {
   const began = now();
   const config = runConfig(seed, shape);
   const schedule = faultSchedule(seed, shape);
@@ -170,7 +170,7 @@ export async function runHistory(seed: number, shape: RunShape, log: (line: stri
   history.runs = [...runs.values()];
   const violations = check(history);
   const result: RunResult = { history, violations };
-  if (violations.length > 0) result.file = writeHistory(history, violations, shape);
+  if (violations.length > 0 || keep) result.file = writeHistory(history, violations, shape);
   return result;
 }
 
@@ -206,6 +206,8 @@ export interface CampaignOptions {
   histories?: number;
   shape: RunShape;
   log?: (line: string) => void;
+  /** Write every history to `.tmp/chaos-<seed>.json`, not only those with violations. */
+  keep?: boolean;
 }
 
 export interface CampaignSummary {
@@ -224,7 +226,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignSum
   for (let i = 0; ; i++) {
     if (options.histories !== undefined ? i >= options.histories : i > 0 && performance.now() >= deadline) break;
     const seed = (options.seed + i) >>> 0;
-    const { history, violations, file } = await runHistory(seed, options.shape, log);
+    const { history, violations, file } = await runHistory(seed, options.shape, log, options.keep);
     summary.histories++;
     summary.ops += history.ops.length;
     summary.loaderRuns += history.runs.length;

@@ -4,7 +4,7 @@
  * Without --seed: a campaign of histories for M minutes (default 1), from a random seed.
  * With --seed and no --minutes: that one history again (a replay). With both: histories
  * S, S+1, ... for M minutes. Exits with 1 when any history broke a promise.
- * `--check FILE` runs the checker again on a written history.
+ * `--check FILE` runs the checker again on a written history; `--keep` writes every history.
  */
 import { readFileSync } from 'node:fs';
 import { check } from './checker.js';
@@ -44,7 +44,7 @@ if (workers < 1 || !Number.isInteger(workers)) throw new Error('--workers must b
 
 const started = performance.now();
 console.log(`chaos campaign: seed ${seed}, ${minutes === undefined ? 'one history' : `${minutes} min`}, ${workers} workers, ${runMs / 1000} s per history`);
-const summary = await runCampaign({ seed, minutes, histories: minutes === undefined ? 1 : undefined, shape: { workers, durationMs: runMs }, log: (line) => console.log(line) });
+const summary = await runCampaign({ seed, minutes, histories: minutes === undefined ? 1 : undefined, shape: { workers, durationMs: runMs }, keep: process.argv.includes('--keep'), log: (line) => console.log(line) });
 const faults = Object.entries(summary.faults).map(([k, n]) => `${k} ${n}`).join(', ');
 console.log(`\n${summary.histories} histories checked in ${Math.round((performance.now() - started) / 1000)} s: ${summary.ops} operations, ${summary.loaderRuns} loader runs; faults: ${faults}`);
 if (summary.failed.length === 0) {
