@@ -37,6 +37,12 @@ describe('the chaos checker', () => {
     const writes = [set('s0', 'k0', 1, 0, 10), set('s2', 'k0', 2, 100, 110)];
     expect(check(history([...writes, read('r1', 'k0', 900, 1001, { key: 'k0', version: 1, src: 'L1' }, 'coalesced')], runs))).toEqual([]);
     expect(check(history([...writes, read('r2', 'k0', 1000 + DELIVERY_BOUND_MS + 1, 1600, { key: 'k0', version: 1, src: 'L1' })], runs)).map((v) => v.rule)).toEqual(['stale-read']);
+    // A caller that joins its process's call still waiting for that run (a wake-up held up by a
+    // paused Redis) waited for it too; a caller of another process at that time did not.
+    const waiting = read('r3', 'k0', 900, 3000, { key: 'k0', version: 1, src: 'L1' }, 'coalesced');
+    const joined = read('r4', 'k0', 2500, 3000, { key: 'k0', version: 1, src: 'L1' }, 'coalesced');
+    expect(check(history([...writes, waiting, joined], runs))).toEqual([]);
+    expect(check(history([...writes, waiting, { ...joined, worker: 2 }], runs)).map((v) => v.rule)).toEqual(['stale-read']);
   });
 
   it('allows a stale value after invalidateTags({ stale: true }) only with a stale window', () => {

@@ -102,7 +102,9 @@ export function check(h: History): Violation[] {
   //      loader was running during the invalidation counts as older: the callers that waited
   //      for it get it, the next ones do not". What they get is that run's value, or, when the
   //      run failed or timed out, the fail-safe stale value it falls back on ('stale' with
-  //      reason 'error' or 'timeout', answered no earlier than the run ended);
+  //      reason 'error' or 'timeout', answered no earlier than the run ended). A read that
+  //      joined its process's call still waiting for that run's value (a wake-up held up by a
+  //      paused Redis) waited for it too;
   //  (c) the read answered 'stale', the run has a stale window, and either the write was
   //      `invalidateTags(..., { stale: true })` (which makes the old value stale on purpose),
   //      or the stale value was served as fail-safe ('error') while Redis was unreachable.
@@ -116,6 +118,14 @@ export function check(h: History): Violation[] {
   for (const run of h.runs) runsOfKey.set(run.key, [...(runsOfKey.get(run.key) ?? []), run]);
   const waitedForEarlierRun = (r: ReadOp, w: WriteOp) =>
     (runsOfKey.get(r.key) ?? []).some((l) => l.start < w.end! && r.inv <= (l.end ?? Infinity) + DELIVERY_BOUND_MS && (l.end === undefined || r.end! >= l.end));
+  const readsOfWorkerKey = new Map<string, ReadOp[]>();
+  for (const r of reads) readsOfWorkerKey.set(`${r.worker}/${r.key}`, [...(readsOfWorkerKey.get(`${r.worker}/${r.key}`) ?? []), r]);
+  // Another read of the same process and key, invoked in time to wait for `run`, got its value
+  // and was still waiting when `r` was invoked (so `r` joined it).
+  const joinedWaitFor = (r: ReadOp, run: LoaderRun) =>
+    (readsOfWorkerKey.get(`${r.worker}/${r.key}`) ?? []).some(
+      (o) => o !== r && (o.value as ChaosValue | undefined)?.src === run.run && o.inv <= r.inv && r.inv <= o.end! && o.inv <= run.end! + DELIVERY_BOUND_MS,
+    );
   for (const r of reads) {
     if (!isValue(r.value) || r.value.key !== r.key) continue;
     const v = r.value;
@@ -124,7 +134,7 @@ export function check(h: History): Violation[] {
     for (const w of ackedWritesByKey.get(r.key) ?? []) {
       if (!(w.end! + DELIVERY_BOUND_MS < r.inv && w.versions[r.key]! > v.version)) continue;
       if (source !== undefined && (source.ok !== true || source.end === undefined || source.end >= w.inv)) continue; // (a)
-      if (run !== undefined && (run.end === undefined || r.inv <= run.end + DELIVERY_BOUND_MS)) continue; // (b)
+      if (run !== undefined && (run.end === undefined || r.inv <= run.end + DELIVERY_BOUND_MS || joinedWaitFor(r, run))) continue; // (b)
       if (r.status === 'stale' && (r.staleReason === 'error' || r.staleReason === 'timeout') && waitedForEarlierRun(r, w)) continue; // (b)
       if (r.status === 'stale' && hasStaleWindow) {
         if (w.kind === 'invalidate' && w.stale) continue; // (c)
