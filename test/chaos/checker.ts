@@ -158,6 +158,17 @@ export function check(h: History): Violation[] {
   // that starts after a run whose value was stored and before that value expired (a run where
   // a hit was due). Runs of a killed worker never end and are not counted as stored.
   const writesOn = (key: string, from: number, to: number) => writes.find((w) => key in w.versions && overlaps(from, to, w.inv, w.end ?? Infinity));
+  // A run begins some time after its lead was taken (the look-up's reply, the hops to the
+  // loader): a write that resolved in between drops that lead (its value will not be stored)
+  // and lets another run begin. So the window in which a write excuses a second run opens
+  // when the read that led it was invoked.
+  const ledFrom = (run: LoaderRun): number => {
+    let from = run.start;
+    for (const r of readsOfWorkerKey.get(`${run.worker}/${run.key}`) ?? []) {
+      if (r.inv <= run.start && (r.end ?? Infinity) >= run.start - EXPIRY_SLACK_MS && r.inv < from) from = r.inv;
+    }
+    return from;
+  };
   for (const [key, unsorted] of runsOfKey) {
     const runs = [...unsorted].sort((a, b) => a.start - b.start);
     for (let j = 0; j < runs.length; j++) {
@@ -169,7 +180,7 @@ export function check(h: History): Violation[] {
         const tookLong = c.hardTimeout !== undefined && a.end - a.start >= c.hardTimeout - EXPIRY_SLACK_MS;
         const early = a.ok === true && !tookLong && b.start > a.end && b.start < a.start + c.ttl - EXPIRY_SLACK_MS;
         if (!together && !early) continue;
-        if (disturbed(a.start, b.start, degraded) || writesOn(key, a.start, b.start)) continue;
+        if (disturbed(a.start, b.start, degraded) || writesOn(key, ledFrom(a), b.start)) continue;
         out.push({
           rule: 'loader-runs',
           message: together
