@@ -7,7 +7,7 @@ import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
 import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkSetOptions, checkTaggedLifetime, computedFor, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
+import { checkSetOptions, checkTaggedLifetime, computedFor, isComputed, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
@@ -308,12 +308,16 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     // Created at the store's time (Redis stamps it again with its own when it stores it).
     const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: this.backend.now(), ttl, stale };
+    // A value computed by a handler (the HTTP layer says how long it ran) stores like a
+    // loader's value; any other set is the application's write, newer than every run begun before.
+    const computed = computedFor(ttlOrOptions);
     if (tags) {
       entry.tags = tags;
-      entry.delta = computedFor(ttlOrOptions);
+      entry.delta = computed;
     }
-    await this.guarded.set(key, entry);
-    this.wrote(key);
+    const write = !isComputed(ttlOrOptions);
+    await this.guarded.set(key, entry, write);
+    if (write) this.wrote(key);
     this.hints.remember(key, entry);
   }
 

@@ -23,6 +23,11 @@ export const INLINE_REFRESH = Symbol('dogpile-guard.inlineRefresh');
  */
 export const COMPUTED_FOR = Symbol('dogpile-guard.computedFor');
 
+/** True for `set` options of a computed value (they carry `COMPUTED_FOR`): stored like a loader's value, not as the application's write. */
+export function isComputed(ttlOrOptions: unknown): boolean {
+  return ttlOrOptions !== null && typeof ttlOrOptions === 'object' && COMPUTED_FOR in ttlOrOptions;
+}
+
 /** The `COMPUTED_FOR` of `set` options: a finite duration of 0 or more, else 0. */
 export function computedFor(ttlOrOptions: unknown): number {
   if (ttlOrOptions === null || typeof ttlOrOptions !== 'object') return 0;

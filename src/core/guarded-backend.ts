@@ -104,8 +104,8 @@ export class GuardedBackend {
     return this.timed(key, 'subscribe', this.backend.listen(key, listener));
   }
 
-  set(key: string, entry: StoredEntry): Promise<void> {
-    return this.timed(key, 'set', this.backend.set(key, entry));
+  set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
+    return this.timed(key, 'set', this.backend.set(key, entry, write));
   }
 
   delete(key: string): Promise<boolean> {

@@ -158,7 +158,8 @@ export class MissProtocol {
     if (decision === 'store') {
       const entry = valueEntry(value, createdAt, decided, opts, monotonicNow() - started);
       try {
-        await this.backend.set(key, entry);
+        // A loader's value, stored beside a lead that may be running (not a write that supersedes it).
+        await this.backend.set(key, entry, false);
         this.hints.remember(key, entry);
       } catch (error) {
         if (error instanceof SerializationError) throw error;
@@ -503,10 +504,6 @@ export class MissProtocol {
     }
     if (committed && decision === 'store') this.hints.remember(key, entry!);
     refreshEnd(committed === false ? 'lost' : 'stored');
-    // The lead was gone when the value came: the key was written or deleted since the run
-    // began (or the lock ran out and another leader took over). The value is older than that:
-    // the flight looks again instead of answering it (callers already answered keep theirs).
-    if (committed === false && !fallback) return RETRY;
     return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
   }
 

@@ -182,16 +182,17 @@ return {1, string.format('%.3f', now), string.format('%.3f', delta)}
 /**
  * KEYS: value, lock. ARGV: bytes, ttl ms, channel, inline max bytes, publish command, started (on the
  * server's clock; '' when unknown), not after (the server's time after which the write is
- * refused: its caller has given up on it; '' for none).
+ * refused: its caller has given up on it; '' for none), write ('1': the application's own
+ * write, which supersedes running leads; '0': a value a loader computed).
  * Stores an entry written with `set()`, stamped with the server's time (STAMP_LUA), and
  * announces it like a leader's store ('v' + entry, or 'V' + its created-at when too big to
- * inline), so waiters take it and other processes' copies follow. The key's lead lock is
- * dropped: a loader that was running began before this write, and its commit is refused (its
+ * inline), so waiters take it and other processes' copies follow. For a write, the key's lead
+ * lock is dropped: a loader that was running began before it, and its commit is refused (its
  * older value never lands over this one). Returns {created at, Δ} as text, or 0 when it came
  * after its caller gave up (nothing written).
  */
 export const SET_ANNOUNCE = new LuaScript<
-  [bytes: Buffer, ttl: number, channel: string, inlineMax: number, publish: string, started: string, notAfter: string],
+  [bytes: Buffer, ttl: number, channel: string, inlineMax: number, publish: string, started: string, notAfter: string, write: '0' | '1'],
   0 | [string, string]
 >(
   'set-announce',
@@ -201,7 +202,7 @@ local now = server_now(KEYS[1])
 if ARGV[7] ~= '' and now > tonumber(ARGV[7]) then return 0 end
 local bytes, delta = stamp(ARGV[1], now, tonumber(ARGV[6]))
 redis.call('SET', KEYS[1], bytes, 'PX', ARGV[2])
-redis.call('DEL', KEYS[2])
+if ARGV[8] == '1' then redis.call('DEL', KEYS[2]) end
 if #bytes <= tonumber(ARGV[4]) then
   redis.call(pub, ARGV[3], 'v' .. bytes)
 else

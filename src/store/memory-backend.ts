@@ -140,10 +140,10 @@ export class MemoryBackend implements Backend {
     return undefined;
   }
 
-  async set(key: string, entry: StoredEntry): Promise<void> {
+  async set(key: string, entry: StoredEntry, write = true): Promise<void> {
     this.codec.encode(key, entry);
     this.lru.set(key, entry, { ttl: entry.ttl + (entry.stale ?? 0) });
-    this.wrote(key);
+    if (write) this.wrote(key);
   }
 
   async delete(key: string): Promise<boolean> {

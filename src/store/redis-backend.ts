@@ -326,7 +326,7 @@ export class RedisBackend implements Backend {
   }
 
   /** Stores `entry` and announces it on the key's channel (waiters take it; other processes' copies follow). */
-  async set(key: string, entry: StoredEntry): Promise<void> {
+  async set(key: string, entry: StoredEntry, write = true): Promise<void> {
     // The first write waits for the server's clock, so that a late arrival can be told.
     if (!this.clock.known) await this.clock.ready();
     const bytes = this.options.codec.encode(key, entry);
@@ -341,6 +341,7 @@ export class RedisBackend implements Backend {
       pub,
       this.startedBefore(entry.delta),
       this.notAfter(),
+      write ? '1' : '0',
     ]);
     if (reply === 0) throw new BackendError(`the write of "${key}" reached Redis after its caller had given up (commandTimeout); it was not applied`, { key });
     stamped(entry, reply[0], reply[1]);

@@ -148,9 +148,9 @@ export class ScopedBackend implements Backend {
     return this.inner.getShared(key);
   }
 
-  set(key: string, entry: StoredEntry): Promise<void> {
+  set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
     spreadTtl(entry, this.rules.jitter, this.rules.tagStampTtl);
-    return this.inner.set(key, entry);
+    return this.inner.set(key, entry, write);
   }
 
   delete(key: string): Promise<boolean> {

@@ -126,8 +126,8 @@ export class TaggedBackend implements Backend {
     return this.inner.getShared(key);
   }
 
-  set(key: string, entry: StoredEntry): Promise<void> {
-    return this.inner.set(key, entry);
+  set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
+    return this.inner.set(key, entry, write);
   }
 
   delete(key: string): Promise<boolean> {

@@ -126,8 +126,13 @@ export interface Backend {
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   /** The value a leader shared (not stored) and announced as too big to inline. */
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
-  /** Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be encoded. */
-  set(key: string, entry: StoredEntry): Promise<void>;
+  /**
+   * Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be
+   * encoded. A `write` (the default: the application's own `set`) supersedes every run of the
+   * key begun before it: its lead is dropped, so that run's older value is never stored over
+   * it. A value a loader computed (`write` false) stores beside running leads, as they do.
+   */
+  set(key: string, entry: StoredEntry, write?: boolean): Promise<void>;
   delete(key: string): Promise<boolean>;
   /** Whether calls can be attempted right now (e.g. the client is connected). */
   available(): boolean;
