@@ -151,7 +151,7 @@ export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
   'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', ...FRESHNESS_OPTION_NAMES,
 ]);
 
-const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl']);
+const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl', 'maxSize']);
 
 function positiveInt(value: unknown, option: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
