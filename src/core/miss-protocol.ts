@@ -244,8 +244,12 @@ export class MissProtocol {
     const running = this.refreshes.get(key);
     if (running === undefined || running.superseded || !withinRevalidate(running.entry, this.backend.now(), opts.freshness)) return undefined;
     // Shared store: only while the key's channel would tell of a write, and once a lookup sent
-    // while it did confirmed the stale value is still the stored one.
-    if (this.backend.distributed && !(running.confirmed && this.backend.live(key))) return undefined;
+    // while it did confirmed the stale value is still the stored one. The channel is followed
+    // from the first call that asks (a refresh no one asks about again costs no subscription).
+    if (this.backend.distributed) {
+      if (!running.following) this.followRefresh(key, running);
+      if (!(running.confirmed && this.backend.live(key))) return undefined;
+    }
     // A tag of the value invalidated since it was looked up: no longer an answer, stale or not.
     const entry = running.entry.tags === undefined ? running.entry : this.backend.backend.withKnownTags(running.entry);
     if (entry === undefined) return undefined;
@@ -350,26 +354,8 @@ export class MissProtocol {
       if (r === RETRY) throw new LoaderError(`the lead of "${key}" was lost during its refresh`, { key });
       return r;
     });
-    const tracked: Refresh = { settled: settled as Promise<Settled<unknown>>, entry, liveAt: undefined, confirmed: false, superseded: false, unlisten: undefined, ended: false };
+    const tracked: Refresh = { settled: settled as Promise<Settled<unknown>>, entry, liveAt: undefined, confirmed: false, superseded: false, following: false, unlisten: undefined, ended: false };
     this.refreshes.set(key, tracked);
-    if (this.backend.distributed) {
-      // Any news of the key while it refreshes (a write or delete elsewhere, a reconnect) ends
-      // the stale answers from memory: later callers ask Redis.
-      this.backend
-        .listen(key, () => {
-          tracked.superseded = true;
-        })
-        .then(
-          (unlisten) => {
-            if (tracked.ended) return unlisten();
-            tracked.unlisten = unlisten;
-            tracked.liveAt = monotonicNow();
-          },
-          () => {
-            tracked.superseded = true;
-          },
-        );
-    }
     const forget = () => {
       tracked.ended = true;
       tracked.unlisten?.();
@@ -377,6 +363,28 @@ export class MissProtocol {
     };
     settled.then(forget, forget);
     return settled;
+  }
+
+  /**
+   * Follows the channel of a key refreshed here: any news of it while it refreshes (a write or
+   * delete elsewhere, a reconnect) ends the stale answers from memory, and later callers ask Redis.
+   */
+  private followRefresh(key: string, tracked: Refresh): void {
+    tracked.following = true;
+    this.backend
+      .listen(key, () => {
+        tracked.superseded = true;
+      })
+      .then(
+        (unlisten) => {
+          if (tracked.ended) return unlisten();
+          tracked.unlisten = unlisten;
+          tracked.liveAt = monotonicNow();
+        },
+        () => {
+          tracked.superseded = true;
+        },
+      );
   }
 
   /** A lookup sent at `sentAt` found the stale value of a refresh running here still stored: answered from memory from now on, if the channel was live. */
@@ -678,6 +686,8 @@ interface Refresh {
   liveAt: number | undefined;
   /** A lookup sent once the channel was live found `entry` still stored. */
   confirmed: boolean;
+  /** The key's channel is followed (from the first call that asked for the stale value from memory). */
+  following: boolean;
   /** The key was written, deleted or announced since: `entry` is no answer from memory. */
   superseded: boolean;
   unlisten: (() => void) | undefined;
