@@ -115,7 +115,7 @@ const HIT_REDIS = [
   { id: 'raw-get', name: 'raw ioredis `getBuffer` of the same bytes (baseline)' },
   { id: 'dogpile', name: 'dogpile-guard, Redis (no L1)' },
   { id: 'dogpile-json', name: 'dogpile-guard, Redis, `serializer: jsonSerializer`' },
-  { id: 'raw-get-v8', name: '_diagnostic:_ raw `getBuffer` + `v8.deserialize` of the payload' },
+  { id: 'raw-get-v8', name: '_diagnostic:_ raw `getBuffer` + the entry decode (header and default serializer)' },
   { id: 'raw-lookup', name: '_diagnostic:_ raw `EVALSHA` of dogpile-guard\'s lookup script' },
   { id: 'acd', name: 'async-cache-dedupe (redis storage)' },
   { id: 'cm', name: 'cache-manager `wrap` (Keyv + @keyv/redis)' },
