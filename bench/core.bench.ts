@@ -734,7 +734,7 @@ function report(input: ReportInput): string {
   out.push('### Hit path: warm key, reads per second');
   out.push('');
   out.push(
-    `The value is the stampede's ~250-byte object (${input.valueBytes} bytes as dogpile-guard stores it: 20-byte header + v8 serialisation); ` +
+    `The value is the stampede's ~250-byte object (${input.valueBytes} bytes as dogpile-guard stores it: the entry header (format 4: times, Δ, the serializer's name) + the default serializer's bytes); ` +
       `the raw baselines read exactly those bytes (\`getBuffer\` of dogpile-guard's Redis key, no deserialisation) and that object (lru-cache). ` +
       `Redis-backed: ${seqOps.toLocaleString('en')} sequential reads per contender, and ${flightOps.toLocaleString('en')} reads kept 100 in flight — on one key ` +
       `(in-process single-flight may merge concurrent reads of one key) and on ${HIT_KEYS} keys, one per in-flight lane (nothing can be merged: the ` +
