@@ -67,7 +67,7 @@ export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promi
       continue;
     }
     reads.push(
-      readOne<T>(host, key).then((value) => {
+      readStored<T>(host, key).then((value) => {
         out[i] = value;
       }),
     );
@@ -76,7 +76,12 @@ export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promi
   return out;
 }
 
-async function readOne<T>(host: BulkHost, key: string): Promise<T | undefined> {
+/**
+ * The value of `key` read from the store (past the process's own copy), or undefined: a miss,
+ * a marker, a value past its TTL, a corrupt value (reported) or a fault of this key alone.
+ * What `get` and `getMany` do for every key they do not find in memory.
+ */
+export async function readStored<T>(host: BulkHost, key: string): Promise<T | undefined> {
   let found;
   try {
     found = await host.guarded.get(key);

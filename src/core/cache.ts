@@ -19,7 +19,7 @@ import { TIMED_OUT, type Settled } from './settled.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../store/tags.js';
-import { deleteMany, getMany, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deleteMany, getMany, readStored, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -279,21 +279,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     const local = this.backend.peek(key);
     if (local && isFreshNow(local, this.clock)) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
-    let found;
-    try {
-      found = await this.guarded.get(key);
-    } catch (error) {
-      if (!this.guarded.keyFault(key, error)) throw error;
-      return undefined;
-    }
-    if (found === undefined) return undefined;
-    if ('corrupt' in found) {
-      this.emit('corrupt', { key, error: found.corrupt });
-      return undefined;
-    }
-    if (found.kind !== EntryKind.Value || !isFreshNow(found, this.clock)) return undefined;
-    this.hints.remember(key, found);
-    return found.value as T;
+    return readStored<T>(this.bulk, key);
   }
 
   /**

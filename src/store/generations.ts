@@ -1,4 +1,4 @@
-import { laterStamp, NO_STAMP, type TagStamp } from './tags.js';
+import { laterStamp, NO_STAMP, stampVerdict, type TagStamp } from './tags.js';
 import type { StoredEntry, TagStamps } from './types.js';
 
 /**
@@ -18,14 +18,7 @@ export const GENERATION_KEEP_MS = 3650 * 24 * 3600 * 1000;
  * whose run began at or before a stamp (its `createdAt` less its `delta`) is older.
  */
 export function generationVerdict(entry: StoredEntry, stamps: readonly TagStamp[]): 'ok' | 'gone' | number {
-  const started = entry.createdAt - (entry.delta ?? 0);
-  let staleAt = Number.POSITIVE_INFINITY;
-  for (const stamp of stamps) {
-    if (stamp.hard >= started) return 'gone';
-    if (stamp.stale >= started && stamp.stale < staleAt) staleAt = stamp.stale;
-  }
-  if (staleAt === Number.POSITIVE_INFINITY) return 'ok';
-  return (entry.stale ?? 0) > 0 ? staleAt : 'gone';
+  return stampVerdict(entry, stamps.length, (i) => stamps[i]!);
 }
 
 /**

@@ -75,10 +75,19 @@ export function parseStamp(text: string | undefined | null): TagStamp {
 export function tagVerdict(entry: StoredEntry, stampOf: (tag: string) => TagStamp): 'ok' | 'gone' | number {
   const tags = entry.tags;
   if (!tags) return 'ok';
+  return stampVerdict(entry, tags.length, (i) => stampOf(tags[i]!));
+}
+
+/**
+ * What `count` invalidation stamps (`stampAt(i)`: a tag's, a generation's) make of `entry`:
+ * `ok`, `gone` (one was written at or after its run began, `createdAt` less `delta`), or the
+ * time since which it is stale (an entry with no stale window is then `gone`).
+ */
+export function stampVerdict(entry: StoredEntry, count: number, stampAt: (i: number) => TagStamp): 'ok' | 'gone' | number {
   const started = entry.createdAt - (entry.delta ?? 0);
   let staleAt = Number.POSITIVE_INFINITY;
-  for (const tag of tags) {
-    const stamp = stampOf(tag);
+  for (let i = 0; i < count; i++) {
+    const stamp = stampAt(i);
     if (stamp.hard >= started) return 'gone';
     if (stamp.stale >= started && stamp.stale < staleAt) staleAt = stamp.stale;
   }
