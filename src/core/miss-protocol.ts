@@ -15,7 +15,7 @@ import { earlyRefreshDue, isFresh, withinRevalidate, withinStaleIfError, type Fr
 import { AbandonedLoad, MARKER, RETRY, type Settled } from './settled.js';
 import type { Loader, LoaderContext } from './types.js';
 import { RefreshingElsewhere } from './refreshing-elsewhere.js';
-import { decide, errorCommit, errorName, valueEntry, type Decided } from './verdict.js';
+import { decide, errorCommit, errorName, loaderContext, valueEntry, type Decided, type Declared } from './verdict.js';
 
 const PROCESS_TOKEN = randomBytes(8).toString('hex');
 
@@ -150,9 +150,9 @@ export class MissProtocol {
   /** Runs this caller's own loader without coordination; stores the result if it is cacheable. */
   async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
     const started = monotonicNow();
-    const value = await this.runLoader(key, loader);
+    const { value, declared } = await this.runLoader(key, loader);
     const createdAt = this.backend.now();
-    const decided = decide(value, opts);
+    const decided = decide(value, opts, declared);
     const { decision } = decided;
     let degraded = false;
     if (decision === 'store') {
@@ -175,8 +175,8 @@ export class MissProtocol {
    * flight), without coordination and without storing the result.
    */
   async loadAfterRemoteError<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    const value = await this.runLoader(key, loader);
-    return { value, status: 'miss', createdAt: this.backend.now(), degraded: false, private: decide(value, opts).decision === 'private' };
+    const { value, declared } = await this.runLoader(key, loader);
+    return { value, status: 'miss', createdAt: this.backend.now(), degraded: false, private: decide(value, opts, declared).decision === 'private' };
   }
 
   async waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
@@ -441,8 +441,10 @@ export class MissProtocol {
     }
     let hardTimer: NodeJS.Timeout | undefined;
     let value: T;
+    let context: LoaderContext;
+    let declared: Declared;
     try {
-      const context: LoaderContext = fallback ? { key, signal: controller.signal, stale: { value: fallback.value, createdAt: fallback.createdAt } } : { key, signal: controller.signal };
+      ({ context, declared } = loaderContext(key, controller.signal, fallback ? { value: fallback.value, createdAt: fallback.createdAt } : undefined));
       const run = Promise.resolve().then(() => traceLoader(key, opts.background === true, false, () => loader(context)));
       value = await (rules.hardTimeout > 0
         ? Promise.race([
@@ -488,7 +490,7 @@ export class MissProtocol {
     let entry: StoredEntry | undefined;
     let committed;
     try {
-      const decided = decide(value, opts);
+      const decided = decide(value, opts, declared);
       decision = decided.decision;
       if (decision === 'private') {
         const marker: StoredEntry | undefined =
@@ -643,17 +645,18 @@ export class MissProtocol {
       }
     }
     const started = monotonicNow();
-    const value = await this.runLoader(key, loader, degraded);
+    const { value, declared } = await this.runLoader(key, loader, degraded);
     const createdAt = this.backend.now();
-    const decided = decide(value, opts);
+    const decided = decide(value, opts, declared);
     const { decision } = decided;
     if (decision === 'store') this.hints.remember(key, valueEntry(value, createdAt, decided, opts, monotonicNow() - started));
     return { value, status: 'miss', createdAt, degraded, private: decision === 'private' };
   }
 
-  private async runLoader<T>(key: string, loader: Loader<T>, degraded = false): Promise<T> {
+  private async runLoader<T>(key: string, loader: Loader<T>, degraded = false): Promise<{ value: T; declared: Declared }> {
+    const { context, declared } = loaderContext(key, new AbortController().signal);
     try {
-      return await traceLoader(key, false, degraded, () => loader({ key, signal: new AbortController().signal }));
+      return { value: await traceLoader(key, false, degraded, () => loader(context)), declared };
     } catch (error) {
       if (!(error instanceof AbandonedLoad)) this.events.emit('loaderError', { key, error });
       throw error;

@@ -15,6 +15,22 @@ export interface LoaderContext {
    * use it to refresh a response with its validators (a conditional request).
    */
   stale?: { value: unknown; createdAt: number };
+  /**
+   * Stores this result for `ttl` (ms or a duration string like `'30s'`) instead of the call's
+   * `ttl`. Overrides the `ttl` of any decision (`decide`, `cacheable`).
+   * @throws InvalidOptionError (naming `ctx.setTtl`) for a duration that is not over 0.
+   */
+  setTtl(ttl: Duration): void;
+  /** Adds tags to this result's entry (with the call's `tags`). @throws InvalidOptionError (naming `ctx.setTags`). */
+  setTags(tags: readonly string[]): void;
+  /** Does not store this result: it is handed to the callers waiting now (as `decide('share')`). */
+  skip(): void;
+  /**
+   * This result's verdict, in place of the call's `cacheable` (see `CacheDecision`). The last
+   * call wins; `setTtl` and `setTags` still apply to a stored result.
+   * @throws InvalidOptionError (naming `ctx.decide`) for a verdict that is not a `CacheDecision`.
+   */
+  decide(decision: CacheDecision): void;
 }
 
 export type Loader<T> = (ctx: LoaderContext) => T | Promise<T>;

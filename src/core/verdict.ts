@@ -3,6 +3,8 @@ import { EntryKind } from '../store/entry.js';
 import { mergeTags, validateTags } from '../store/tags.js';
 import type { Commit, StoredEntry } from '../store/types.js';
 import type { CallOptions } from './call-options.js';
+import type { CacheDecision, LoaderContext } from './types.js';
+import { toMs } from '../shared/duration.js';
 import { staleWindow } from './freshness.js';
 import { errorMessage } from './guarded-backend.js';
 
@@ -23,32 +25,78 @@ export interface Decided {
   tags?: readonly string[];
 }
 
-export function decide<T>(value: T, opts: CallOptions<T>): Decided {
-  if (opts.cacheable) {
-    const decision = opts.cacheable(value);
-    if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl: opts.ttl };
-    if (typeof decision === 'object' && decision !== null && decision.decision === 'store') {
-      const { ttl } = decision;
-      if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) {
-        throw new InvalidOptionError('cacheable', `a { decision: 'store', ttl } result needs a ttl over 0 (ms), got ${String(ttl)}`);
-      }
-      const decided: Decided = { decision: 'store', ttl };
-      const { staleWhileRevalidate, staleIfError } = decision;
-      if (staleWhileRevalidate !== undefined || staleIfError !== undefined) {
-        decided.revalidate = window(staleWhileRevalidate, 'staleWhileRevalidate');
-        decided.staleIfError = window(staleIfError, 'staleIfError');
-      }
-      if (decision.tags !== undefined) decided.tags = validateTags(decision.tags, 'cacheable: tags');
-      return decided;
-    }
-    throw new InvalidOptionError('cacheable', `must return 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
-  }
-  return { decision: value === undefined ? 'share' : 'store', ttl: opts.ttl };
+/** What a loader said of its own result through its context (`ctx.decide`, `ctx.setTtl`, `ctx.setTags`, `ctx.skip`). */
+export interface Declared {
+  verdict?: Decided;
+  ttl?: number;
+  tags?: string[];
 }
 
-function window(ms: number | undefined, name: string): number {
+/**
+ * The context handed to one loader run, and what the loader declares through it: the run's
+ * verdict is read from `declared` once the loader settles (decide()).
+ */
+export function loaderContext(key: string, signal: AbortSignal, stale?: { value: unknown; createdAt: number }): { context: LoaderContext; declared: Declared } {
+  const declared: Declared = {};
+  const context: LoaderContext = {
+    key,
+    signal,
+    setTtl(ttl) {
+      declared.ttl = toMs(ttl, 'ctx.setTtl');
+    },
+    setTags(tags) {
+      declared.tags = [...(mergeTags(declared.tags, validateTags(tags, 'ctx.setTags'), 'ctx.setTags') ?? [])];
+    },
+    skip() {
+      declared.verdict = { decision: 'share', ttl: 0 };
+    },
+    decide(decision) {
+      declared.verdict = parseVerdict(decision, 0, 'ctx.decide');
+    },
+  };
+  if (stale !== undefined) context.stale = stale;
+  return { context, declared };
+}
+
+/**
+ * The verdict on a loader's result: what the loader declared in its context, else the call's
+ * `cacheable` verdict, else "store" (`undefined`: "share"); a ttl the loader set replaces the
+ * verdict's, and tags it set join the verdict's.
+ */
+export function decide<T>(value: T, opts: CallOptions<T>, declared?: Declared): Decided {
+  let decided: Decided;
+  if (declared?.verdict !== undefined) decided = { ...declared.verdict, ttl: declared.verdict.ttl || opts.ttl };
+  else if (opts.cacheable) decided = parseVerdict(opts.cacheable(value), opts.ttl, 'cacheable');
+  else decided = { decision: value === undefined ? 'share' : 'store', ttl: opts.ttl };
+  if (declared === undefined || decided.decision !== 'store') return decided;
+  if (declared.ttl !== undefined) decided.ttl = declared.ttl;
+  if (declared.tags !== undefined) decided.tags = mergeTags(decided.tags, declared.tags, 'ctx.setTags');
+  return decided;
+}
+
+/** A `CacheDecision` checked and normalised; `ttl` (0: the call's) for the plain verdicts. */
+function parseVerdict(decision: CacheDecision, ttl: number, option: string): Decided {
+  if (decision === 'store' || decision === 'share' || decision === 'private') return { decision, ttl };
+  if (typeof decision === 'object' && decision !== null && decision.decision === 'store') {
+    const own = decision.ttl;
+    if (typeof own !== 'number' || !(own > 0) || !Number.isFinite(own)) {
+      throw new InvalidOptionError(option, `a { decision: 'store', ttl } verdict needs a ttl over 0 (ms), got ${String(own)}`);
+    }
+    const decided: Decided = { decision: 'store', ttl: own };
+    const { staleWhileRevalidate, staleIfError } = decision;
+    if (staleWhileRevalidate !== undefined || staleIfError !== undefined) {
+      decided.revalidate = window(staleWhileRevalidate, 'staleWhileRevalidate', option);
+      decided.staleIfError = window(staleIfError, 'staleIfError', option);
+    }
+    if (decision.tags !== undefined) decided.tags = validateTags(decision.tags, `${option}: tags`);
+    return decided;
+  }
+  throw new InvalidOptionError(option, `must be 'store', 'share', 'private' or { decision: 'store', ttl }, got ${String(decision)}`);
+}
+
+function window(ms: number | undefined, name: string, option: string): number {
   if (ms === undefined) return 0;
-  if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) throw new InvalidOptionError('cacheable', `${name} must be a number of ms, 0 or more, got ${String(ms)}`);
+  if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) throw new InvalidOptionError(option, `${name} must be a number of ms, 0 or more, got ${String(ms)}`);
   return ms;
 }
 
@@ -60,7 +108,7 @@ function window(ms: number | undefined, name: string): number {
  * format version 1. A tagged entry lives at most `tagStampTtl`.
  */
 export function valueEntry<T>(value: T, createdAt: number, decided: Decided, opts: CallOptions<T>, duration: number): StoredEntry {
-  const tags = mergeTags(opts.tags, decided.tags, 'cacheable: tags');
+  const tags = mergeTags(opts.tags, decided.tags, 'tags');
   const own = decided.revalidate !== undefined;
   let ttl = decided.ttl;
   let stale = own ? Math.max(decided.revalidate!, decided.staleIfError!) : staleWindow(opts.freshness);
