@@ -1,5 +1,5 @@
 export { DogpileCache, type CacheResult, type CacheStatus, type StaleReason, type CacheEvents, type CacheDecision, type StoreDecision, type GetOrComputeOptions, type Loader, type LoaderContext, type SetOptions, type InvalidateTagsOptions, type ClearOptions, type SetManyEntry, type SetManyOptions } from './core/cache.js';
-export { MAX_TAGS, MAX_TAG_LENGTH } from './store/tags.js';
+export { MAX_TAGS, MAX_TAG_LENGTH } from './shared/tag-names.js';
 export { createCache, getDefaultCache, setDefaultCache, getOrCompute, cacheWithoutDogpiling } from './core/default-cache.js';
 export { CACHE_DEFAULTS, type CacheOptions, type L1Options } from './core/options.js';
 export { FRESHNESS_DEFAULTS, type FreshnessOptions } from './core/freshness.js';

@@ -1,7 +1,7 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError, SerializationError } from '../shared/errors.js';
 import { EntryKind } from '../store/entry.js';
-import { validateTags } from '../store/tags.js';
+import { validateTags } from '../shared/tag-names.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { checkTaggedLifetime } from './call-options.js';
 import type { CacheEmitter } from './events.js';

@@ -18,7 +18,7 @@ import { isFreshNow, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
-import { validateTags } from '../store/tags.js';
+import { validateTags } from '../shared/tag-names.js';
 import { deleteMany, getMany, readStored, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 

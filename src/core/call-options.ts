@@ -2,7 +2,7 @@ import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/dura
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { validateKey } from '../store/key.js';
-import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../store/tags.js';
+import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { FRESHNESS_OPTION_NAMES, resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
 import type { ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from '../shared/errors.js';
 import { EntryKind } from '../store/entry.js';
-import { mergeTags, validateTags } from '../store/tags.js';
+import { mergeTags, validateTags } from '../shared/tag-names.js';
 import type { Commit, StoredEntry } from '../store/types.js';
 import type { CallOptions } from './call-options.js';
 import type { CacheDecision, LoaderContext } from './types.js';

@@ -6,7 +6,7 @@ import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
-import { mergeTags, validateTags } from '../store/tags.js';
+import { mergeTags, validateTags } from '../shared/tag-names.js';
 import { requestHost, userCacheKey } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { MAX_TAGS } from '../store/tags.js';
+import { MAX_TAGS } from '../shared/tag-names.js';
 import { defaultCacheKey, hasUnkeyedInput, requestHost, urlTag, userCacheKey, varyKeySuffix } from './cache-key.js';
 import { requestBypassReason } from './cacheability.js';
 

@@ -15,7 +15,7 @@ import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary }
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
-import { mergeTags, validateTags } from '../store/tags.js';
+import { mergeTags, validateTags } from '../shared/tag-names.js';
 import { handlerFacts, headerRules } from './route-facts.js';
 
 type Fn = (...args: any[]) => unknown;

@@ -6,7 +6,7 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import { CACHE_OPTION_NAMES, type CacheOptions } from '../core/options.js';
 import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
-import { validateTags } from '../store/tags.js';
+import { validateTags } from '../shared/tag-names.js';
 
 /** A TTL, or a function of the request's execution context that returns one. */
 export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Promise<Duration>);
