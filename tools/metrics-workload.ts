@@ -10,7 +10,7 @@ import { freshId, sleep } from './basics.js';
 import type { RedisServer } from './redis-server.js';
 
 export interface WorkloadOptions {
-  /** A started server; it is frozen (SIGSTOP) for `freezeMs` during the run, then thawed. */
+  /** A started server; it is frozen (SIGSTOP) for about `freezeMs` (the round then in progress ends first), then thawed. */
   server: RedisServer;
   /** Rounds of the mixed traffic before and after the freeze (each round is about `tick` ms). */
   rounds?: number;
@@ -20,6 +20,8 @@ export interface WorkloadOptions {
   tick?: number;
   /** Called after every round, with its phase. */
   onRound?: (phase: 'traffic' | 'frozen' | 'recovered') => void | Promise<void>;
+  /** Called when Redis is frozen (true) and thawed (false). */
+  onFreeze?: (frozen: boolean) => void;
 }
 
 const LOADER_MS = 30;
@@ -63,15 +65,18 @@ export async function runWorkload(options: WorkloadOptions): Promise<void> {
       await sleep(tick);
     }
     server.freeze();
+    options.onFreeze?.(true);
     try {
-      const frozenRounds = Math.max(1, Math.round(freezeMs / (tick + LOADER_MS * 4)));
-      for (let i = 0; i < frozenRounds; i++) {
+      // Rounds until freezeMs have passed (monotonic clock), at least one.
+      const until = performance.now() + freezeMs;
+      do {
         await mixed();
         await options.onRound?.('frozen');
         await sleep(tick);
-      }
+      } while (performance.now() < until);
     } finally {
       server.thaw();
+      options.onFreeze?.(false);
     }
     for (let i = 0; i < rounds; i++) {
       await mixed();

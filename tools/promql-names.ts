@@ -1,5 +1,5 @@
 /**
- * What a PromQL expression (as the Grafana dashboard's queries write them) names: its metric
+ * Reading Prometheus names. What a PromQL expression (as the Grafana dashboard's queries write them) names: its metric
  * names, and its label matchers with their values. Enough of PromQL for the dashboard's
  * queries: selectors, functions, aggregations with `by`/`without`, arithmetic, ranges and
  * Grafana's `$variables`.
@@ -67,6 +67,32 @@ export function exposedSamples(text: string): Map<string, Map<string, Set<string
       if (!values) labels.set(l[1]!, (values = new Set()));
       values.add(l[2]!);
     }
+  }
+  return samples;
+}
+
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** One scrape: when (seconds since the start) and its samples. */
+export interface Scrape {
+  t: number;
+  series: Sample[];
+}
+
+/** The samples of a Prometheus text exposition, one per line. */
+export function exposedSeries(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    samples.push({ name: m[1]!, labels, value: Number(m[3]) });
   }
   return samples;
 }
