@@ -4,12 +4,35 @@
  * its #anchor) resolves. The checker itself is shown to fail on a wrong block and a dead link.
  */
 import { describe, expect, it } from 'vitest';
-import { anchors, checkCodeBlocks, checkDocs, checkLinks, codeBlocks, slug } from '../tools/docs-check.js';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { anchors, checkCodeBlocks, checkDocs, checkLinks, codeBlocks, ROOT, slug } from '../tools/docs-check.js';
 
 describe('README.md and docs/', () => {
   it('every ts block type-checks and every relative link resolves', () => {
     const problems = checkDocs().map((p) => `${p.file}:${p.line}: ${p.message}`);
     expect(problems).toEqual([]);
+  });
+
+  it('the documents and sections that comments in src/ cite exist', () => {
+    const problems: string[] = [];
+    const walk = (dir: string): string[] =>
+      readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+    let cited = 0;
+    for (const file of walk('src').filter((f) => f.endsWith('.ts'))) {
+      const text = readFileSync(path.join(ROOT, file), 'utf8');
+      for (const m of text.matchAll(/(?:"([^"\n]+)" in )?\b((?:docs\/)?[\w./-]*[A-Za-z]\.md)\b/g)) {
+        const [, section, doc] = m as unknown as [string, string | undefined, string];
+        cited++;
+        if (!existsSync(path.join(ROOT, doc))) {
+          problems.push(`${file} cites ${doc}, which is not in the repository`);
+          continue;
+        }
+        if (section && ![...anchors(readFileSync(path.join(ROOT, doc), 'utf8'))].includes(slug(section))) problems.push(`${file} cites "${section}" in ${doc}: no such heading`);
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(cited).toBeGreaterThan(0);
   });
 });
 

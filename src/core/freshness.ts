@@ -4,7 +4,7 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import type { StoredEntry } from '../store/types.js';
 
 /**
- * The life of an entry past its `ttl` (see "The life of an entry" in DESIGN.md): fresh until
+ * The life of an entry past its `ttl` (see "The life of an entry" in docs/design.md): fresh until
  * `createdAt + ttl`; then, for `staleWhileRevalidate`, served at once while one refresh runs;
  * for `staleIfError`, served when a refresh or a miss fails; gone after the longer of the two.
  */

@@ -28,7 +28,7 @@ export function isRemoteLoaderError(error: unknown): boolean {
 }
 
 /**
- * The protocol on a miss (see "The protocol on a miss" in DESIGN.md): look up or lead in one
+ * The protocol on a miss (see "The protocol on a miss" in docs/design.md): look up or lead in one
  * round trip; the leader runs the loader holding a renewed lock, then stores, releases and
  * announces (commit); waiters listen for the announcement and take over when the lock runs
  * out. Every way of ending is a `Settled` for the callers of this process's flight.
