@@ -1,6 +1,6 @@
 /**
- * Checks the Markdown documentation against the code: every ```ts block of README.md and
- * docs/**\/*.md type-checks as its own module, with `dogpile-guard` (and its subpaths)
+ * Checks the Markdown documentation against the code: every ```ts block of README.md,
+ * CONTRIBUTING.md and docs/**\/*.md type-checks as its own module, with `dogpile-guard` (and its subpaths)
  * resolved to src/ as in tsconfig.json; every relative link resolves to a file, and every
  * `#anchor` to a heading (or an `id`) of the page it names.
  *
@@ -38,7 +38,7 @@ export interface DocProblem {
   message: string;
 }
 
-/** README.md and every Markdown file under docs/, relative to the root, sorted. */
+/** README.md, CONTRIBUTING.md and every Markdown file under docs/, relative to the root. */
 export function markdownFiles(root = ROOT): string[] {
   const found: string[] = [];
   const walk = (dir: string): void => {
@@ -49,7 +49,7 @@ export function markdownFiles(root = ROOT): string[] {
     }
   };
   if (existsSync(path.join(root, 'docs'))) walk('docs');
-  return ['README.md', ...found.sort()];
+  return ['README.md', 'CONTRIBUTING.md', ...found.sort()];
 }
 
 /** The fenced code blocks of a Markdown text (``` or ~~~ fences), with their info string. */
