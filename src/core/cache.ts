@@ -19,12 +19,14 @@ import { TIMED_OUT, type Settled } from './settled.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
+import { getOrComputeMany, type BatchLoader } from './batch.js';
 import { deleteMany, getMany, readStored, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
 export type { CacheEvents } from './events.js';
 export type { SetManyEntry, SetManyOptions } from './bulk.js';
+export type { BatchLoader, BatchLoaderContext, BatchResult } from './batch.js';
 export { AbandonedLoad } from './settled.js';
 
 /**
@@ -383,6 +385,17 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   }
 
   /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */
+  /**
+   * Many keys at once, loading the missing ones with one call of `loader(keysToLoad, ctx)`:
+   * every key is looked up at once; the keys nobody leads are led by this call and loaded
+   * together; keys another caller is loading are waited for, not loaded again; the answer is in
+   * the order of `keys`. A key the loader leaves out is answered `undefined` and not stored.
+   * `ttlOrOptions` applies to every key, as `getOrCompute`'s.
+   */
+  getOrComputeMany<T>(keys: readonly string[], loader: BatchLoader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<(T | undefined)[]> {
+    return getOrComputeMany<T>(this, keys, loader, ttlOrOptions);
+  }
+
   getMany<T = unknown>(keys: readonly string[]): Promise<(T | undefined)[]> {
     return getMany<T>(this.bulk, keys);
   }
