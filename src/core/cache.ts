@@ -45,6 +45,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly hints: FreshnessHints;
   private readonly protocol: MissProtocol;
   private readonly flights = new Flights();
+  /** Forced refreshes (`forceRefresh`) in flight: joined by forced calls only, so plain callers keep reading what is stored. */
+  private readonly forced = new Flights();
   /** Loader runs after a loader failed in another process (`onRemoteError: 'load'`), one per key. */
   private readonly reruns = new Flights();
   private closed = false;
@@ -184,22 +186,23 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
-    const local = this.backend.peek(key);
+    const local = opts.forceRefresh ? undefined : this.backend.peek(key);
     if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
       if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
 
-    const existing = this.flights.get<T>(key);
+    const flights = opts.forceRefresh ? this.forced : this.flights;
+    const existing = flights.get<T>(key);
     if (existing) {
-      const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
+      const stale = opts.forceRefresh ? undefined : this.protocol.staleWhileRefreshing<T>(key, opts);
       if (stale) return result(stale);
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
       if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
       let settled;
       try {
-        settled = await this.flights.join(existing, key, opts);
+        settled = await flights.join(existing, key, opts);
       } catch (error) {
         return this.afterRemoteError(error, key, loader, opts);
       }
@@ -215,7 +218,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const flight = this.protocol.fly(key, loader, opts, (settled) => {
       if (started.joined !== undefined) this.joiners.answer(started.joined, settled);
     });
-    started.joined = this.flights.start(key, flight);
+    started.joined = flights.start(key, flight);
     let settled;
     try {
       settled = await withSignal(flight, opts.signal, key);
@@ -418,6 +421,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */
   private wrote(key: string): void {
     this.flights.detach(key);
+    this.forced.detach(key);
     this.protocol.wrote(key);
   }
 
