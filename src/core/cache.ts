@@ -11,6 +11,7 @@ import { checkSetOptions, checkTaggedLifetime, computedFor, isComputed, isPlainC
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
+import { RecoveryQueue, type RecoveryHost } from './recovery.js';
 import { FreshnessHints } from './hints.js';
 import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
@@ -72,6 +73,37 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    if (this.options.autoRecovery && this.backend.distributed) {
+      const recovery = new RecoveryQueue(this.recoveryHost(), this.options.autoRecovery.maxQueue, Math.max(this.options.backendCooldown, 50));
+      this.recovery = recovery;
+      this.guarded.hold = () => recovery.held;
+    }
+  }
+
+  /** Invalidations made while Redis was unreachable, replayed when it is back (`autoRecovery`). */
+  private readonly recovery: RecoveryQueue | undefined;
+
+  private recoveryHost(): RecoveryHost {
+    return {
+      apply: (op) => {
+        if (op.kind === 'delete') return op.keys.length === 1 ? this.guarded.delete(op.keys[0]!) : deleteMany(this.bulk, op.keys);
+        if (op.kind === 'tags') return this.guarded.invalidateTags(op.tags, op.stale, this.options.tagStampTtl);
+        return clearScope(this.scoped, op.stale, this.options.commandTimeout, this);
+      },
+      forget: (keys) => {
+        if (keys === undefined) {
+          this.hints.clear();
+          this.backend.forget();
+          for (const child of this.children.values()) child.recoveryHost().forget(undefined);
+          return;
+        }
+        for (const key of keys) {
+          this.hints.forget(key);
+          this.backend.forget(key);
+        }
+      },
+      unreachable: (error) => this.guarded.unreachable(error),
+    };
   }
 
   /** Removes listeners as EventEmitter does; the `hit` flag follows, and keeps following new listeners. */
@@ -307,6 +339,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       entry.delta = computed;
     }
     const write = !isComputed(ttlOrOptions);
+    await this.recovery?.before();
     await this.guarded.set(key, entry, write);
     if (write) this.wrote(key);
     this.hints.remember(key, entry);
@@ -320,7 +353,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     this.hints.forget(key);
-    const deleted = await this.guarded.delete(key);
+    const deleted = this.recovery ? await this.recovery.run({ kind: 'delete', keys: [key] }, () => this.guarded.delete(key), false) : await this.guarded.delete(key);
     this.wrote(key);
     return deleted;
   }
@@ -340,7 +373,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (list.length === 0) return;
     // The stamp is the store's time when it is written (the Redis server's, to the microsecond):
     // a run that began before it counts as older, one that begins after it as newer.
-    await this.guarded.invalidateTags(list, stale, this.options.tagStampTtl);
+    if (this.recovery) await this.recovery.run({ kind: 'tags', tags: list, stale }, () => this.guarded.invalidateTags(list, stale, this.options.tagStampTtl), undefined);
+    else await this.guarded.invalidateTags(list, stale, this.options.tagStampTtl);
   }
 
   /**
@@ -353,6 +387,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // Namespaces first (they share this cache's client and generation stamps).
     await Promise.all([...this.children.values()].map((child) => child.close()));
     this.scope.detach?.();
+    this.recovery?.close();
     this.protocol.close();
     await this.backend.close();
     if (this.scope.detach === undefined) this.scope.stamps.close();
@@ -384,10 +419,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async clear(options?: ClearOptions): Promise<void> {
     const stale = clearStale(options);
     this.assertOpen();
-    await clearScope(this.scoped, stale, this.options.commandTimeout, this);
+    if (this.recovery) await this.recovery.run({ kind: 'clear', stale }, () => clearScope(this.scoped, stale, this.options.commandTimeout, this), undefined);
+    else await clearScope(this.scoped, stale, this.options.commandTimeout, this);
   }
 
-  /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */
   /**
    * Many keys at once, loading the missing ones with one call of `loader(keysToLoad, ctx)`:
    * every key is looked up at once; the keys nobody leads are led by this call and loaded
@@ -399,6 +434,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return getOrComputeMany<T>(this, keys, loader, ttlOrOptions);
   }
 
+  /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */
   getMany<T = unknown>(keys: readonly string[]): Promise<(T | undefined)[]> {
     return getMany<T>(this.bulk, keys);
   }
@@ -409,13 +445,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * anything is written. Rejects with `InvalidOptionError` / `SerializationError` (nothing
    * written) or `BackendError` (some entries may have been written).
    */
-  setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
+  async setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
+    await this.recovery?.before();
     return setMany(this.bulk, entries, options);
   }
 
   /** Deletes `keys` as `delete` does, in one round trip; resolves with how many held a value. */
   deleteMany(keys: readonly string[]): Promise<number> {
-    return deleteMany(this.bulk, keys);
+    if (!this.recovery || !Array.isArray(keys)) return deleteMany(this.bulk, keys);
+    return this.recovery.run({ kind: 'delete', keys: [...keys] }, () => deleteMany(this.bulk, keys), 0);
   }
 
   /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */

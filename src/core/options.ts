@@ -105,6 +105,14 @@ export interface CacheOptions extends FreshnessOptions {
    * @default 0
    */
   jitter?: number;
+  /**
+   * `delete`, `deleteMany`, `invalidateTags` and `clear` made while Redis is unreachable are
+   * applied to this process's memory at once, kept in a bounded queue (`maxQueue`
+   * invalidations, default 10 000) and replayed in order when Redis answers again; meanwhile
+   * the cache does not read Redis. Without it they reject with `BackendError`.
+   * @default false
+   */
+  autoRecovery?: boolean | { maxQueue?: number };
 }
 
 export interface ResolvedCacheOptions {
@@ -126,6 +134,8 @@ export interface ResolvedCacheOptions {
   freshness: FreshnessRules;
   tagStampTtl: number;
   jitter: number;
+  /** `autoRecovery`: the queue's bound, or undefined when off. */
+  autoRecovery: { maxQueue: number } | undefined;
 }
 
 export const CACHE_DEFAULTS = {
@@ -143,15 +153,28 @@ export const CACHE_DEFAULTS = {
   hitForMissTtl: 0,
   tagStampTtl: 7 * 24 * 3600 * 1000,
   jitter: 0,
+  autoRecoveryMaxQueue: 10_000,
 } as const;
 
 /** The fields of `CacheOptions`: any other is refused. */
 export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', ...FRESHNESS_OPTION_NAMES,
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', 'autoRecovery', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl', 'maxSize']);
+
+/** `autoRecovery`: off, or the queue's bound. */
+function resolveAutoRecovery(value: unknown): { maxQueue: number } | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return { maxQueue: CACHE_DEFAULTS.autoRecoveryMaxQueue };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError('autoRecovery', `expected true, false or { maxQueue }, got ${value === null ? 'null' : typeof value}`);
+  }
+  checkKnownOptions(value, ['maxQueue'], 'autoRecovery.');
+  const { maxQueue } = value as { maxQueue?: unknown };
+  return { maxQueue: maxQueue === undefined ? CACHE_DEFAULTS.autoRecoveryMaxQueue : positiveInt(maxQueue, 'autoRecovery.maxQueue') };
+}
 
 function positiveInt(value: unknown, option: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
@@ -213,5 +236,6 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
     tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
     jitter: o.jitter === undefined ? CACHE_DEFAULTS.jitter : resolveJitter(o.jitter),
+    autoRecovery: resolveAutoRecovery(o.autoRecovery),
   };
 }
