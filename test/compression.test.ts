@@ -143,6 +143,11 @@ describe.each(ALGORITHMS)('compression with %s on a real Redis', (algorithm: Com
     await writer.getOrCompute('computed', () => records(50, 4), { ttl: 60_000, tags: ['t'], staleWhileRevalidate: 10_000 });
     const expected: Record<string, unknown> = { set: records(50, 1), many1: records(50, 2), many2: records(50, 3), computed: records(50, 4) };
     for (const key of Object.keys(expected)) expect(decodeEntry(await raw(prefix, key)).compression, key).toBe(algorithm);
+    // A namespace compresses as its cache does.
+    await writer.namespace('ns').set('inner', records(50, 5), 60_000);
+    const inner = await server.client().keys(`${prefix}:n/ns:v:*`);
+    expect(inner).toHaveLength(1);
+    expect(decodeEntry((await server.client().getBuffer(inner[0]!))!).compression).toBe(algorithm);
 
     const other = ALGORITHMS.find((a) => a !== algorithm)!;
     for (const compression of [false, { algorithm: other }] as const) {
