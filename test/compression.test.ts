@@ -169,6 +169,18 @@ describe.each(ALGORITHMS)('compression with %s on a real Redis', (algorithm: Com
   });
 });
 
+describe('the threshold', () => {
+  it('compresses serialised bytes longer than it, not as long', () => {
+    const value = records(20);
+    const length = plainSize(value);
+    const entry = () => ({ kind: EntryKind.Value, value, createdAt: 1, ttl: 1000 });
+    for (const algorithm of ALGORITHMS) {
+      expect(decodeEntry(new EntryCodec(portableSerializer, { threshold: length, algorithm }).encode('k', entry())).compression).toBeUndefined();
+      expect(decodeEntry(new EntryCodec(portableSerializer, { threshold: length - 1, algorithm }).encode('k', entry())).compression).toBe(algorithm);
+    }
+  });
+});
+
 describe('HTTP responses stored through a compressing cache', () => {
   const servers: import('node:http').Server[] = [];
   afterAll(async () => {
