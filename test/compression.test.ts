@@ -19,7 +19,7 @@ import { EntryCodec } from '../src/store/codec.js';
 import { CorruptEntryError, decodeEntry, EntryKind, HEADER_SIZE_V3 } from '../src/store/entry.js';
 import { storedSize } from '../src/store/entry-size.js';
 import { valueKey } from '../src/store/key.js';
-import { portableSerializer } from '../src/store/serializer.js';
+import { jsonSerializer, portableSerializer } from '../src/store/serializer.js';
 import { defaultAlgorithm, hasAlgorithm, type CompressionAlgorithm } from '../src/store/compression.js';
 import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
 import { freshId, sleep } from '../tools/basics.js';
@@ -178,6 +178,21 @@ describe('the threshold', () => {
       expect(decodeEntry(new EntryCodec(portableSerializer, { threshold: length, algorithm }).encode('k', entry())).compression).toBeUndefined();
       expect(decodeEntry(new EntryCodec(portableSerializer, { threshold: length - 1, algorithm }).encode('k', entry())).compression).toBe(algorithm);
     }
+  });
+});
+
+describe('a serializer without a name', () => {
+  it('writes a compressed entry naming the algorithm alone (";gzip"), read with the reader\'s serializer; a small value stays format 1', () => {
+    const unnamed = { serialize: jsonSerializer.serialize, deserialize: jsonSerializer.deserialize };
+    const codec = new EntryCodec(unnamed, { threshold: 1024, algorithm: 'gzip' });
+    const large = codec.encode('k', { kind: EntryKind.Value, value: records(50), createdAt: 1, ttl: 1000 });
+    expect(large.toString('latin1', HEADER_SIZE_V3 + 1, HEADER_SIZE_V3 + 1 + large[HEADER_SIZE_V3]!)).toBe(';gzip');
+    const header = decodeEntry(large);
+    expect(header.serializer).toBeUndefined();
+    expect(header.compression).toBe('gzip');
+    const decoded = new EntryCodec(unnamed).decode(large);
+    expect('error' in decoded ? decoded.error : decoded.value).toEqual(records(50));
+    expect(codec.encode('k', { kind: EntryKind.Value, value: records(1), createdAt: 1, ttl: 1000 })[2]).toBe(1);
   });
 });
 
