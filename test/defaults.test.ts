@@ -49,6 +49,9 @@ describe('createCache: the README table "createCache options"', () => {
     ['replicas', '`0`'],
     ['replicaTimeout', '`100` ms'],
     ['tagStampTtl', "`'7d'`"],
+    ['jitter', '`0`'],
+    ['autoRecovery', '`false`'],
+    ['compression', '`false`'],
     ['staleWhileRevalidate', '`0` (off)'],
     ['staleIfError', '`0` (off)'],
     ['failSafeRetry', '`1000` ms'],
@@ -68,6 +71,9 @@ describe('createCache: the README table "createCache options"', () => {
     expect(o.prefix).toBe('dogpile');
     expect(o.l1).toBeUndefined();
     expect(o.maxEntries).toBe(10_000);
+    expect(o.jitter).toBe(0);
+    expect(o.autoRecovery).toBeUndefined();
+    expect(o.compression).toBeUndefined();
     expect(o.lockTtl).toBe(5000);
     expect(o.waitTimeout).toBe(10_000);
     expect(o.onWaitTimeout).toBe('throw');

@@ -8,6 +8,7 @@ import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
 import { resolveJitter } from '../store/jitter.js';
+import { resolveCompression, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 export interface L1Options {
@@ -16,8 +17,8 @@ export interface L1Options {
   /** How long a value is served from process memory before Redis is asked again. @default 1000 (ms) */
   ttl?: Duration;
   /**
-   * Most bytes kept in process memory, counted from the stored bytes of each entry (as Redis
-   * holds them) plus its key; beside `max`, whichever is reached first evicts. An entry larger
+   * Most bytes kept in process memory, counted from the stored bytes of each entry (as
+   * encoded, before any `compression`) plus its key; beside `max`, whichever is reached first evicts. An entry larger
    * than this is not kept. @default undefined (no byte bound)
    */
   maxSize?: number;
@@ -113,6 +114,13 @@ export interface CacheOptions extends FreshnessOptions {
    * @default false
    */
   autoRecovery?: boolean | { maxQueue?: number };
+  /**
+   * Stores values whose serialised bytes exceed `threshold` compressed, naming the algorithm in
+   * the entry (every process reads them, whatever its own setting). `true` = defaults; only with
+   * `redis`. See docs/compression.md.
+   * @default false
+   */
+  compression?: boolean | CompressionOptions;
 }
 
 export interface ResolvedCacheOptions {
@@ -136,6 +144,8 @@ export interface ResolvedCacheOptions {
   jitter: number;
   /** `autoRecovery`: the queue's bound, or undefined when off. */
   autoRecovery: { maxQueue: number } | undefined;
+  /** undefined: values are stored uncompressed. */
+  compression?: ResolvedCompression | undefined;
 }
 
 export const CACHE_DEFAULTS = {
@@ -159,7 +169,7 @@ export const CACHE_DEFAULTS = {
 /** The fields of `CacheOptions`: any other is refused. */
 export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', 'autoRecovery', ...FRESHNESS_OPTION_NAMES,
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', 'autoRecovery', 'compression', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl', 'maxSize']);
@@ -210,6 +220,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
     throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
   }
+  const compression = resolveCompression(o.compression);
   const commandTimeout = o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout');
   const replication = resolveReplication(o.replicas, o.replicaTimeout);
   if (replication && o.redis !== undefined && typeof o.redis !== 'string' && isNodeRedis(o.redis)) {
@@ -237,5 +248,6 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
     jitter: o.jitter === undefined ? CACHE_DEFAULTS.jitter : resolveJitter(o.jitter),
     autoRecovery: resolveAutoRecovery(o.autoRecovery),
+    ...(compression === undefined ? {} : { compression }),
   };
 }
