@@ -1,5 +1,5 @@
 /**
- * Bulk calls on Redis hits (no L1): `getMany` of 100 keys against 100 parallel `get` calls,
+ * Bulk calls on Redis hits (no L1): `getMany` and `getOrComputeMany` of 100 keys against 100 parallel `get` calls,
  * 100 parallel `getOrCompute` hits, and a bare ioredis pipeline of the same 100 GETs decoded
  * with the entry decode (header and default serializer: what any client must do at least); then `setMany` of 100 entries
  * against 100 parallel `set` calls. The contenders run in interleaved slices, in an order
@@ -33,6 +33,7 @@ export default async function run(ctx: BenchContext): Promise<string> {
     { id: 'getMany', name: '`getMany(100 keys)`', batch: () => cache.getMany(keys) },
     { id: 'get', name: '100 parallel `get`', batch: () => Promise.all(keys.map((key) => cache.get(key))) },
     { id: 'getOrCompute', name: '100 parallel `getOrCompute` (hits)', batch: () => Promise.all(keys.map((key) => cache.getOrCompute(key, load, 600_000))) },
+    { id: 'getOrComputeMany', name: '`getOrComputeMany(100 keys)` (hits)', batch: () => cache.getOrComputeMany(keys, (missing) => missing.map(load), 600_000) },
     {
       id: 'bare',
       name: 'bare ioredis pipeline of 100 `GET` + the entry decode',

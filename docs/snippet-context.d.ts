@@ -23,7 +23,10 @@ declare const report: Report;
 
 /** The application's data access and loaders. */
 declare const db: {
-  users: { find(id: string): Promise<{ id: string; name: string }> };
+  users: {
+    find(id: string): Promise<{ id: string; name: string }>;
+    findMany(keys: readonly string[]): Promise<{ key: string; id: string; name: string }[]>;
+  };
   products: { find(id: string): Promise<Product> };
 };
 declare function loader(): Promise<{ partial: boolean }>;

@@ -1,4 +1,4 @@
-export { DogpileCache, type CacheResult, type CacheStatus, type StaleReason, type CacheEvents, type CacheDecision, type StoreDecision, type GetOrComputeOptions, type Loader, type LoaderContext, type SetOptions, type InvalidateTagsOptions, type ClearOptions, type SetManyEntry, type SetManyOptions } from './core/cache.js';
+export { DogpileCache, type CacheResult, type CacheStatus, type StaleReason, type CacheEvents, type CacheDecision, type StoreDecision, type GetOrComputeOptions, type Loader, type LoaderContext, type SetOptions, type InvalidateTagsOptions, type ClearOptions, type SetManyEntry, type SetManyOptions, type BatchLoader, type BatchLoaderContext, type BatchResult } from './core/cache.js';
 export { MAX_TAGS, MAX_TAG_LENGTH } from './shared/tag-names.js';
 export { createCache, getDefaultCache, setDefaultCache, getOrCompute, cacheWithoutDogpiling } from './core/default-cache.js';
 export { CACHE_DEFAULTS, type CacheOptions, type L1Options } from './core/options.js';

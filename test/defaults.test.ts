@@ -1,7 +1,7 @@
 /**
- * The defaults the README's option tables show, pinned twice: the table still shows the literal
+ * The defaults the option tables of docs/ show, pinned twice: the table still shows the literal
  * written here, and the code resolves an omitted option to that literal. A default changed in
- * the code alone, or in the README alone, fails here.
+ * the code alone, or in the docs alone, fails here.
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -14,23 +14,24 @@ import { resolveHttpCacheOptions } from '../src/http/options.js';
 import { root } from '../tools/child-process.js';
 import { useRedis } from './support/use-redis.js';
 
-const README = readFileSync(path.join(root, 'README.md'), 'utf8');
+const page = (name: string): string => readFileSync(path.join(root, 'docs', name), 'utf8');
+const OPTIONS = page('options.md');
 
-/** The "default" cell of `option`'s row in the first table after the heading `heading`. */
-function readmeDefault(heading: string, option: string): string {
-  const start = README.indexOf(`\n${heading}\n`);
-  if (start === -1) throw new Error(`README has no heading ${heading}`);
-  const lines = README.slice(start).split('\n');
+/** The "default" cell of `option`'s row in the first table after the heading `heading` of the docs page `doc`. */
+function readmeDefault(heading: string, option: string, doc = OPTIONS): string {
+  const start = `\n${doc}`.indexOf(`\n${heading}\n`);
+  if (start === -1) throw new Error(`docs have no heading ${heading}`);
+  const lines = `\n${doc}`.slice(start).split('\n');
   const first = lines.findIndex((l) => l.startsWith('|'));
   for (let i = first; i < lines.length && lines[i]!.startsWith('|'); i++) {
     const cells = lines[i]!.split(/(?<!\\)\|/).map((c) => c.trim());
     if (cells[1] === `\`${option}\``) return cells[2]!;
   }
-  throw new Error(`README table under ${heading} has no row for ${option}`);
+  throw new Error(`the table under ${heading} has no row for ${option}`);
 }
 
 describe('createCache: the README table "createCache options"', () => {
-  const heading = '### `createCache` options';
+  const heading = '# `createCache` options';
   const table: [option: string, readme: string][] = [
     ['redis', 'none'],
     ['prefix', "`'dogpile'`"],
@@ -48,6 +49,9 @@ describe('createCache: the README table "createCache options"', () => {
     ['replicas', '`0`'],
     ['replicaTimeout', '`100` ms'],
     ['tagStampTtl', "`'7d'`"],
+    ['jitter', '`0`'],
+    ['autoRecovery', '`false`'],
+    ['compression', '`false`'],
     ['staleWhileRevalidate', '`0` (off)'],
     ['staleIfError', '`0` (off)'],
     ['failSafeRetry', '`1000` ms'],
@@ -56,17 +60,20 @@ describe('createCache: the README table "createCache options"', () => {
     ['earlyRefresh', '`false`'],
   ];
 
-  it.each(table)('%s: the README shows %s', (option, shown) => {
+  it.each(table)('%s: the docs show %s', (option, shown) => {
     expect(readmeDefault(heading, option)).toBe(shown);
   });
 
-  it('an omitted option resolves to the value the README shows', async () => {
+  it('an omitted option resolves to the value the docs show', async () => {
     const cache = createCache();
     const o = cache.options;
     expect(o.redis).toBeUndefined();
     expect(o.prefix).toBe('dogpile');
     expect(o.l1).toBeUndefined();
     expect(o.maxEntries).toBe(10_000);
+    expect(o.jitter).toBe(0);
+    expect(o.autoRecovery).toBeUndefined();
+    expect(o.compression).toBeUndefined();
     expect(o.lockTtl).toBe(5000);
     expect(o.waitTimeout).toBe(10_000);
     expect(o.onWaitTimeout).toBe('throw');
@@ -84,8 +91,8 @@ describe('createCache: the README table "createCache options"', () => {
 
   it('l1: true is { max: 1000, ttl: 1000 }; earlyRefresh: true is β 1; replicas alone wait 100 ms', async () => {
     expect(readmeDefault(heading, 'l1')).toBe('`false`');
-    expect(README).toContain('`true` or `{ max: 1000, ttl: 1000 }`');
-    expect(README).toContain('`true` or `{ beta }` (β, default 1)');
+    expect(OPTIONS).toContain('`true` or `{ max: 1000, ttl: 1000 }`');
+    expect(OPTIONS).toContain('`true` or `{ beta }` (β, default 1)');
     const cache = createCache({ l1: true, earlyRefresh: true, replicas: 1 });
     expect(cache.options.l1).toEqual({ max: 1000, ttl: 1000 });
     expect(cache.options.freshness.earlyRefreshBeta).toBe(1);
@@ -95,7 +102,8 @@ describe('createCache: the README table "createCache options"', () => {
 });
 
 describe('RedisLock and MemoryLock: the README table of lock options', () => {
-  const heading = '## The lock';
+  const heading = '# The lock';
+  const LOCK = page('lock.md');
   const server = useRedis();
   let redis: Redis;
   beforeAll(() => {
@@ -110,11 +118,11 @@ describe('RedisLock and MemoryLock: the README table of lock options', () => {
     ['prefix', "`'dogpile'`"],
     ['replicas', '`0`'],
     ['replicaTimeout', '`100` ms'],
-  ])('%s: the README shows %s', (option, shown) => {
-    expect(readmeDefault(heading, option)).toBe(shown);
+  ])('%s: the docs show %s', (option, shown) => {
+    expect(readmeDefault(heading, option, LOCK)).toBe(shown);
   });
 
-  it('an omitted option resolves to the value the README shows', () => {
+  it('an omitted option resolves to the value the docs show', () => {
     expect(resolveLockOptions(undefined)).toEqual({ ttl: 10_000, autoRenew: true, timeout: 10_000, id: `${hostname()}:${process.pid}`, prefix: 'dogpile' });
   });
 
@@ -133,7 +141,8 @@ describe('RedisLock and MemoryLock: the README table of lock options', () => {
 });
 
 describe('HTTP adapters: the README table of dogpileGuard / dogpileGuardPlugin options', () => {
-  const heading = '## Express reference';
+  const heading = '# Express reference';
+  const EXPRESS = page('express.md');
 
   it.each([
     ['cache', 'the default cache'],
@@ -144,11 +153,11 @@ describe('HTTP adapters: the README table of dogpileGuard / dogpileGuardPlugin o
     ['maxBodySize', '`1_048_576` (1 MiB)'],
     ['hitForMissTtl', '`5000`'],
     ['privateHeaders', "`['authorization', 'cookie']`"],
-  ])('%s: the README shows %s', (option, shown) => {
-    expect(readmeDefault(heading, option)).toBe(shown);
+  ])('%s: the docs show %s', (option, shown) => {
+    expect(readmeDefault(heading, option, EXPRESS)).toBe(shown);
   });
 
-  it('an omitted option resolves to the value the README shows', () => {
+  it('an omitted option resolves to the value the docs show', () => {
     const o = resolveHttpCacheOptions(undefined);
     expect(o.cache).toBeUndefined();
     expect(o.ttl).toBe(60_000);

@@ -7,6 +7,7 @@
  * encoding (`EntryCodec`, what the backends read and write).
  */
 import { readFileSync } from 'node:fs';
+import { brotliDecompressSync } from 'node:zlib';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -15,7 +16,7 @@ import { decodeEntry, encodeEntry, EntryKind, HEADER_SIZE, HEADER_SIZE_V3 } from
 import { jsonSerializer, portableSerializer, v8Serializer } from '../src/store/serializer.js';
 import type { StoredEntry } from '../src/store/types.js';
 import { decodeResponse, encodeResponse } from '../src/http/response-format.js';
-import { CREATED_AT, DELTA, jsonValue, MARKER_TTL, portableValue, response, STALE, TAGS, TTL, v8Value } from './fixtures/formats/samples.js';
+import { compressibleValue, CREATED_AT, DELTA, jsonValue, MARKER_TTL, portableValue, response, STALE, TAGS, TTL, v8Value } from './fixtures/formats/samples.js';
 import { UnknownSerializerError } from '../src/shared/errors.js';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'formats');
@@ -181,6 +182,28 @@ describe('stored entry format v4 (names its serializer)', () => {
     expect(error).toMatchObject({ code: 'E_UNKNOWN_SERIALIZER', written: 'other', own: 'portable', entry: { createdAt: CREATED_AT, ttl: TTL } });
     expect(error.message).toContain('"other"');
     expect(error.message).toContain('"portable"');
+  });
+});
+
+describe('a compressed entry (format v4, its name field "portable;brotli")', () => {
+  it('decodes field by field; its payload is the serializer\'s bytes compressed; every codec reads it, and the store writes the same header', () => {
+    const bytes = sample('entry-portable-brotli.v4.bin');
+    expect([...bytes.subarray(0, 4)]).toEqual([0xd0, 0x67, 4, 1]);
+    expect(bytes.readDoubleBE(12)).toBe(CREATED_AT + TTL);
+    expect(bytes[HEADER_SIZE_V3]).toBe('portable;brotli'.length);
+    expect(bytes.toString('latin1', HEADER_SIZE_V3 + 1, HEADER_SIZE_V3 + 16)).toBe('portable;brotli');
+    const entry = decodeEntry(bytes);
+    expect(entry).toMatchObject({ kind: EntryKind.Value, createdAt: CREATED_AT, ttl: TTL, stale: 0, delta: 0, serializer: 'portable', compression: 'brotli' });
+    const plain = portableSerializer.serialize(compressibleValue());
+    expect(brotliDecompressSync(entry.payload).equals(plain)).toBe(true);
+    expect(bytes.length).toBeLessThan(plain.length);
+
+    for (const codec of [new EntryCodec(portableSerializer), new EntryCodec(jsonSerializer), new EntryCodec(portableSerializer, { threshold: 0, algorithm: 'gzip' })]) {
+      expect(storeDecodes(codec, bytes).value).toEqual(compressibleValue());
+    }
+    const again = new EntryCodec(portableSerializer, { threshold: 1024, algorithm: 'brotli' }).encode('k', { kind: EntryKind.Value, value: compressibleValue(), createdAt: CREATED_AT, ttl: TTL });
+    expect(again.subarray(0, HEADER_SIZE_V3 + 16).equals(bytes.subarray(0, HEADER_SIZE_V3 + 16))).toBe(true);
+    expect(storeDecodes(new EntryCodec(portableSerializer), again).value).toEqual(compressibleValue());
   });
 });
 

@@ -11,6 +11,7 @@ import { checkSetOptions, checkTaggedLifetime, computedFor, isComputed, isPlainC
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
+import { RecoveryQueue, type RecoveryHost } from './recovery.js';
 import { FreshnessHints } from './hints.js';
 import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
@@ -19,12 +20,14 @@ import { TIMED_OUT, type Settled } from './settled.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
+import { getOrComputeMany, type BatchLoader } from './batch.js';
 import { deleteMany, getMany, readStored, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
 export type { CacheEvents } from './events.js';
 export type { SetManyEntry, SetManyOptions } from './bulk.js';
+export type { BatchLoader, BatchLoaderContext, BatchResult } from './batch.js';
 export { AbandonedLoad } from './settled.js';
 
 /**
@@ -43,6 +46,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly hints: FreshnessHints;
   private readonly protocol: MissProtocol;
   private readonly flights = new Flights();
+  /** Forced refreshes (`forceRefresh`) in flight: joined by forced calls only, so plain callers keep reading what is stored. */
+  private readonly forced = new Flights();
   /** Loader runs after a loader failed in another process (`onRemoteError: 'load'`), one per key. */
   private readonly reruns = new Flights();
   private closed = false;
@@ -68,6 +73,37 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    if (this.options.autoRecovery && this.backend.distributed) {
+      const recovery = new RecoveryQueue(this.recoveryHost(), this.options.autoRecovery.maxQueue, Math.max(this.options.backendCooldown, 50));
+      this.recovery = recovery;
+      this.guarded.hold = () => recovery.held;
+    }
+  }
+
+  /** Invalidations made while Redis was unreachable, replayed when it is back (`autoRecovery`). */
+  private readonly recovery: RecoveryQueue | undefined;
+
+  private recoveryHost(): RecoveryHost {
+    return {
+      apply: (op) => {
+        if (op.kind === 'delete') return op.keys.length === 1 ? this.guarded.delete(op.keys[0]!) : deleteMany(this.bulk, op.keys);
+        if (op.kind === 'tags') return this.guarded.invalidateTags(op.tags, op.stale, this.options.tagStampTtl);
+        return clearScope(this.scoped, op.stale, this.options.commandTimeout, this);
+      },
+      forget: (keys) => {
+        if (keys === undefined) {
+          this.hints.clear();
+          this.backend.forget();
+          for (const child of this.children.values()) child.recoveryHost().forget(undefined);
+          return;
+        }
+        for (const key of keys) {
+          this.hints.forget(key);
+          this.backend.forget(key);
+        }
+      },
+      unreachable: (error) => this.guarded.unreachable(error),
+    };
   }
 
   /** Removes listeners as EventEmitter does; the `hit` flag follows, and keeps following new listeners. */
@@ -182,22 +218,23 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
-    const local = this.backend.peek(key);
+    const local = opts.forceRefresh ? undefined : this.backend.peek(key);
     if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
       if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
 
-    const existing = this.flights.get<T>(key);
+    const flights = opts.forceRefresh ? this.forced : this.flights;
+    const existing = flights.get<T>(key);
     if (existing) {
-      const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
+      const stale = opts.forceRefresh ? undefined : this.protocol.staleWhileRefreshing<T>(key, opts);
       if (stale) return result(stale);
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
       if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
       let settled;
       try {
-        settled = await this.flights.join(existing, key, opts);
+        settled = await flights.join(existing, key, opts);
       } catch (error) {
         return this.afterRemoteError(error, key, loader, opts);
       }
@@ -213,7 +250,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const flight = this.protocol.fly(key, loader, opts, (settled) => {
       if (started.joined !== undefined) this.joiners.answer(started.joined, settled);
     });
-    started.joined = this.flights.start(key, flight);
+    started.joined = flights.start(key, flight);
     let settled;
     try {
       settled = await withSignal(flight, opts.signal, key);
@@ -302,6 +339,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       entry.delta = computed;
     }
     const write = !isComputed(ttlOrOptions);
+    await this.recovery?.before();
     await this.guarded.set(key, entry, write);
     if (write) this.wrote(key);
     this.hints.remember(key, entry);
@@ -315,7 +353,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     this.hints.forget(key);
-    const deleted = await this.guarded.delete(key);
+    const deleted = this.recovery ? await this.recovery.run({ kind: 'delete', keys: [key] }, () => this.guarded.delete(key), false) : await this.guarded.delete(key);
     this.wrote(key);
     return deleted;
   }
@@ -335,7 +373,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (list.length === 0) return;
     // The stamp is the store's time when it is written (the Redis server's, to the microsecond):
     // a run that began before it counts as older, one that begins after it as newer.
-    await this.guarded.invalidateTags(list, stale, this.options.tagStampTtl);
+    if (this.recovery) await this.recovery.run({ kind: 'tags', tags: list, stale }, () => this.guarded.invalidateTags(list, stale, this.options.tagStampTtl), undefined);
+    else await this.guarded.invalidateTags(list, stale, this.options.tagStampTtl);
   }
 
   /**
@@ -348,6 +387,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // Namespaces first (they share this cache's client and generation stamps).
     await Promise.all([...this.children.values()].map((child) => child.close()));
     this.scope.detach?.();
+    this.recovery?.close();
     this.protocol.close();
     await this.backend.close();
     if (this.scope.detach === undefined) this.scope.stamps.close();
@@ -379,7 +419,19 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async clear(options?: ClearOptions): Promise<void> {
     const stale = clearStale(options);
     this.assertOpen();
-    await clearScope(this.scoped, stale, this.options.commandTimeout, this);
+    if (this.recovery) await this.recovery.run({ kind: 'clear', stale }, () => clearScope(this.scoped, stale, this.options.commandTimeout, this), undefined);
+    else await clearScope(this.scoped, stale, this.options.commandTimeout, this);
+  }
+
+  /**
+   * Many keys at once, loading the missing ones with one call of `loader(keysToLoad, ctx)`:
+   * every key is looked up at once; the keys nobody leads are led by this call and loaded
+   * together; keys another caller is loading are waited for, not loaded again; the answer is in
+   * the order of `keys`. A key the loader leaves out is answered `undefined` and not stored.
+   * `ttlOrOptions` applies to every key, as `getOrCompute`'s.
+   */
+  getOrComputeMany<T>(keys: readonly string[], loader: BatchLoader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<(T | undefined)[]> {
+    return getOrComputeMany<T>(this, keys, loader, ttlOrOptions);
   }
 
   /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */
@@ -393,18 +445,21 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * anything is written. Rejects with `InvalidOptionError` / `SerializationError` (nothing
    * written) or `BackendError` (some entries may have been written).
    */
-  setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
+  async setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
+    await this.recovery?.before();
     return setMany(this.bulk, entries, options);
   }
 
   /** Deletes `keys` as `delete` does, in one round trip; resolves with how many held a value. */
   deleteMany(keys: readonly string[]): Promise<number> {
-    return deleteMany(this.bulk, keys);
+    if (!this.recovery || !Array.isArray(keys)) return deleteMany(this.bulk, keys);
+    return this.recovery.run({ kind: 'delete', keys: [...keys] }, () => deleteMany(this.bulk, keys), 0);
   }
 
   /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */
   private wrote(key: string): void {
     this.flights.detach(key);
+    this.forced.detach(key);
     this.protocol.wrote(key);
   }
 

@@ -47,6 +47,8 @@ export interface CallOptions<T> {
   onWaitTimeout: 'throw' | 'load';
   onRemoteError: 'throw' | 'load';
   signal: AbortSignal | undefined;
+  /** Look past the stored value: run the loader (or join the run in flight). */
+  forceRefresh?: boolean;
   cacheable: ((value: T) => CacheDecision) | undefined;
   hitForMissTtl: number;
   freshness: FreshnessRules;
@@ -87,7 +89,7 @@ function plainTags(tags: unknown): boolean {
 
 /** The fields of `GetOrComputeOptions`: any other is refused. */
 export const CALL_OPTION_NAMES: ReadonlySet<string> = new Set([
-  'ttl', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'signal', 'cacheable', 'hitForMissTtl', 'tags', ...FRESHNESS_OPTION_NAMES,
+  'ttl', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'signal', 'forceRefresh', 'cacheable', 'hitForMissTtl', 'tags', ...FRESHNESS_OPTION_NAMES,
 ]);
 const SET_OPTION_NAMES: ReadonlySet<string> = new Set(['ttl', 'tags']);
 const INVALIDATE_OPTION_NAMES: ReadonlySet<string> = new Set(['stale']);
@@ -124,6 +126,7 @@ export function resolveCallOptions<T>(
   checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
   if (o.cacheable !== undefined && typeof o.cacheable !== 'function') throw new InvalidOptionError('cacheable', 'must be a function');
+  if (o.forceRefresh !== undefined && typeof o.forceRefresh !== 'boolean') throw new InvalidOptionError('forceRefresh', `must be true or false, got ${typeof o.forceRefresh}`);
   const ttl = toMs(o.ttl, 'ttl');
   const freshness = resolveFreshness(o, defaults.freshness);
   const tags = o.tags === undefined ? undefined : validateTags(o.tags);
@@ -135,6 +138,7 @@ export function resolveCallOptions<T>(
     onWaitTimeout: o.onWaitTimeout ?? defaults.onWaitTimeout,
     onRemoteError: o.onRemoteError ?? defaults.onRemoteError,
     signal: o.signal,
+    forceRefresh: o.forceRefresh === true,
     cacheable: o.cacheable,
     hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     freshness,

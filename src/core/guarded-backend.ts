@@ -46,9 +46,13 @@ export class GuardedBackend {
     return this.backend.distributed;
   }
 
-  /** The backend may be tried now: the breaker is closed, and the client is not disconnected. */
+  /** While true, the backend is not used (invalidations made during an outage wait to be replayed first: `autoRecovery`). */
+  hold: (() => boolean) | undefined;
+
+  /** The backend may be tried now: the breaker is closed, nothing holds it, and the client is not disconnected. */
   usable(key: string): boolean {
     if (this.breaker.isOpen()) return false;
+    if (this.hold?.()) return false;
     if (this.backend.available()) return true;
     this.breaker.trip();
     const error = new BackendError('the Redis client is not connected', { key });
@@ -114,6 +118,11 @@ export class GuardedBackend {
 
   invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
     return this.timed(undefined, 'invalidateTags', this.backend.tagStamps.invalidate(tags, stale, keepFor));
+  }
+
+  /** True for a failure that says the backend is unusable (not an answer about one key, not the caller's value). */
+  unreachable(error: unknown): boolean {
+    return error instanceof BackendError && !this.keyErrors.has(error);
   }
 
   /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */

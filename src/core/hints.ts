@@ -48,4 +48,9 @@ export class FreshnessHints {
   forget(key: string): void {
     this.fresh?.delete(key);
   }
+
+  /** Forgets every key (an invalidation whose extent this process cannot tell: tags, clear). */
+  clear(): void {
+    this.fresh?.clear();
+  }
 }

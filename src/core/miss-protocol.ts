@@ -74,13 +74,16 @@ export class MissProtocol {
    */
   async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, early?: (settled: Settled<T>) => void): Promise<Settled<T>> {
     const deadline = monotonicNow() + opts.waitTimeout;
-    let skipValue = false;
+    // A forced refresh looks past the values stored before it began: it leads, or waits for
+    // the run in flight and takes the value that run stores.
+    const forcedSince = opts.forceRefresh ? this.backend.now() : undefined;
+    let skipValue: boolean | number = forcedSince ?? false;
     for (;;) {
       if (!this.backend.usable(key)) return this.runLocal(key, loader, opts, true);
       // A refresh of the key runs here or in another process: its stale value is the answer.
-      const refreshing = this.staleWhileRefreshing<T>(key, opts);
+      const refreshing = opts.forceRefresh ? undefined : this.staleWhileRefreshing<T>(key, opts);
       if (refreshing) return refreshing;
-      const elsewhere = this.elsewhere.get(key);
+      const elsewhere = opts.forceRefresh ? undefined : this.elsewhere.get(key);
       if (elsewhere !== undefined && withinRevalidate(elsewhere, this.backend.now(), opts.freshness)) return this.staleAnswer(key, elsewhere, 'revalidate');
       if (!skipValue && this.hints.believedFresh(key)) {
         // This process saw the value and it has not expired: read it with a plain GET. Only a
@@ -139,7 +142,7 @@ export class MissProtocol {
           if (lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
           if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
           if (debug.enabled) debug('wait key=%s: another process leads, its lock expires in %d ms', key, lookup.remaining);
-          const waited = await this.waitRemote(key, loader, opts, deadline, early);
+          const waited = await this.waitRemote(key, loader, opts, deadline, early, forcedSince);
           if (waited === RETRY) continue;
           return waited;
         }
@@ -535,7 +538,7 @@ export class MissProtocol {
   }
 
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
-  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number, early?: (settled: Settled<T>) => void): Promise<Settled<T> | typeof RETRY> {
+  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number, early?: (settled: Settled<T>) => void, forcedSince?: number): Promise<Settled<T> | typeof RETRY> {
     const wakeup = new Wakeup();
     const waitStart = debug.enabled ? monotonicNow() : 0;
     let outcome: Outcome | null = null;
@@ -565,7 +568,7 @@ export class MissProtocol {
         const token = this.nextToken();
         let lookup;
         try {
-          lookup = await this.backend.lookup(key, token, opts.lockTtl, false);
+          lookup = await this.backend.lookup(key, token, opts.lockTtl, forcedSince ?? false);
         } catch (error) {
           this.backend.keyFault(key, error);
           return this.runLocal(key, loader, opts, true);

@@ -79,7 +79,7 @@ export function childScope(parent: CacheScope, name: string, detach: () => void)
 /** The backend of a cache in `scope`: Redis or in process, tags checked, generations checked, TTLs spread. */
 export function scopedBackend(scope: CacheScope): ScopedBackend {
   const o = scope.options;
-  const codec = new EntryCodec(o.serializer);
+  const codec = new EntryCodec(o.serializer, scope.client === undefined ? undefined : o.compression);
   const inner =
     scope.client === undefined
       ? new MemoryBackend(o.maxEntries, codec)

@@ -8,6 +8,7 @@ import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
 import { checkThrowOrLoad } from './call-options.js';
 import { resolveJitter } from '../store/jitter.js';
+import { resolveCompression, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 export interface L1Options {
@@ -16,8 +17,8 @@ export interface L1Options {
   /** How long a value is served from process memory before Redis is asked again. @default 1000 (ms) */
   ttl?: Duration;
   /**
-   * Most bytes kept in process memory, counted from the stored bytes of each entry (as Redis
-   * holds them) plus its key; beside `max`, whichever is reached first evicts. An entry larger
+   * Most bytes kept in process memory, counted from the stored bytes of each entry (as
+   * encoded, before any `compression`) plus its key; beside `max`, whichever is reached first evicts. An entry larger
    * than this is not kept. @default undefined (no byte bound)
    */
   maxSize?: number;
@@ -105,6 +106,21 @@ export interface CacheOptions extends FreshnessOptions {
    * @default 0
    */
   jitter?: number;
+  /**
+   * `delete`, `deleteMany`, `invalidateTags` and `clear` made while Redis is unreachable are
+   * applied to this process's memory at once, kept in a bounded queue (`maxQueue`
+   * invalidations, default 10 000) and replayed in order when Redis answers again; meanwhile
+   * the cache does not read Redis. Without it they reject with `BackendError`.
+   * @default false
+   */
+  autoRecovery?: boolean | { maxQueue?: number };
+  /**
+   * Stores values whose serialised bytes exceed `threshold` compressed, naming the algorithm in
+   * the entry (every process reads them, whatever its own setting). `true` = defaults; only with
+   * `redis`. See docs/compression.md.
+   * @default false
+   */
+  compression?: boolean | CompressionOptions;
 }
 
 export interface ResolvedCacheOptions {
@@ -126,6 +142,10 @@ export interface ResolvedCacheOptions {
   freshness: FreshnessRules;
   tagStampTtl: number;
   jitter: number;
+  /** `autoRecovery`: the queue's bound, or undefined when off. */
+  autoRecovery: { maxQueue: number } | undefined;
+  /** undefined: values are stored uncompressed. */
+  compression?: ResolvedCompression | undefined;
 }
 
 export const CACHE_DEFAULTS = {
@@ -143,15 +163,28 @@ export const CACHE_DEFAULTS = {
   hitForMissTtl: 0,
   tagStampTtl: 7 * 24 * 3600 * 1000,
   jitter: 0,
+  autoRecoveryMaxQueue: 10_000,
 } as const;
 
 /** The fields of `CacheOptions`: any other is refused. */
 export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
   'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', ...FRESHNESS_OPTION_NAMES,
+  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', 'autoRecovery', 'compression', ...FRESHNESS_OPTION_NAMES,
 ]);
 
 const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl', 'maxSize']);
+
+/** `autoRecovery`: off, or the queue's bound. */
+function resolveAutoRecovery(value: unknown): { maxQueue: number } | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return { maxQueue: CACHE_DEFAULTS.autoRecoveryMaxQueue };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError('autoRecovery', `expected true, false or { maxQueue }, got ${value === null ? 'null' : typeof value}`);
+  }
+  checkKnownOptions(value, ['maxQueue'], 'autoRecovery.');
+  const { maxQueue } = value as { maxQueue?: unknown };
+  return { maxQueue: maxQueue === undefined ? CACHE_DEFAULTS.autoRecoveryMaxQueue : positiveInt(maxQueue, 'autoRecovery.maxQueue') };
+}
 
 function positiveInt(value: unknown, option: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
@@ -187,6 +220,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
     throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
   }
+  const compression = resolveCompression(o.compression);
   const commandTimeout = o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout');
   const replication = resolveReplication(o.replicas, o.replicaTimeout);
   if (replication && o.redis !== undefined && typeof o.redis !== 'string' && isNodeRedis(o.redis)) {
@@ -213,5 +247,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
     tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
     jitter: o.jitter === undefined ? CACHE_DEFAULTS.jitter : resolveJitter(o.jitter),
+    autoRecovery: resolveAutoRecovery(o.autoRecovery),
+    ...(compression === undefined ? {} : { compression }),
   };
 }

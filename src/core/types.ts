@@ -73,6 +73,12 @@ export interface GetOrComputeOptions<T = unknown> extends FreshnessOptions {
   onRemoteError?: 'throw' | 'load';
   /** Stops this caller's wait (not the shared loader, which others may be waiting for). */
   signal?: AbortSignal;
+  /**
+   * Runs the loader now whatever is stored (joining a run already in flight for the key, one
+   * fleet-wide) and stores its result; other callers keep being answered from what is stored
+   * meanwhile. @default false
+   */
+  forceRefresh?: boolean;
   /** Decides what happens to the result. @default undefined → 'share', anything else → 'store' */
   cacheable?: (value: T) => CacheDecision;
   /** Overrides the cache's `hitForMissTtl` for a `'private'` result of this call. */

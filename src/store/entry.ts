@@ -32,6 +32,12 @@ import { DogpileError } from '../shared/errors.js';
  *   54     the length of the serializer's name (1..64), then the name (ASCII)
  *   ..     the tags (as in version 3), then the serializer's bytes
  *
+ * A compressed value entry (compression.ts) is a version 4 entry whose name is the serializer's
+ * name, `;` (never in a serializer's name) and the algorithm, e.g. `portable;zstd` (`;gzip` for a
+ * serializer without a name); its payload is the serializer's bytes compressed. A release that
+ * predates compression reads that name as a serializer it does not have (an entry it cannot
+ * read, not a corrupt one), and the layout (the scripts' bytes) is version 4's unchanged.
+ *
  * Versions 1 to 3 name no serializer: they are read with the reader's (see `legacyReaderFor`).
  * The lookup script reads `expires at` at bytes 12..19 of a version 2, 3 or 4 entry, and the
  * scripts that write an entry rewrite bytes 4..35 (cache-scripts.ts): every version from 2 on
@@ -47,6 +53,8 @@ export const HEADER_SIZE = 20;
 export const HEADER_SIZE_V2 = 36;
 /** Version 3's fixed part, before its tags. */
 export const HEADER_SIZE_V3 = 54;
+/** Between the serializer's name and the compression algorithm in version 4's name field. */
+export const COMPRESSION_MARK = ';';
 
 export const enum EntryKind {
   Value = 1,
@@ -68,6 +76,8 @@ export interface DecodedEntry {
   tags?: string[];
   /** The name of the serializer that wrote the payload (version 4; undefined: not named). */
   serializer?: string;
+  /** The algorithm the payload is compressed with (version 4; undefined: not compressed). */
+  compression?: string;
   payload: Buffer;
 }
 
@@ -83,12 +93,15 @@ export interface EntryWindow {
   tags?: readonly string[] | undefined;
   /** The name of the serializer of the payload: written as version 4 (`validSerializerName` holds). */
   serializer?: string | undefined;
+  /** The algorithm the payload is compressed with: written as version 4, its name after the serializer's. */
+  compression?: string | undefined;
 }
 
 export function encodeEntry(kind: EntryKind, createdAt: number, ttl: number, payload: Uint8Array, window: EntryWindow = {}): Buffer {
   const stale = window.stale ?? 0;
   const delta = window.delta ?? 0;
   const tags = window.tags ?? [];
+  if (window.compression !== undefined) return encodeV3(kind, createdAt, ttl, payload, window, tags, Buffer.from(`${window.serializer ?? ''}${COMPRESSION_MARK}${window.compression}`, 'latin1'));
   if (window.serializer !== undefined) return encodeV3(kind, createdAt, ttl, payload, window, tags, Buffer.from(window.serializer, 'latin1'));
   if (tags.length > 0 || window.revalidate !== undefined || window.staleIfError !== undefined) return encodeV3(kind, createdAt, ttl, payload, window, tags);
   const v2 = stale > 0 || delta > 0;
@@ -195,6 +208,13 @@ export function decodeEntry(bytes: Buffer): DecodedEntry {
   if (revalidate >= 0) decoded.revalidate = revalidate;
   if (staleIfError >= 0) decoded.staleIfError = staleIfError;
   if (tags.length > 0) decoded.tags = tags;
-  if (serializer !== undefined) decoded.serializer = serializer;
+  if (serializer !== undefined) {
+    const mark = serializer.indexOf(COMPRESSION_MARK);
+    if (mark < 0) decoded.serializer = serializer;
+    else {
+      if (mark > 0) decoded.serializer = serializer.slice(0, mark);
+      decoded.compression = serializer.slice(mark + 1);
+    }
+  }
   return decoded;
 }

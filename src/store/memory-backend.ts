@@ -65,6 +65,10 @@ export class MemoryBackend implements Backend {
     return this.lru.get(key);
   }
 
+  forget(): void {
+    // The in-process store is the store: nothing sits in front of it.
+  }
+
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
     const stored = skipValue === true ? undefined : this.lru.get(key);
     const entry = typeof skipValue === 'number' && stored && stored.createdAt <= skipValue ? undefined : stored;

@@ -113,6 +113,11 @@ export class RedisBackend implements Backend {
     return this.l1?.stale(key);
   }
 
+  forget(key?: string): void {
+    if (key === undefined) this.l1?.clear();
+    else this.l1?.delete(key);
+  }
+
   /**
    * Keeps `entry` in L1. It is served as a hit only when the key's channel was followed before
    * the read (or write) that produced it was sent: then every later write or delete of the key

@@ -75,6 +75,10 @@ export class ScopedBackend implements Backend {
     return entry === undefined ? undefined : this.judgeKnown(entry, false);
   }
 
+  forget(key?: string): void {
+    this.inner.forget(key);
+  }
+
   peekStale(key: string): StoredEntry | undefined {
     const entry = this.inner.peekStale(key);
     return entry === undefined ? undefined : this.judgeKnown(entry, true);

@@ -52,6 +52,10 @@ export class TaggedBackend implements Backend {
   }
 
   /** The fallback while the store is unusable: dropped only when a stamp held here says so. */
+  forget(key?: string): void {
+    this.inner.forget(key);
+  }
+
   peekStale(key: string): StoredEntry | undefined {
     const entry = this.inner.peekStale(key);
     if (entry?.tags === undefined) return entry;

@@ -98,6 +98,12 @@ export interface Backend {
   /** An entry held in process memory, fresh or stale (the fallback while the store is unreachable). */
   peekStale(key: string): StoredEntry | undefined;
   /**
+   * Drops what process memory holds in front of a shared store — the copy of `key`, or every
+   * copy — so neither `peek` nor `peekStale` answers it (a no-op for the in-process store,
+   * which is the store itself).
+   */
+  forget(key?: string): void;
+  /**
    * Step 2: the value, or the lead, or the leader's remaining lock time. `skipValue`: look
    * past a stored value (`true`), or past it only if it was created at or before that time
    * (a number, ms since the epoch: the value the caller found invalidated). A value past its

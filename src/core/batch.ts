@@ -1,0 +1,152 @@
+import { InvalidOptionError } from '../shared/errors.js';
+import type { Duration } from '../shared/duration.js';
+import type { CacheEvents } from './events.js';
+import type { GetOrComputeOptions, LoaderContext } from './types.js';
+
+/** What a batch loader is handed: the keys this process leads and loads in this call. */
+export interface BatchLoaderContext {
+  /** The keys to load: led by this call, in the order of the call's `keys` (no duplicates). */
+  keys: string[];
+  /** Aborts once the lead of every key of the batch is lost or past `hardTimeout`. */
+  signal: AbortSignal;
+}
+
+/**
+ * Loads many keys in one call: a `Map` of key → value, an object keyed by key, or an array in
+ * the order of `ctx.keys`. A key left out is answered `undefined` and not stored.
+ */
+export type BatchLoader<T> = (keys: string[], ctx: BatchLoaderContext) => BatchResult<T> | Promise<BatchResult<T>>;
+export type BatchResult<T> = ReadonlyMap<string, T> | Readonly<Record<string, T>> | readonly (T | undefined)[];
+
+/** What a batch needs of the cache: per-key calls and the `coalesced` event. */
+export interface BatchHost {
+  getOrCompute<T>(key: string, loader: (ctx: LoaderContext) => Promise<T | undefined>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<T | undefined>;
+  on(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
+  off(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
+}
+
+/** One key of a batch whose lead this process took: its loader waits for the batch's answer. */
+interface Led {
+  key: string;
+  signal: AbortSignal;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * `getOrComputeMany`: every key goes through the one-key protocol at once (its look-up-or-lead
+ * script, in-process flights, waits, stale answers), with a loader that does not load but
+ * enrols the key in a batch. Once every key is accounted for — its lead taken (the loader was
+ * called), answered, or waiting for another caller (the `coalesced` event) — the keys led here
+ * are loaded with one call of `loader`, and each key's lead stores its own value, so each key is
+ * still loaded once fleet-wide. A key that is led later (its leader elsewhere died, a background
+ * refresh) joins a next wave: the keys enrolled in one turn of the event loop, one call.
+ */
+export async function getOrComputeMany<T>(
+  cache: BatchHost,
+  keys: readonly string[],
+  loader: BatchLoader<T>,
+  ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>,
+): Promise<(T | undefined)[]> {
+  if (!Array.isArray(keys)) throw new InvalidOptionError('keys', `expected an array of strings, got ${keys === null ? 'null' : typeof keys}`);
+  keys.forEach((key, i) => {
+    if (typeof key !== 'string') throw new InvalidOptionError('keys', `key ${i} is ${key === null ? 'null' : typeof key}; every key must be a string`);
+  });
+  if (typeof loader !== 'function') throw new InvalidOptionError('loader', `expected a function (keys, ctx) => values, got ${loader === null ? 'null' : typeof loader}`);
+  const unique = [...new Set(keys)];
+  if (unique.length === 0) return [];
+
+  const order = new Map(unique.map((key, i) => [key, i]));
+  const accounted = new Set<string>();
+  let wave: Led[] = [];
+  let firstWaveSent = false;
+  let scheduled = false;
+
+  const send = (): void => {
+    scheduled = false;
+    const batch = wave.sort((a, b) => order.get(a.key)! - order.get(b.key)!);
+    wave = [];
+    if (batch.length > 0) void load(batch, loader);
+  };
+  const account = (key: string): void => {
+    if (firstWaveSent || accounted.has(key)) return;
+    accounted.add(key);
+    if (accounted.size === unique.length) {
+      firstWaveSent = true;
+      send();
+    }
+  };
+  const onCoalesced = ({ key }: CacheEvents['coalesced'][0]): void => {
+    if (order.has(key)) account(key);
+  };
+  cache.on('coalesced', onCoalesced);
+
+  const enrol = (key: string) => (ctx: LoaderContext): Promise<T | undefined> =>
+    new Promise<T | undefined>((resolve, reject) => {
+      wave.push({ key, signal: ctx.signal, resolve: resolve as (value: unknown) => void, reject });
+      if (!firstWaveSent) {
+        account(key);
+      } else if (!scheduled) {
+        // A later lead (a takeover, a refresh): the keys enrolled in this turn go together.
+        scheduled = true;
+        setImmediate(send);
+      }
+    });
+
+  try {
+    const answers = await Promise.all(
+      unique.map((key) =>
+        cache.getOrCompute<T>(key, enrol(key), ttlOrOptions).finally(() => account(key)),
+      ),
+    );
+    const byKey = new Map(unique.map((key, i) => [key, answers[i]]));
+    return keys.map((key) => byKey.get(key));
+  } finally {
+    cache.off('coalesced', onCoalesced);
+  }
+}
+
+/** One call of the batch loader for the keys led in one wave; each key's lead gets its value. */
+async function load<T>(batch: Led[], loader: BatchLoader<T>): Promise<void> {
+  const keys = batch.map((led) => led.key);
+  const controller = new AbortController();
+  let live = batch.length;
+  for (const led of batch) {
+    const lost = (): void => {
+      if (--live === 0) controller.abort(led.signal.reason);
+    };
+    if (led.signal.aborted) lost();
+    else led.signal.addEventListener('abort', lost, { once: true });
+  }
+  let result: BatchResult<T>;
+  try {
+    result = await loader([...keys], { keys: [...keys], signal: controller.signal });
+  } catch (error) {
+    for (const led of batch) led.reject(error);
+    return;
+  }
+  let values: (T | undefined)[];
+  try {
+    values = valuesOf(result, keys);
+  } catch (error) {
+    for (const led of batch) led.reject(error);
+    return;
+  }
+  batch.forEach((led, i) => led.resolve(values[i]));
+}
+
+/** The batch loader's answer, one value (or `undefined`) per key of `keys`. */
+function valuesOf<T>(result: BatchResult<T>, keys: readonly string[]): (T | undefined)[] {
+  if (Array.isArray(result)) {
+    if (result.length !== keys.length) {
+      throw new InvalidOptionError('loader', `returned an array of ${result.length} values for ${keys.length} keys; return one per key, in the order of ctx.keys, or a Map`);
+    }
+    return result as (T | undefined)[];
+  }
+  if (result instanceof Map) return keys.map((key) => (result as ReadonlyMap<string, T>).get(key));
+  if (typeof result === 'object' && result !== null) {
+    const record = result as Readonly<Record<string, T>>;
+    return keys.map((key) => (Object.prototype.hasOwnProperty.call(record, key) ? record[key] : undefined));
+  }
+  throw new InvalidOptionError('loader', `must return a Map, an object keyed by key or an array, got ${result === null ? 'null' : typeof result}`);
+}

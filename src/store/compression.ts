@@ -1,0 +1,114 @@
+import * as zlib from 'node:zlib';
+import { InvalidOptionError, SerializationError } from '../shared/errors.js';
+import { checkKnownOptions } from '../shared/known-options.js';
+
+/**
+ * Compression of stored values. A value entry whose serializer's bytes are longer than
+ * `threshold` is written with them compressed (when that makes them shorter), and names the
+ * algorithm in its header (entry.ts): every process reads it whatever its own `compression`
+ * setting, so long as its runtime has the algorithm.
+ */
+export type CompressionAlgorithm = 'zstd' | 'brotli' | 'gzip';
+
+export interface CompressionOptions {
+  /** Serializer bytes above this many are compressed. @default 1024 */
+  threshold?: number;
+  /** @default 'zstd' where the running Node has it (≥ 22.15 / 23.8), else 'brotli' */
+  algorithm?: CompressionAlgorithm;
+}
+
+export interface ResolvedCompression {
+  threshold: number;
+  algorithm: CompressionAlgorithm;
+}
+
+export const COMPRESSION_ALGORITHMS: readonly CompressionAlgorithm[] = ['zstd', 'brotli', 'gzip'];
+
+/** The fields of `CompressionOptions`: any other is refused. */
+export const COMPRESSION_OPTION_NAMES: ReadonlySet<string> = new Set(['threshold', 'algorithm']);
+
+export const DEFAULT_COMPRESSION_THRESHOLD = 1024;
+
+type Codec = (bytes: Uint8Array) => Buffer;
+interface ZstdZlib {
+  zstdCompressSync?: (bytes: Uint8Array, options?: object) => Buffer;
+  zstdDecompressSync?: (bytes: Uint8Array, options?: object) => Buffer;
+}
+
+const z = zlib as unknown as ZstdZlib;
+
+/** Brotli's quality for cache writes: its default (11) costs tens of ms per 100 KB for a few % of size. */
+const BROTLI_QUALITY = 4;
+
+/** Each algorithm's compressor and decompressor in this runtime (zstd only where Node has it). */
+const CODECS = new Map<CompressionAlgorithm, { compress: Codec; decompress: Codec }>([
+  [
+    'brotli',
+    {
+      compress: (bytes) => zlib.brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength } }),
+      decompress: (bytes) => zlib.brotliDecompressSync(bytes),
+    },
+  ],
+  ['gzip', { compress: (bytes) => zlib.gzipSync(bytes), decompress: (bytes) => zlib.gunzipSync(bytes) }],
+]);
+if (typeof z.zstdCompressSync === 'function' && typeof z.zstdDecompressSync === 'function') {
+  const compress = z.zstdCompressSync;
+  const decompress = z.zstdDecompressSync;
+  CODECS.set('zstd', { compress: (bytes) => compress(bytes), decompress: (bytes) => decompress(bytes) });
+}
+
+/** Whether the running runtime can compress and decompress with `algorithm`. */
+export function hasAlgorithm(algorithm: CompressionAlgorithm): boolean {
+  return CODECS.has(algorithm);
+}
+
+/** The algorithm of `compression: true`: zstd where the runtime has it, else brotli. */
+export function defaultAlgorithm(): CompressionAlgorithm {
+  return hasAlgorithm('zstd') ? 'zstd' : 'brotli';
+}
+
+/**
+ * The `compression` option, checked: `true` for the defaults, `false` or undefined for none,
+ * or `{ threshold, algorithm }`. Throws `InvalidOptionError` naming `compression`,
+ * `compression.threshold` or `compression.algorithm`.
+ */
+export function resolveCompression(value: unknown): ResolvedCompression | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return { threshold: DEFAULT_COMPRESSION_THRESHOLD, algorithm: defaultAlgorithm() };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError('compression', `expected true, false or { threshold, algorithm }, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+  }
+  checkKnownOptions(value, COMPRESSION_OPTION_NAMES, 'compression.');
+  const { threshold, algorithm } = value as { threshold?: unknown; algorithm?: unknown };
+  if (threshold !== undefined && (typeof threshold !== 'number' || !Number.isSafeInteger(threshold) || threshold < 0)) {
+    throw new InvalidOptionError('compression.threshold', `must be a non-negative integer (bytes), got ${typeof threshold === 'number' ? String(threshold) : typeof threshold}`);
+  }
+  if (algorithm !== undefined) {
+    if (typeof algorithm !== 'string' || !(COMPRESSION_ALGORITHMS as readonly string[]).includes(algorithm)) {
+      throw new InvalidOptionError('compression.algorithm', `expected one of ${COMPRESSION_ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${typeof algorithm === 'string' ? JSON.stringify(algorithm) : typeof algorithm}`);
+    }
+    if (!hasAlgorithm(algorithm as CompressionAlgorithm)) {
+      throw new InvalidOptionError('compression.algorithm', `'${algorithm}' needs Node 22.15 / 23.8 or later (zlib.zstdCompressSync); this is ${process.version}: use 'brotli' or 'gzip'`);
+    }
+  }
+  return { threshold: threshold ?? DEFAULT_COMPRESSION_THRESHOLD, algorithm: (algorithm as CompressionAlgorithm | undefined) ?? defaultAlgorithm() };
+}
+
+/** `bytes` compressed with `algorithm` (one the runtime has: `resolveCompression` checked it). */
+export function compress(algorithm: CompressionAlgorithm, bytes: Uint8Array): Buffer {
+  return CODECS.get(algorithm)!.compress(bytes);
+}
+
+/**
+ * `bytes` decompressed with the algorithm an entry names: a `SerializationError` naming it when
+ * this runtime does not have it (an entry of a newer Node, or a name this release does not
+ * know); whatever zlib throws for bytes that do not decompress.
+ */
+export function decompress(algorithm: string, bytes: Buffer): Buffer {
+  const codec = CODECS.get(algorithm as CompressionAlgorithm);
+  if (codec === undefined) {
+    const why = algorithm === 'zstd' ? `this runtime (Node ${process.version}) has no zstd (Node 22.15 / 23.8 or later has)` : 'this release knows no such algorithm';
+    throw new SerializationError(`the stored entry is compressed with "${algorithm}", which ${why}; give every process of the fleet an algorithm all of them have (compression.algorithm)`);
+  }
+  return codec.decompress(bytes);
+}
