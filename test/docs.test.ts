@@ -70,7 +70,7 @@ describe('the docs checker', () => {
 
   it('reports a missing file, a missing anchor, and accepts what exists', () => {
     const text = [
-      'See [the picture](herd.svg), [HTTP caching](http-caching.md), [try it](../README.md#try-it).',
+      'See [the picture](herd.svg), [HTTP caching](http-caching.md), [layers](design.md#layers).',
       'Broken: [gone](nowhere.md) and [no such heading](../README.md#no-such-heading).',
       '`[not a link](inside-code.md)`',
       '```',
