@@ -1,0 +1,174 @@
+/**
+ * The child side of the fleet harness: a scenario file calls `runMember(scenario)` and becomes
+ * one process of a fleet (`Fleet` in ./fleet.ts). The process reads its config (JSON) from its
+ * first argument, starts the scenario, says `ready`, then obeys JSON commands on stdin, one a
+ * line, answering JSON messages on stdout (`{ event, ... }`, the protocol of `JsonChild`):
+ *
+ * - `go { at, mode, ... }` (a `CallPlan`): waits for `at` on the shared monotonic clock, makes
+ *   the calls, answers `done { records, loaderRuns, ...report }` once every call settled;
+ * - `prepare { ... }`: the scenario's `prepare`, answered `prepared { ... }`;
+ * - `exit`, or stdin closing: the scenario's `close`, then the process exits (code 0), by
+ *   itself within `CLOSE_BOUND_MS` even if closing hangs (code 1 then);
+ * - any other `cmd`: the scenario's handler of that name, answered with what it returns.
+ *
+ * A failing command, an unhandled rejection or an uncaught exception is reported (`fatal`,
+ * `unhandled-rejection`) and ends the process with code 1, so the parent sees it at once.
+ */
+import { createInterface } from 'node:readline';
+import { setTimeout as delay } from 'node:timers/promises';
+import { monotonicMs, type CallRecord, type RunReport, type StartCommand } from './plan.js';
+
+/** What a scenario's process can do besides calling. */
+export interface MemberContext {
+  /** Sends a message to the parent (e.g. `loader { run }` the moment a loader starts). */
+  emit(event: string, fields?: Record<string, unknown>): void;
+  /** Counts one loader run of this process (reported with the run's records). */
+  loaderRan(): void;
+}
+
+export interface CallContext {
+  lane: number;
+  /** The call's number in its lane (its number in the run for `burst` and `open`). */
+  index: number;
+}
+
+/** One process's part of a scenario, made by `Scenario.start`. */
+export interface Member {
+  /** One call; what it returns is spread into the call's record. A throw makes an `ok: false` record. */
+  call(ctx: CallContext): Promise<Record<string, unknown>>;
+  /** Before each run (e.g. to reset what `report` counts). */
+  beforeRun?(): void;
+  /** Extra fields of the `done` message (measured during the run). */
+  report?(): Record<string, unknown>;
+  /** Handles `prepare`; what it returns goes with `prepared`. */
+  prepare?(command: Record<string, unknown>): Promise<Record<string, unknown> | void>;
+  /** Handlers of other commands: each answers `{ event: <cmd>ed-or-given, ... }` (see `reply`). */
+  commands?: Record<string, (command: Record<string, unknown>) => Promise<{ event: string } & Record<string, unknown>>>;
+  /** Closes every connection and timer the scenario opened. */
+  close(): Promise<void>;
+}
+
+export interface Scenario<Config> {
+  start(config: Config, ctx: MemberContext): Promise<Member>;
+}
+
+/** How long `exit` may take before the process ends anyway. */
+const CLOSE_BOUND_MS = 10_000;
+
+function send(message: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`);
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+function fatal(event: string, err: unknown): never {
+  send({ event, message: describe(err) });
+  process.exit(1);
+}
+
+/** The record of a call that threw: the error's name, code, message and cause. */
+export function errorFields(err: unknown): Partial<CallRecord> {
+  const e = err as Error & { code?: string; cause?: Error };
+  return { name: e?.name, code: e?.code, message: e?.message, causeName: e?.cause?.name, causeMessage: e?.cause?.message };
+}
+
+async function timed(ctx: CallContext, call: Member['call']): Promise<CallRecord> {
+  const at = monotonicMs();
+  try {
+    const fields = await call(ctx);
+    return { ok: true, lane: ctx.lane, at, latency: monotonicMs() - at, ...fields };
+  } catch (err) {
+    return { ok: false, lane: ctx.lane, at, latency: monotonicMs() - at, ...errorFields(err) };
+  }
+}
+
+/** Waits until `at` on the monotonic clock. */
+async function until(at: number): Promise<void> {
+  const wait = at - monotonicMs();
+  if (wait > 0) await delay(wait);
+}
+
+async function run(member: Member, command: StartCommand): Promise<CallRecord[]> {
+  await until(command.at);
+  const call = member.call.bind(member);
+  switch (command.mode) {
+    case 'burst':
+      return Promise.all(Array.from({ length: command.calls }, (_, index) => timed({ lane: 0, index }, call)));
+    case 'lanes': {
+      const lanes = await Promise.all(
+        Array.from({ length: command.lanes }, async (_, lane) => {
+          const records: CallRecord[] = [];
+          for (let index = 0; index < command.calls; index++) {
+            if (index > 0 && command.pauseMs) await delay(command.pauseMs);
+            records.push(await timed({ lane, index }, call));
+          }
+          return records;
+        }),
+      );
+      return lanes.flat();
+    }
+    case 'open': {
+      const calls: Promise<CallRecord>[] = [];
+      for (let index = 0; index * command.intervalMs < command.durationMs; index++) {
+        await until(command.at + index * command.intervalMs);
+        calls.push(timed({ lane: 0, index }, call));
+      }
+      return Promise.all(calls);
+    }
+  }
+}
+
+/** Makes this process a fleet member running `scenario` with the config of its first argument. */
+export function runMember<Config>(scenario: Scenario<Config>): void {
+  process.on('unhandledRejection', (reason) => fatal('unhandled-rejection', reason));
+  process.on('uncaughtException', (err) => fatal('fatal', err));
+  const config = JSON.parse(process.argv[2] ?? '{}') as Config;
+  let loaderRuns = 0;
+  const ctx: MemberContext = {
+    emit: (event, fields = {}) => send({ ...fields, event }),
+    loaderRan: () => void loaderRuns++,
+  };
+  let closing = false;
+  void scenario.start(config, ctx).then((member) => {
+    const exit = async () => {
+      if (closing) return;
+      closing = true;
+      rl.close();
+      const bound = setTimeout(() => fatal('fatal', new Error(`closing took more than ${CLOSE_BOUND_MS} ms`)), CLOSE_BOUND_MS);
+      await member.close();
+      clearTimeout(bound);
+      process.exit(0);
+    };
+    const handle = async (command: Record<string, unknown> & { cmd: string }) => {
+      if (command.cmd === 'go') {
+        loaderRuns = 0;
+        member.beforeRun?.();
+        const records = await run(member, command as unknown as StartCommand);
+        const report: RunReport = { records, loaderRuns, ...member.report?.() };
+        send({ event: 'done', ...report });
+      } else if (command.cmd === 'prepare') {
+        send({ event: 'prepared', ...(await member.prepare?.(command)) });
+      } else if (command.cmd === 'exit') {
+        await exit();
+      } else {
+        const handler = member.commands?.[command.cmd];
+        if (!handler) throw new Error(`unknown command ${command.cmd}`);
+        send(await handler(command));
+      }
+    };
+    const rl = createInterface({ input: process.stdin });
+    // `go` runs concurrently with later commands (a test may send more while calls are in
+    // flight); every other command waits for the one before it.
+    let queue = Promise.resolve();
+    rl.on('line', (line) => {
+      if (line.trim() === '') return;
+      const command = JSON.parse(line) as Record<string, unknown> & { cmd: string };
+      if (command.cmd === 'go') void handle(command).catch((err: unknown) => fatal('fatal', err));
+      else queue = queue.then(() => handle(command)).catch((err: unknown) => fatal('fatal', err));
+    });
+    rl.on('close', () => void exit().catch((err: unknown) => fatal('fatal', err)));
+    send({ event: 'ready', pid: process.pid });
+  }, (err: unknown) => fatal('fatal', err));
+}

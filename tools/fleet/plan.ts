@@ -1,0 +1,81 @@
+/**
+ * What the fleet harness's two sides share: the clock every process reads, the plan of a
+ * run of calls (`CallPlan`) and the record of one call (`CallRecord`).
+ */
+
+/**
+ * Milliseconds on the machine's monotonic clock (`process.hrtime`: CLOCK_MONOTONIC on Linux),
+ * with sub-millisecond precision. Every process of the machine reads the same clock, so times
+ * taken in different processes compare; it never jumps with the wall clock.
+ */
+export function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/**
+ * How one process makes its calls once the run starts:
+ * - `burst`: `calls` calls all started at once (none awaits another);
+ * - `lanes`: `lanes` lanes, each making `calls` calls one after another, `pauseMs` apart;
+ * - `open`: one call every `intervalMs` for `durationMs`, on a schedule (open loop: a slow
+ *   call does not delay the next).
+ */
+export type CallPlan =
+  | { mode: 'burst'; calls: number }
+  | { mode: 'lanes'; lanes: number; calls: number; pauseMs?: number }
+  | { mode: 'open'; intervalMs: number; durationMs: number };
+
+/** A plan as sent to a process: the start time (on `monotonicMs()`) is the same for every process. */
+export type StartCommand = CallPlan & { cmd: 'go'; at: number };
+
+/**
+ * One call as a process saw it. The scenario's own fields (`value`, `status`, …) are spread in;
+ * a call that threw carries `ok: false` and the error's `name`, `code`, `message`, and its
+ * cause's `causeName` and `causeMessage`.
+ */
+export interface CallRecord {
+  ok: boolean;
+  /** The lane that made the call (0 in `burst` and `open` runs). */
+  lane: number;
+  /** When the call started, on `monotonicMs()`. */
+  at: number;
+  /** How long it took (ms, monotonic). */
+  latency: number;
+  name?: string;
+  code?: string;
+  message?: string;
+  causeName?: string;
+  causeMessage?: string;
+  [field: string]: unknown;
+}
+
+/** A process's answer to `go`: every call, and how many times its loader ran in this process. */
+export interface RunReport {
+  records: CallRecord[];
+  loaderRuns: number;
+  [field: string]: unknown;
+}
+
+/** Checks a plan before it is sent (a positive count, a finite duration), naming the field at fault. */
+export function checkPlan(plan: CallPlan): void {
+  const count = (field: string, value: unknown, min: number) => {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min) throw new RangeError(`Invalid plan.${field}: an integer of at least ${min} was expected, got ${String(value)}`);
+  };
+  const span = (field: string, value: unknown) => {
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw new RangeError(`Invalid plan.${field}: a finite number of milliseconds was expected, got ${String(value)}`);
+  };
+  switch (plan.mode) {
+    case 'burst':
+      return count('calls', plan.calls, 1);
+    case 'lanes':
+      count('lanes', plan.lanes, 1);
+      count('calls', plan.calls, 1);
+      if (plan.pauseMs !== undefined) span('pauseMs', plan.pauseMs);
+      return;
+    case 'open':
+      span('durationMs', plan.durationMs);
+      if (typeof plan.intervalMs !== 'number' || !(plan.intervalMs > 0)) throw new RangeError(`Invalid plan.intervalMs: a positive number was expected, got ${String(plan.intervalMs)}`);
+      return;
+    default:
+      throw new RangeError(`Invalid plan.mode: burst, lanes or open was expected, got ${String((plan as { mode: unknown }).mode)}`);
+  }
+}
