@@ -9,6 +9,7 @@ import { startRedisCluster } from '../tools/redis-server.js';
 import { useRedisCluster } from './support/use-redis.js';
 import { freshId, sleep } from '../tools/basics.js';
 import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 import { fetchReply } from '../tools/http-client.js';
 
 const cluster = useRedisCluster(3);
@@ -123,19 +124,14 @@ describe('on a Redis Cluster', () => {
 
   it('across processes: 4 cache processes × 25 concurrent calls on a cold key run the loader once', async () => {
     const key = `procs-${freshId()}`;
-    const workers = Array.from({ length: 4 }, () =>
-      NodeChild.tsx('test/fixtures/cache-worker.ts', [JSON.stringify({ url: '', cluster: cluster.startupNodes, key, concurrency: 25, loaderMs: 200 })]),
-    );
-    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-    for (const w of workers) w.write('go\n');
-    const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 60_000)));
-    const results = lines.flatMap((l) => (JSON.parse(l) as { results: { ok: boolean; value?: { pid: number; run: number } }[] }).results);
+    const fleet = await Fleet.start('get-or-compute', 4, { url: '', cluster: cluster.startupNodes, key, loaderMs: 200, cache: { lockTtl: 5000, waitTimeout: 30_000 } });
+    const results = (await fleet.run<{ value?: { pid: number; run: number } }>({ mode: 'burst', calls: 25 }, { timeoutMs: 60_000 })).flat();
     expect(results).toHaveLength(100);
     expect(results.every((r) => r.ok)).toBe(true);
     expect(new Set(results.map((r) => `${r.value?.pid}:${r.value?.run}`)).size).toBe(1);
     const counter = cluster.client();
     expect(await counter.get(`${key}:runs`)).toBe('1');
-    await Promise.all(workers.map((w) => w.waitExit(20_000)));
+    expect(await fleet.close(20_000)).toBe(true);
   });
 
   it('lock across processes: 4 processes take one lock 25 times each, never two holders at once', async () => {

@@ -71,21 +71,21 @@ export class Fleet {
    * per process, a promise of its report; a process that dies first rejects its promise
    * (handled here, so killing one on purpose leaves no unhandled rejection).
    */
-  launch(plan: CallPlan, options: RunOptions = {}, members: JsonChild[] = this.members): Promise<RunReport>[] {
+  launch<R extends object = object>(plan: CallPlan, options: RunOptions = {}, members: JsonChild[] = this.members): Promise<RunReport<R>>[] {
     checkPlan(plan);
     const { timeoutMs = 60_000, leadMs = 100 } = options;
     const at = monotonicMs() + leadMs;
     for (const m of members) m.send({ ...plan, cmd: 'go', at });
     return members.map((m) => {
-      const report = m.take('done', leadMs + timeoutMs) as Promise<unknown> as Promise<RunReport>;
+      const report = m.take('done', leadMs + timeoutMs) as Promise<unknown> as Promise<RunReport<R>>;
       report.catch(() => {});
       return report;
     });
   }
 
-  /** Runs the plan in every process, started together; each process's call records. */
-  async run(plan: CallPlan, options: RunOptions = {}): Promise<CallRecord[][]> {
-    return (await Promise.all(this.launch(plan, options))).map((r) => r.records);
+  /** Runs the plan in every process, started together; each process's call records (`R`: the scenario's fields). */
+  async run<R extends object = object>(plan: CallPlan, options: RunOptions = {}): Promise<(CallRecord & R)[][]> {
+    return (await Promise.all(this.launch<R>(plan, options))).map((r) => r.records);
   }
 
   /** Sends `command` to every process and takes each one's `reply` message. */

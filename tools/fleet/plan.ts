@@ -48,9 +48,9 @@ export interface CallRecord {
   [field: string]: unknown;
 }
 
-/** A process's answer to `go`: every call, and how many times its loader ran in this process. */
-export interface RunReport {
-  records: CallRecord[];
+/** A process's answer to `go`: every call (`R`: the scenario's fields), and how many times its loader ran in this process. */
+export interface RunReport<R extends object = object> {
+  records: (CallRecord & R)[];
   loaderRuns: number;
   [field: string]: unknown;
 }
