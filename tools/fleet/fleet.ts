@@ -32,6 +32,23 @@ export interface RunOptions {
   leadMs?: number;
 }
 
+/**
+ * Starts the plan in fleet processes `members` at one moment `leadMs` from now and returns, per
+ * process, a promise of its report; a process that dies first rejects its promise (handled
+ * here, so killing one on purpose leaves no unhandled rejection).
+ */
+export function launch<R extends object = object>(members: JsonChild[], plan: CallPlan, options: RunOptions = {}): Promise<RunReport<R>>[] {
+  checkPlan(plan);
+  const { timeoutMs = 60_000, leadMs = 100 } = options;
+  const at = monotonicMs() + leadMs;
+  for (const m of members) m.send({ ...plan, cmd: 'go', at });
+  return members.map((m) => {
+    const report = m.take('done', leadMs + timeoutMs) as Promise<unknown> as Promise<RunReport<R>>;
+    report.catch(() => {});
+    return report;
+  });
+}
+
 /** The file of a scenario: a name in tools/fleet/scenarios, or a path from the repository root. */
 function scenarioFile(scenario: string): string {
   return scenario.includes('/') ? path.join(root, scenario) : path.join(root, 'tools', 'fleet', 'scenarios', `${scenario}.ts`);
@@ -68,19 +85,10 @@ export class Fleet {
 
   /**
    * Starts the plan in `members` (default: all) at one moment `leadMs` from now and returns,
-   * per process, a promise of its report; a process that dies first rejects its promise
-   * (handled here, so killing one on purpose leaves no unhandled rejection).
+   * per process, a promise of its report (see `launch` below).
    */
   launch<R extends object = object>(plan: CallPlan, options: RunOptions = {}, members: JsonChild[] = this.members): Promise<RunReport<R>>[] {
-    checkPlan(plan);
-    const { timeoutMs = 60_000, leadMs = 100 } = options;
-    const at = monotonicMs() + leadMs;
-    for (const m of members) m.send({ ...plan, cmd: 'go', at });
-    return members.map((m) => {
-      const report = m.take('done', leadMs + timeoutMs) as Promise<unknown> as Promise<RunReport<R>>;
-      report.catch(() => {});
-      return report;
-    });
+    return launch<R>(members, plan, options);
   }
 
   /** Runs the plan in every process, started together; each process's call records (`R`: the scenario's fields). */
