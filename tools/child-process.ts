@@ -192,7 +192,7 @@ export type Message = Record<string, any> & { event: string };
 
 /**
  * A Node process speaking JSON lines: commands go to its stdin, each stdout line is a message
- * `{ event, ... }` (the protocol of `test/fixtures/child-io.ts` and `bench/lock-worker.ts`). A
+ * `{ event, ... }` (the protocol of `test/fixtures/child-io.ts` and of the fleet harness, `tools/fleet/member.ts`). A
  * `fatal` or `unhandled-rejection` message fails every later `take`.
  */
 export class JsonChild extends NodeChild {
