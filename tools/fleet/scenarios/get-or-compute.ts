@@ -12,6 +12,10 @@
  * - `fail`: the loader throws a TypeError; `share`: results are shared but not stored
  *   (`cacheable: () => 'share'`); `padBytes`: the value carries a pad that big (the record
  *   reports `padBytes`, not the pad);
+ * - `api`: `resolve` (default) or `getOrCompute` (the record then has `value` and `run` only);
+ * - `trace`: the process subscribes to the `dogpile-guard:getOrCompute` and `:loader` tracing
+ *   channels; `done` then carries `events`: per channel and event name (`getOrCompute.asyncEnd`),
+ *   the context fields of each message published during the run;
  * - `modes`: the loader reads its behaviour from `<key>:mode` at each run (ok | fail | hang),
  *   so a test switches it fleet-wide, appends `{ run, start, end, mode }` (on the fleet's
  *   monotonic clock) to the list `<key>:log` when it settles, and a run whose signal aborts
@@ -20,6 +24,7 @@
  * The loader counts its runs with INCR on `<key>:runs` (outside the cache's namespace, on its
  * own connection) and sends `loader { run }` as it starts, so a test can kill the leader mid-loader.
  */
+import { tracingChannel } from 'node:diagnostics_channel';
 import { Cluster, Redis } from 'ioredis';
 import { createCache, type CacheOptions } from '../../../src/index.js';
 import { closeClient, type RedisClient } from '../../../src/redis/client.js';
@@ -39,6 +44,25 @@ interface Config {
   share?: boolean;
   padBytes?: number;
   modes?: boolean;
+  api?: 'resolve' | 'getOrCompute';
+  trace?: boolean;
+}
+
+type Fields = Record<string, unknown>;
+
+/** Records what the library's tracing channels publish in this process, per `<channel>.<event>`. */
+function traceEvents(): Record<string, Fields[]> {
+  const events: Record<string, Fields[]> = {};
+  const snapshot = (ctx: object): Fields => {
+    const { result: _r, error, ...fields } = ctx as Fields;
+    return error === undefined ? fields : { ...fields, error: String(error) };
+  };
+  for (const name of ['getOrCompute', 'loader']) {
+    const channel = tracingChannel(`dogpile-guard:${name}`);
+    const record = (event: string) => (ctx: unknown) => (events[`${name}.${event}`] ??= []).push(snapshot(ctx as object));
+    channel.subscribe({ start: record('start'), end: record('end'), asyncStart: record('asyncStart'), asyncEnd: record('asyncEnd'), error: record('error') });
+  }
+  return events;
 }
 
 interface Value {
@@ -70,9 +94,21 @@ runMember<Config>({
     };
     const options = { ttl: config.ttl ?? 60_000, ...(config.share ? { cacheable: () => 'share' as const } : {}) };
 
+    const events = config.trace ? traceEvents() : undefined;
+
     await counter.ping();
     return {
+      beforeRun() {
+        if (events) for (const name of Object.keys(events)) delete events[name];
+      },
+      report() {
+        return events ? { events } : {};
+      },
       async call() {
+        if (config.api === 'getOrCompute') {
+          const { pad: _pad, ...value } = await cache.getOrCompute(key, loader, options);
+          return { value, run: value.run };
+        }
         const r = await cache.resolve(key, loader, options);
         const { pad, ...value } = r.value;
         return {
