@@ -16,6 +16,8 @@
  * - `trace`: the process subscribes to the `dogpile-guard:getOrCompute` and `:loader` tracing
  *   channels; `done` then carries `events`: per channel and event name (`getOrCompute.asyncEnd`),
  *   the context fields of each message published during the run;
+ * - `waits`: the process sends `waiting { key }` when a call finds another process leading (the
+ *   cache's remote `coalesced` event);
  * - `modes`: the loader reads its behaviour from `<key>:mode` at each run (ok | fail | hang),
  *   so a test switches it fleet-wide, appends `{ run, start, end, mode }` (on the fleet's
  *   monotonic clock) to the list `<key>:log` when it settles, and a run whose signal aborts
@@ -46,6 +48,7 @@ interface Config {
   modes?: boolean;
   api?: 'resolve' | 'getOrCompute';
   trace?: boolean;
+  waits?: boolean;
 }
 
 type Fields = Record<string, unknown>;
@@ -77,6 +80,7 @@ runMember<Config>({
     const counter = config.cluster ? new Cluster(config.cluster) : new IoRedis.Redis(config.url);
     const cache = createCache({ redis, ...config.cache });
     cache.on('backendError', () => {});
+    if (config.waits) cache.on('coalesced', (e) => e.remote && ctx.emit('waiting', { key: e.key }));
     const key = config.key;
 
     const loader = async ({ signal }: { signal: AbortSignal }): Promise<Value> => {
