@@ -5,7 +5,7 @@
  * line, answering JSON messages on stdout (`{ event, ... }`, the protocol of `JsonChild`):
  *
  * - `go { at, mode, ... }` (a `CallPlan`): waits for `at` on the shared monotonic clock, makes
- *   the calls, answers `done { records, loaderRuns, ...report }` once every call settled;
+ *   the calls, answers `done { at, records, loaderRuns, ...report }` once every call settled;
  * - `prepare { ... }`: the scenario's `prepare`, answered `prepared { ... }`;
  * - `exit`, or stdin closing: the scenario's `close`, then the process exits (code 0), by
  *   itself within `CLOSE_BOUND_MS` even if closing hangs (code 1 then);
@@ -84,10 +84,9 @@ async function timed(ctx: CallContext, call: Member['call']): Promise<CallRecord
   }
 }
 
-/** Waits until `at` on the monotonic clock. */
+/** Waits until `at` on the monotonic clock (a timer may fire a little early by that clock: it waits again). */
 async function until(at: number): Promise<void> {
-  const wait = at - monotonicMs();
-  if (wait > 0) await delay(wait);
+  for (let wait = at - monotonicMs(); wait > 0; wait = at - monotonicMs()) await delay(Math.ceil(wait));
 }
 
 async function run(member: Member, command: StartCommand): Promise<CallRecord[]> {
@@ -146,7 +145,7 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
         loaderRuns = 0;
         member.beforeRun?.();
         const records = await run(member, command as unknown as StartCommand);
-        const report: RunReport = { records, loaderRuns, ...member.report?.() };
+        const report: RunReport = { at: (command as unknown as StartCommand).at, records, loaderRuns, ...member.report?.() };
         send({ event: 'done', ...report });
       } else if (command.cmd === 'prepare') {
         send({ event: 'prepared', ...(await member.prepare?.(command)) });

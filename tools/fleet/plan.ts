@@ -50,6 +50,8 @@ export interface CallRecord {
 
 /** A process's answer to `go`: every call (`R`: the scenario's fields), and how many times its loader ran in this process. */
 export interface RunReport<R extends object = object> {
+  /** The planned start of the run, on `monotonicMs()` (no call started before it). */
+  at: number;
   records: (CallRecord & R)[];
   loaderRuns: number;
   [field: string]: unknown;
