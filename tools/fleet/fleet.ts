@@ -30,6 +30,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** How far ahead of now the calls start, so every process is waiting when it comes (default 100 ms). */
   leadMs?: number;
+  /** The start itself, on `monotonicMs()` (instead of `leadMs`): to start different plans together. */
+  at?: number;
 }
 
 /**
@@ -40,10 +42,10 @@ export interface RunOptions {
 export function launch<R extends object = object>(members: JsonChild[], plan: CallPlan, options: RunOptions = {}): Promise<RunReport<R>>[] {
   checkPlan(plan);
   const { timeoutMs = 60_000, leadMs = 100 } = options;
-  const at = monotonicMs() + leadMs;
+  const at = options.at ?? monotonicMs() + leadMs;
   for (const m of members) m.send({ ...plan, cmd: 'go', at });
   return members.map((m) => {
-    const report = m.take('done', leadMs + timeoutMs) as Promise<unknown> as Promise<RunReport<R>>;
+    const report = m.take('done', Math.max(0, at - monotonicMs()) + timeoutMs) as Promise<unknown> as Promise<RunReport<R>>;
     report.catch(() => {});
     return report;
   });

@@ -36,10 +36,10 @@ export interface CallContext {
 export interface Member {
   /** One call; what it returns is spread into the call's record. A throw makes an `ok: false` record. */
   call(ctx: CallContext): Promise<Record<string, unknown>>;
-  /** Before each run (e.g. to reset what `report` counts). */
-  beforeRun?(): void;
-  /** Extra fields of the `done` message (measured during the run). */
-  report?(): Record<string, unknown>;
+  /** Before each run (e.g. to reset what `report` counts), with the run's command. */
+  beforeRun?(command: StartCommand): void;
+  /** Extra fields of the `done` message (measured during the run); the report waits for it. */
+  report?(): Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Handles `prepare`; what it returns goes with `prepared`. */
   prepare?(command: Record<string, unknown>): Promise<Record<string, unknown> | void>;
   /** Handlers of other commands: each answers `{ event: <cmd>ed-or-given, ... }` (see `reply`). */
@@ -74,14 +74,32 @@ export function errorFields(err: unknown): Partial<CallRecord> {
   return { name: e?.name, code: e?.code, message: e?.message, causeName: e?.cause?.name, causeMessage: e?.cause?.message };
 }
 
-async function timed(ctx: CallContext, call: Member['call']): Promise<CallRecord> {
+async function timed(ctx: CallContext, call: Member['call'], due?: number): Promise<CallRecord> {
   const at = monotonicMs();
+  const base = { lane: ctx.lane, index: ctx.index, at, ...(due === undefined ? {} : { due }) };
   try {
     const fields = await call(ctx);
-    return { ok: true, lane: ctx.lane, at, latency: monotonicMs() - at, ...fields };
+    return { ok: true, ...base, latency: monotonicMs() - at, ...fields };
   } catch (err) {
-    return { ok: false, lane: ctx.lane, at, latency: monotonicMs() - at, ...errorFields(err) };
+    return { ok: false, ...base, latency: monotonicMs() - at, ...errorFields(err) };
   }
+}
+
+/**
+ * The records of `calls` (made with these contexts); with `settleMs`, those still pending that
+ * long after now are recorded as failed, without waiting for them.
+ */
+async function settle(calls: Promise<CallRecord>[], contexts: CallContext[], settleMs: number | undefined): Promise<CallRecord[]> {
+  if (settleMs === undefined) return Promise.all(calls);
+  const records: (CallRecord | undefined)[] = new Array(calls.length);
+  const done = Promise.all(calls.map((c, i) => c.then((r) => void (records[i] = r))));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([done, new Promise((resolve) => (timer = setTimeout(resolve, settleMs)))]);
+  clearTimeout(timer);
+  const now = monotonicMs();
+  return records.map(
+    (r, i) => r ?? { ok: false, lane: contexts[i]!.lane, index: contexts[i]!.index, at: now, latency: Number.NaN, name: 'Unsettled', message: `did not settle within ${settleMs} ms of the last call's start` },
+  );
 }
 
 /** Waits until `at` on the monotonic clock (a timer may fire a little early by that clock: it waits again). */
@@ -93,8 +111,10 @@ async function run(member: Member, command: StartCommand): Promise<CallRecord[]>
   await until(command.at);
   const call = member.call.bind(member);
   switch (command.mode) {
-    case 'burst':
-      return Promise.all(Array.from({ length: command.calls }, (_, index) => timed({ lane: 0, index }, call)));
+    case 'burst': {
+      const contexts = Array.from({ length: command.calls }, (_, index) => ({ lane: 0, index }));
+      return settle(contexts.map((ctx) => timed(ctx, call)), contexts, command.settleMs);
+    }
     case 'lanes': {
       const lanes = await Promise.all(
         Array.from({ length: command.lanes }, async (_, lane) => {
@@ -109,12 +129,16 @@ async function run(member: Member, command: StartCommand): Promise<CallRecord[]>
       return lanes.flat();
     }
     case 'open': {
+      const contexts: CallContext[] = [];
       const calls: Promise<CallRecord>[] = [];
+      const first = command.at + (command.offsetMs ?? 0);
       for (let index = 0; index * command.intervalMs < command.durationMs; index++) {
-        await until(command.at + index * command.intervalMs);
-        calls.push(timed({ lane: 0, index }, call));
+        const due = first + index * command.intervalMs;
+        await until(due);
+        contexts.push({ lane: 0, index });
+        calls.push(timed({ lane: 0, index }, call, due));
       }
-      return Promise.all(calls);
+      return settle(calls, contexts, command.settleMs);
     }
   }
 }
@@ -143,9 +167,9 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
     const handle = async (command: Record<string, unknown> & { cmd: string }) => {
       if (command.cmd === 'go') {
         loaderRuns = 0;
-        member.beforeRun?.();
+        member.beforeRun?.(command as unknown as StartCommand);
         const records = await run(member, command as unknown as StartCommand);
-        const report: RunReport = { at: (command as unknown as StartCommand).at, records, loaderRuns, ...member.report?.() };
+        const report: RunReport = { at: (command as unknown as StartCommand).at, records, loaderRuns, ...(await member.report?.()) };
         send({ event: 'done', ...report });
       } else if (command.cmd === 'prepare') {
         send({ event: 'prepared', ...(await member.prepare?.(command)) });

@@ -16,13 +16,18 @@ export function monotonicMs(): number {
  * How one process makes its calls once the run starts:
  * - `burst`: `calls` calls all started at once (none awaits another);
  * - `lanes`: `lanes` lanes, each making `calls` calls one after another, `pauseMs` apart;
- * - `open`: one call every `intervalMs` for `durationMs`, on a schedule (open loop: a slow
- *   call does not delay the next).
+ * - `open`: one call every `intervalMs` for `durationMs`, the first `offsetMs` after the start,
+ *   on a schedule (open loop: a slow call does not delay the next; calls that fell behind are
+ *   started at once); each record carries `due`, when the call was scheduled, so a latency can
+ *   count from then (a stalled process does not hide its stall by calling less).
+ *
+ * `settleMs` (`burst` and `open`): calls still pending this long after the last one started are
+ * recorded as failed (`name: 'Unsettled'`) and the run is reported without waiting for them.
  */
 export type CallPlan =
-  | { mode: 'burst'; calls: number }
+  | { mode: 'burst'; calls: number; settleMs?: number }
   | { mode: 'lanes'; lanes: number; calls: number; pauseMs?: number }
-  | { mode: 'open'; intervalMs: number; durationMs: number };
+  | { mode: 'open'; intervalMs: number; durationMs: number; offsetMs?: number; settleMs?: number };
 
 /** A plan as sent to a process: the start time (on `monotonicMs()`) is the same for every process. */
 export type StartCommand = CallPlan & { cmd: 'go'; at: number };
@@ -36,6 +41,10 @@ export interface CallRecord {
   ok: boolean;
   /** The lane that made the call (0 in `burst` and `open` runs). */
   lane: number;
+  /** The call's number in its lane. */
+  index: number;
+  /** `open` runs: when the call was due, on `monotonicMs()`. */
+  due?: number;
   /** When the call started, on `monotonicMs()`. */
   at: number;
   /** How long it took (ms, monotonic). */
@@ -65,6 +74,7 @@ export function checkPlan(plan: CallPlan): void {
   const span = (field: string, value: unknown) => {
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw new RangeError(`Invalid plan.${field}: a finite number of milliseconds was expected, got ${String(value)}`);
   };
+  if ('settleMs' in plan && plan.settleMs !== undefined) span('settleMs', plan.settleMs);
   switch (plan.mode) {
     case 'burst':
       return count('calls', plan.calls, 1);
@@ -75,6 +85,7 @@ export function checkPlan(plan: CallPlan): void {
       return;
     case 'open':
       span('durationMs', plan.durationMs);
+      if (plan.offsetMs !== undefined) span('offsetMs', plan.offsetMs);
       if (typeof plan.intervalMs !== 'number' || !(plan.intervalMs > 0)) throw new RangeError(`Invalid plan.intervalMs: a positive number was expected, got ${String(plan.intervalMs)}`);
       return;
     default:
