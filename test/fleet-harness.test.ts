@@ -57,9 +57,13 @@ describe('the fleet harness', () => {
         expect(mine[2]).toMatchObject({ ok: false, name: 'RangeError', message: 'call 2 fails', causeName: 'TypeError', causeMessage: 'the cause' });
       }
     }
-    const [open] = await Promise.all(launch(fleet.members.slice(0, 1), { mode: 'open', intervalMs: 10, durationMs: 100 }));
+    const [open] = await Promise.all(launch(fleet.members.slice(0, 1), { mode: 'open', intervalMs: 10, durationMs: 100, offsetMs: 3 }));
     expect(open!.records).toHaveLength(10);
-    for (const [i, r] of open!.records.entries()) expect(r.at).toBeGreaterThanOrEqual(open!.at + i * 10);
+    for (const [i, r] of open!.records.entries()) {
+      expect(r.index).toBe(i);
+      expect(r.due).toBe(open!.at + 3 + i * 10);
+      expect(r.at).toBeGreaterThanOrEqual(r.due!);
+    }
     expect(open!.loaderRuns).toBe(7); // calls 2, 5 and 8 failed before their loader
   });
 
@@ -71,6 +75,13 @@ describe('the fleet harness', () => {
     await expect(reports[0]).rejects.toThrow(/exited/);
     fleet.member(1).kill('SIGKILL');
     await expect(reports[1]).rejects.toThrow(/exited/);
+  });
+
+  it('with settleMs, calls still pending are recorded as unsettled and the run is reported without them', async () => {
+    const fleet = await probes(1, { delayMs: 60_000 });
+    const [records] = await fleet.run({ mode: 'burst', calls: 3, settleMs: 50 });
+    expect(records).toHaveLength(3);
+    expect(records!.every((r) => !r.ok && r.name === 'Unsettled')).toBe(true);
   });
 
   it('close() ends a process that does not close by itself within its bound, and says so', async () => {
@@ -91,6 +102,8 @@ describe('the fleet harness', () => {
       [{ mode: 'lanes', lanes: 1, calls: 1, pauseMs: -1 }, /plan\.pauseMs/],
       [{ mode: 'open', intervalMs: 0, durationMs: 10 }, /plan\.intervalMs/],
       [{ mode: 'open', intervalMs: 1, durationMs: Infinity }, /plan\.durationMs/],
+      [{ mode: 'open', intervalMs: 1, durationMs: 10, offsetMs: -1 }, /plan\.offsetMs/],
+      [{ mode: 'burst', calls: 1, settleMs: Number.NaN }, /plan\.settleMs/],
       [{ mode: 'sometimes' }, /plan\.mode/],
     ];
     for (const [plan, message] of bad) expect(() => fleet.launch(plan as CallPlan)).toThrow(message);

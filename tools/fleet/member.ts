@@ -97,7 +97,8 @@ async function settle(calls: Promise<CallRecord>[], contexts: CallContext[], set
   await Promise.race([done, new Promise((resolve) => (timer = setTimeout(resolve, settleMs)))]);
   clearTimeout(timer);
   const now = monotonicMs();
-  return records.map(
+  return Array.from(
+    records,
     (r, i) => r ?? { ok: false, lane: contexts[i]!.lane, index: contexts[i]!.index, at: now, latency: Number.NaN, name: 'Unsettled', message: `did not settle within ${settleMs} ms of the last call's start` },
   );
 }
