@@ -4,7 +4,8 @@
  * first argument, starts the scenario, says `ready`, then obeys JSON commands on stdin, one a
  * line, answering JSON messages on stdout (`{ event, ... }`, the protocol of `JsonChild`):
  *
- * - `go { at, mode, ... }` (a `CallPlan`): waits for `at` on the shared monotonic clock, makes
+ * - `go { at, mode, ... }` (a `CallPlan`): waits for `at` on the shared monotonic clock (a
+ *   timer, then a busy wait of its last 2 ms), makes
  *   the calls, answers `done { at, records, loaderRuns, ...report }` once every call settled;
  * - `prepare { ... }`: the scenario's `prepare`, answered `prepared { ... }`;
  * - `exit`, or stdin closing: the scenario's `close`, then the process exits (code 0), by
@@ -108,8 +109,14 @@ async function until(at: number): Promise<void> {
   for (let wait = at - monotonicMs(); wait > 0; wait = at - monotonicMs()) await delay(Math.ceil(wait));
 }
 
+/** Busy-waits the last `SPIN_MS` before a run's start, so that the processes start within a fraction of a millisecond. */
+const SPIN_MS = 2;
+
 async function run(member: Member, command: StartCommand): Promise<CallRecord[]> {
-  await until(command.at);
+  await until(command.at - SPIN_MS);
+  while (monotonicMs() < command.at) {
+    /* spin the last milliseconds: a timer may wake a millisecond late */
+  }
   const call = member.call.bind(member);
   switch (command.mode) {
     case 'burst': {
