@@ -136,17 +136,17 @@ describe('on a Redis Cluster', () => {
 
   it('lock across processes: 4 processes take one lock 25 times each, never two holders at once', async () => {
     const name = `procs-${freshId()}`;
-    const workers = Array.from({ length: 4 }, () =>
-      NodeChild.tsx('test/fixtures/cluster-lock-worker.ts', [JSON.stringify({ nodes: cluster.startupNodes, name, acquisitions: 25 })]),
-    );
-    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-    for (const w of workers) w.write('go\n');
-    const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 90_000)));
-    const results = lines.map((l) => JSON.parse(l) as { acquired: number; badIncr: number[]; errors: string[] });
+    const fleet = await Fleet.start('lock', 4, { url: '', cluster: cluster.startupNodes, name });
+    const runs = await fleet.run<{ n?: number }>({ mode: 'lanes', lanes: 1, calls: 25 }, { timeoutMs: 90_000 });
+    const results = runs.map((records) => ({
+      acquired: records.filter((r) => r.ok).length,
+      badIncr: records.filter((r) => r.ok && r.n !== 1).map((r) => r.n!),
+      errors: records.filter((r) => !r.ok).map((r) => `${r.name}: ${r.message}`),
+    }));
     expect(results.flatMap((r) => r.errors)).toEqual([]);
     expect(results.flatMap((r) => r.badIncr)).toEqual([]);
     expect(results.map((r) => r.acquired)).toEqual([25, 25, 25, 25]);
-    await Promise.all(workers.map((w) => w.waitExit(20_000)));
+    expect(await fleet.close(20_000)).toBe(true);
   });
 
   it('HTTP across processes: an Express and a Fastify process, 100 concurrent requests for a cold route run the handler once', async () => {
