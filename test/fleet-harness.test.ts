@@ -77,6 +77,20 @@ describe('the fleet harness', () => {
     await expect(reports[1]).rejects.toThrow(/exited/);
   });
 
+  it('open-ended lanes run until stop(); with records: false the report counts the calls instead of listing them', async () => {
+    const fleet = await probes(2, { delayMs: 1, failEvery: 4, tell: true });
+    const reports = fleet.launch({ mode: 'lanes', lanes: 3, records: false });
+    // Both processes are calling before the stop.
+    await Promise.all(fleet.members.map((m) => m.take('called', 10_000)));
+    fleet.stop();
+    for (const report of await Promise.all(reports)) {
+      expect(report.records).toEqual([]);
+      expect(report.calls as number).toBeGreaterThanOrEqual(1);
+      expect(report.calls).toBe((report.loaderRuns as number) + (report.failures as number));
+      if ((report.failures as number) > 0) expect(report.firstFailure).toBe('RangeError: call 3 fails');
+    }
+  });
+
   it('with settleMs, calls still pending are recorded as unsettled and the run is reported without them', async () => {
     const fleet = await probes(1, { delayMs: 60_000 });
     const [records] = await fleet.run({ mode: 'burst', calls: 3, settleMs: 50 });

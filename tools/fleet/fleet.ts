@@ -98,6 +98,11 @@ export class Fleet {
     return (await Promise.all(this.launch<R>(plan, options))).map((r) => r.records);
   }
 
+  /** Ends an open-ended `lanes` run in every process (each lane after its call in flight); their reports follow. */
+  stop(): void {
+    for (const m of this.members) m.send({ cmd: 'stop' });
+  }
+
   /** Sends `command` to every process and takes each one's `reply` message. */
   async ask(command: Record<string, unknown> & { cmd: string }, reply: string, timeoutMs = 30_000): Promise<Record<string, any>[]> {
     for (const m of this.members) m.send(command);

@@ -7,6 +7,7 @@
  * - `go { at, mode, ... }` (a `CallPlan`): waits for `at` on the shared monotonic clock (a
  *   timer, then a busy wait of its last 2 ms), makes
  *   the calls, answers `done { at, records, loaderRuns, ...report }` once every call settled;
+ * - `stop`: the lanes of an open-ended `lanes` run end after their call in flight (then `done`);
  * - `prepare { ... }`: the scenario's `prepare`, answered `prepared { ... }`;
  * - `exit`, or stdin closing: the scenario's `close`, then the process exits (code 0), by
  *   itself within `CLOSE_BOUND_MS` even if closing hangs (code 1 then);
@@ -109,6 +110,9 @@ async function until(at: number): Promise<void> {
   for (let wait = at - monotonicMs(); wait > 0; wait = at - monotonicMs()) await delay(Math.ceil(wait));
 }
 
+/** Set by `stop`: the lanes of an open-ended run end after their call in flight. */
+let stopping = false;
+
 /** Busy-waits the last `SPIN_MS` before a run's start, so that the processes start within a fraction of a millisecond. */
 const SPIN_MS = 2;
 
@@ -127,7 +131,7 @@ async function run(member: Member, command: StartCommand): Promise<CallRecord[]>
       const lanes = await Promise.all(
         Array.from({ length: command.lanes }, async (_, lane) => {
           const records: CallRecord[] = [];
-          for (let index = 0; index < command.calls; index++) {
+          for (let index = 0; command.calls === undefined ? !stopping : index < command.calls; index++) {
             if (index > 0 && command.pauseMs) await delay(command.pauseMs);
             records.push(await timed({ lane, index }, call));
           }
@@ -176,9 +180,16 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
       if (command.cmd === 'go') {
         loaderRuns = 0;
         member.beforeRun?.(command as unknown as StartCommand);
-        const records = await run(member, command as unknown as StartCommand);
-        const report: RunReport = { at: (command as unknown as StartCommand).at, records, loaderRuns, ...(await member.report?.()) };
+        stopping = false;
+        const start = command as unknown as StartCommand;
+        const records = await run(member, start);
+        const listed = start.mode !== 'lanes' || start.records !== false;
+        const failed = listed ? [] : records.filter((r) => !r.ok);
+        const counts = listed ? {} : { calls: records.length, failures: failed.length, firstFailure: failed[0] && `${failed[0].name}: ${failed[0].message}` };
+        const report: RunReport = { at: start.at, records: listed ? records : [], loaderRuns, ...counts, ...(await member.report?.()) };
         send({ event: 'done', ...report });
+      } else if (command.cmd === 'stop') {
+        stopping = true;
       } else if (command.cmd === 'prepare') {
         send({ event: 'prepared', ...(await member.prepare?.(command)) });
       } else if (command.cmd === 'exit') {
@@ -196,7 +207,7 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
     rl.on('line', (line) => {
       if (line.trim() === '') return;
       const command = JSON.parse(line) as Record<string, unknown> & { cmd: string };
-      if (command.cmd === 'go') void handle(command).catch((err: unknown) => fatal('fatal', err));
+      if (command.cmd === 'go' || command.cmd === 'stop') void handle(command).catch((err: unknown) => fatal('fatal', err));
       else queue = queue.then(() => handle(command)).catch((err: unknown) => fatal('fatal', err));
     });
     rl.on('close', () => void exit().catch((err: unknown) => fatal('fatal', err)));

@@ -15,18 +15,22 @@ export function monotonicMs(): number {
 /**
  * How one process makes its calls once the run starts:
  * - `burst`: `calls` calls all started at once (none awaits another);
- * - `lanes`: `lanes` lanes, each making `calls` calls one after another, `pauseMs` apart;
+ * - `lanes`: `lanes` lanes, each making `calls` calls one after another, `pauseMs` apart; without
+ *   `calls`, until the parent sends `stop` (`Fleet.stop()`): each lane ends its call in flight;
  * - `open`: one call every `intervalMs` for `durationMs`, the first `offsetMs` after the start,
  *   on a schedule (open loop: a slow call does not delay the next; calls that fell behind are
  *   started at once); each record carries `due`, when the call was scheduled, so a latency can
  *   count from then (a stalled process does not hide its stall by calling less).
+ *
+ * `records: false` (`lanes`): the report counts the calls (`calls`, `failures`, `firstFailure`)
+ * instead of listing them (long runs of quick calls).
  *
  * `settleMs` (`burst` and `open`): calls still pending this long after the last one started are
  * recorded as failed (`name: 'Unsettled'`) and the run is reported without waiting for them.
  */
 export type CallPlan =
   | { mode: 'burst'; calls: number; settleMs?: number }
-  | { mode: 'lanes'; lanes: number; calls: number; pauseMs?: number }
+  | { mode: 'lanes'; lanes: number; calls?: number; pauseMs?: number; records?: boolean }
   | { mode: 'open'; intervalMs: number; durationMs: number; offsetMs?: number; settleMs?: number };
 
 /** A plan as sent to a process: the start time (on `monotonicMs()`) is the same for every process. */
@@ -80,7 +84,7 @@ export function checkPlan(plan: CallPlan): void {
       return count('calls', plan.calls, 1);
     case 'lanes':
       count('lanes', plan.lanes, 1);
-      count('calls', plan.calls, 1);
+      if (plan.calls !== undefined) count('calls', plan.calls, 1);
       if (plan.pauseMs !== undefined) span('pauseMs', plan.pauseMs);
       return;
     case 'open':
