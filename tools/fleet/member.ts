@@ -131,8 +131,11 @@ async function run(member: Member, command: StartCommand): Promise<CallRecord[]>
       const lanes = await Promise.all(
         Array.from({ length: command.lanes }, async (_, lane) => {
           const records: CallRecord[] = [];
-          for (let index = 0; command.calls === undefined ? !stopping : index < command.calls; index++) {
+          const more = (index: number) => (command.calls === undefined ? !stopping : index < command.calls);
+          for (let index = 0; more(index); index++) {
             if (index > 0 && command.pauseMs) await delay(command.pauseMs);
+            // A stop during the pause ends the lane before another call.
+            if (!more(index)) break;
             records.push(await timed({ lane, index }, call));
           }
           return records;
