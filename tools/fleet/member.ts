@@ -36,8 +36,8 @@ export interface CallContext {
 
 /** One process's part of a scenario, made by `Scenario.start`. */
 export interface Member {
-  /** One call; what it returns is spread into the call's record. A throw makes an `ok: false` record. */
-  call(ctx: CallContext): Promise<Record<string, unknown>>;
+  /** One call; what it returns is spread into the call's record. A throw makes an `ok: false` record. (A scenario driven by its commands only has none.) */
+  call?(ctx: CallContext): Promise<Record<string, unknown>>;
   /** Before each run (e.g. to reset what `report` counts), with the run's command. */
   beforeRun?(command: StartCommand): void;
   /** Extra fields of the `done` message (measured during the run); the report waits for it. */
@@ -57,8 +57,14 @@ export interface Scenario<Config> {
 /** How long `exit` may take before the process ends anyway. */
 const CLOSE_BOUND_MS = 10_000;
 
-function send(message: Record<string, unknown>): void {
+/** Sends a message to the parent (what `MemberContext.emit` does, for code outside `start`). */
+export function send(message: { event: string } & Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
+}
+
+/** The config of this process: its first argument, as JSON. */
+export function memberConfig<Config>(): Config {
+  return JSON.parse(process.argv[2] ?? '{}') as Config;
 }
 
 function describe(err: unknown): string {
@@ -70,13 +76,18 @@ function fatal(event: string, err: unknown): never {
   process.exit(1);
 }
 
+/** Reports `err` to the parent (`fatal`) and ends the process with code 1. */
+export function fail(err: unknown): never {
+  return fatal('fatal', err);
+}
+
 /** The record of a call that threw: the error's name, code, message and cause. */
 export function errorFields(err: unknown): Partial<CallRecord> {
   const e = err as Error & { code?: string; cause?: Error };
   return { name: e?.name, code: e?.code, message: e?.message, causeName: e?.cause?.name, causeMessage: e?.cause?.message };
 }
 
-async function timed(ctx: CallContext, call: Member['call'], due?: number): Promise<CallRecord> {
+async function timed(ctx: CallContext, call: NonNullable<Member['call']>, due?: number): Promise<CallRecord> {
   const at = monotonicMs();
   const base = { lane: ctx.lane, index: ctx.index, at, ...(due === undefined ? {} : { due }) };
   try {
@@ -121,7 +132,8 @@ async function run(member: Member, command: StartCommand): Promise<CallRecord[]>
   while (monotonicMs() < command.at) {
     /* spin the last milliseconds: a timer may wake a millisecond late */
   }
-  const call = member.call.bind(member);
+  if (!member.call) throw new Error('this scenario makes no calls: it is driven by its commands');
+  const call = member.call.bind(member) as NonNullable<Member['call']>;
   switch (command.mode) {
     case 'burst': {
       const contexts = Array.from({ length: command.calls }, (_, index) => ({ lane: 0, index }));
@@ -162,7 +174,7 @@ async function run(member: Member, command: StartCommand): Promise<CallRecord[]>
 export function runMember<Config>(scenario: Scenario<Config>): void {
   process.on('unhandledRejection', (reason) => fatal('unhandled-rejection', reason));
   process.on('uncaughtException', (err) => fatal('fatal', err));
-  const config = JSON.parse(process.argv[2] ?? '{}') as Config;
+  const config = memberConfig<Config>();
   let loaderRuns = 0;
   const ctx: MemberContext = {
     emit: (event, fields = {}) => send({ ...fields, event }),
