@@ -46,6 +46,8 @@ export interface Member {
   prepare?(command: Record<string, unknown>): Promise<Record<string, unknown> | void>;
   /** Handlers of other commands: each answers `{ event: <cmd>ed-or-given, ... }` (see `reply`). */
   commands?: Record<string, (command: Record<string, unknown>) => Promise<{ event: string } & Record<string, unknown>>>;
+  /** Commands answered at once, not behind a command still running (a measurement's trigger). */
+  immediate?: string[];
   /** Closes every connection and timer the scenario opened. */
   close(): Promise<void>;
 }
@@ -216,13 +218,14 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
       }
     };
     const rl = createInterface({ input: process.stdin });
-    // `go` runs concurrently with later commands (a test may send more while calls are in
-    // flight); every other command waits for the one before it.
+    // `go`, `stop` and the scenario's immediate commands run at once, concurrently with later
+    // commands (a test may send more while calls are in flight); every other command waits for
+    // the one before it.
     let queue = Promise.resolve();
     rl.on('line', (line) => {
       if (line.trim() === '') return;
       const command = JSON.parse(line) as Record<string, unknown> & { cmd: string };
-      if (command.cmd === 'go' || command.cmd === 'stop') void handle(command).catch((err: unknown) => fatal('fatal', err));
+      if (command.cmd === 'go' || command.cmd === 'stop' || member.immediate?.includes(command.cmd)) void handle(command).catch((err: unknown) => fatal('fatal', err));
       else queue = queue.then(() => handle(command)).catch((err: unknown) => fatal('fatal', err));
     });
     rl.on('close', () => void exit().catch((err: unknown) => fatal('fatal', err)));
