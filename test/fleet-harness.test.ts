@@ -91,6 +91,15 @@ describe('the fleet harness', () => {
     }
   });
 
+  it('a stop that comes while the lanes pause ends them before another call', async () => {
+    const fleet = await probes(1, { tell: true });
+    // Far longer than the stop takes to arrive: every lane is in its pause after its first call.
+    const [report] = fleet.launch({ mode: 'lanes', lanes: 3, pauseMs: 2000, records: false });
+    for (let i = 0; i < 3; i++) await fleet.member(0).take('called', 10_000);
+    fleet.stop();
+    expect((await report!).calls).toBe(3);
+  });
+
   it('with settleMs, calls still pending are recorded as unsettled and the run is reported without them', async () => {
     const fleet = await probes(1, { delayMs: 60_000 });
     const [records] = await fleet.run({ mode: 'burst', calls: 3, settleMs: 50 });
