@@ -100,6 +100,15 @@ describe('the fleet harness', () => {
     expect((await report!).calls).toBe(3);
   });
 
+  it('two runs at once in one process: each report goes to its own run', async () => {
+    const fleet = await probes(1, { delayMs: 100 });
+    const [slow] = fleet.launch({ mode: 'lanes', lanes: 1, calls: 3 });
+    const [quick] = fleet.launch({ mode: 'burst', calls: 1 });
+    // The quick run ends first; the slow one still gets its own three calls.
+    expect((await quick!).records).toHaveLength(1);
+    expect((await slow!).records).toHaveLength(3);
+  });
+
   it('with settleMs, calls still pending are recorded as unsettled and the run is reported without them', async () => {
     const fleet = await probes(1, { delayMs: 60_000 });
     const [records] = await fleet.run({ mode: 'burst', calls: 3, settleMs: 50 });

@@ -216,13 +216,13 @@ export class JsonChild extends NodeChild {
     this.write(`${JSON.stringify(command)}\n`);
   }
 
-  /** The next message with this event (each message is taken once). */
-  take(event: string, timeoutMs = 10_000): Promise<Message> {
+  /** The next message with this event (and, given `match`, that it accepts); each message is taken once. */
+  take(event: string, timeoutMs = 10_000, match: (message: Message) => boolean = () => true): Promise<Message> {
     return this.until(
       `"${event}"`,
       () => {
         if (this.failure) throw this.failure;
-        const i = this.messages.findIndex((m) => m.event === event);
+        const i = this.messages.findIndex((m) => m.event === event && match(m));
         return i === -1 ? undefined : this.messages.splice(i, 1)[0]!;
       },
       timeoutMs,

@@ -34,6 +34,9 @@ export interface RunOptions {
   at?: number;
 }
 
+/** Numbers the runs of this process, so that each report is taken by the run it answers (a process may run several at once). */
+let runs = 0;
+
 /**
  * Starts the plan in fleet processes `members` at one moment `leadMs` from now and returns, per
  * process, a promise of its report; a process that dies first rejects its promise (handled
@@ -43,9 +46,10 @@ export function launch<R extends object = object>(members: JsonChild[], plan: Ca
   checkPlan(plan);
   const { timeoutMs = 60_000, leadMs = 100 } = options;
   const at = options.at ?? monotonicMs() + leadMs;
-  for (const m of members) m.send({ ...plan, cmd: 'go', at });
+  const run = ++runs;
+  for (const m of members) m.send({ ...plan, cmd: 'go', at, run });
   return members.map((m) => {
-    const report = m.take('done', Math.max(0, at - monotonicMs()) + timeoutMs) as Promise<unknown> as Promise<RunReport<R>>;
+    const report = m.take('done', Math.max(0, at - monotonicMs()) + timeoutMs, (message) => message.run === run) as Promise<unknown> as Promise<RunReport<R>>;
     report.catch(() => {});
     return report;
   });

@@ -6,7 +6,8 @@
  *
  * - `go { at, mode, ... }` (a `CallPlan`): waits for `at` on the shared monotonic clock (a
  *   timer, then a busy wait of its last 2 ms), makes
- *   the calls, answers `done { at, records, loaderRuns, ...report }` once every call settled;
+ *   the calls, answers `done { run, at, records, loaderRuns, ...report }` once every call settled
+ *   (`run`: the number the parent gave the run);
  * - `stop`: the lanes of an open-ended `lanes` run end after their call in flight (then `done`);
  * - `prepare { ... }`: the scenario's `prepare`, answered `prepared { ... }`;
  * - `exit`, or stdin closing: the scenario's `close`, then the process exits (code 0), by
@@ -177,6 +178,7 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
   process.on('unhandledRejection', (reason) => fatal('unhandled-rejection', reason));
   process.on('uncaughtException', (err) => fatal('fatal', err));
   const config = memberConfig<Config>();
+  /** Loader runs of this process so far (each run reports those made while it ran). */
   let loaderRuns = 0;
   const ctx: MemberContext = {
     emit: (event, fields = {}) => send({ ...fields, event }),
@@ -195,7 +197,7 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
     };
     const handle = async (command: Record<string, unknown> & { cmd: string }) => {
       if (command.cmd === 'go') {
-        loaderRuns = 0;
+        const runsBefore = loaderRuns;
         member.beforeRun?.(command as unknown as StartCommand);
         stopping = false;
         const start = command as unknown as StartCommand;
@@ -203,7 +205,9 @@ export function runMember<Config>(scenario: Scenario<Config>): void {
         const listed = start.mode !== 'lanes' || start.records !== false;
         const failed = listed ? [] : records.filter((r) => !r.ok);
         const counts = listed ? {} : { calls: records.length, failures: failed.length, firstFailure: failed[0] && `${failed[0].name}: ${failed[0].message}` };
-        const report: RunReport = { at: start.at, records: listed ? records : [], loaderRuns, ...counts, ...(await member.report?.()) };
+        const report: RunReport = { at: start.at, records: listed ? records : [], loaderRuns: loaderRuns - runsBefore, ...counts, ...(await member.report?.()) };
+        // The run's number, as the parent gave it, so that its report goes to that run.
+        report.run = command.run;
         send({ event: 'done', ...report });
       } else if (command.cmd === 'stop') {
         stopping = true;

@@ -33,8 +33,8 @@ export type CallPlan =
   | { mode: 'lanes'; lanes: number; calls?: number; pauseMs?: number; records?: boolean }
   | { mode: 'open'; intervalMs: number; durationMs: number; offsetMs?: number; settleMs?: number };
 
-/** A plan as sent to a process: the start time (on `monotonicMs()`) is the same for every process. */
-export type StartCommand = CallPlan & { cmd: 'go'; at: number };
+/** A plan as sent to a process: the start time (on `monotonicMs()`) is the same for every process; `run` numbers the run. */
+export type StartCommand = CallPlan & { cmd: 'go'; at: number; run?: number };
 
 /**
  * One call as a process saw it. The scenario's own fields (`value`, `status`, …) are spread in;
