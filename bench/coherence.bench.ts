@@ -1,7 +1,7 @@
 /**
  * Tags and the coherent L1 (issue 13, "Benchmark"), in one run on one throwaway Redis:
  *
- * 1. Propagation. 4 processes (`bench/coherence-worker.ts`) hold a key in an L1 with a 60 s
+ * 1. Propagation. 4 processes (`bench/scenarios/coherence.ts`) hold a key in an L1 with a 60 s
  *    TTL; one of them (a different one each round) invalidates its tag, deletes it or stores
  *    a new value; how long after that write resolved do all 4 stop answering from their old
  *    copy, and return the new value? Next to it, in every round just before the write, a raw
@@ -11,9 +11,9 @@
  *    lru-cache `get` and bentocache's memory tier, in one fresh process, in interleaved slices.
  */
 import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { JsonChild, type Message, root } from '../tools/child-process.js';
+import type { Message } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { tagKeys } from '../src/store/key.js';
 import { parseStamp } from '../src/store/tags.js';
@@ -31,7 +31,8 @@ const KIND_NAMES: Record<Kind, string> = {
 /** The issue's target: within 2× of the raw delivery. */
 const TARGET_RATIO = 2;
 
-const worker = (label: string, url: string) => new JsonChild(label, ['--import', 'tsx', path.join(root, 'bench', 'coherence-worker.ts'), url]);
+/** `count` processes of the coherence scenario on `url`. */
+const fleetOf = (count: number, label: string, url: string) => Fleet.start('bench/scenarios/coherence.ts', count, { url }, { label, readyTimeoutMs: 60_000 });
 
 // --- 1. propagation -------------------------------------------------------------------------
 
@@ -71,7 +72,8 @@ interface Propagation {
 
 async function propagation(redis: RedisServer, plan: { repeats: number; rounds: number; budgetMs: number }, log: (msg: string) => void): Promise<Propagation> {
   const started = performance.now();
-  const workers = Array.from({ length: PROCESSES }, (_, i) => worker(`coherence worker ${i}`, redis.url));
+  const fleet = await fleetOf(PROCESSES, 'coherence worker', redis.url);
+  const workers = fleet.members;
   const rounds: Round[] = [];
   const timeouts: Record<Kind, number> = { invalidate: 0, delete: 0, set: 0 };
   let id = 0;
@@ -87,7 +89,6 @@ async function propagation(redis: RedisServer, plan: { repeats: number; rounds: 
     p.round.runStarts = perWorker.flatMap((runs, worker) => runs.map((t) => ({ worker, at: t - p.stamp })));
   };
   try {
-    await Promise.all(workers.map((w) => w.take('up', 60_000)));
     control = redis.client();
     const versions: Record<Kind, number> = { invalidate: 0, delete: 0, set: 0 };
     const total = plan.repeats * plan.rounds;
@@ -147,9 +148,7 @@ async function propagation(redis: RedisServer, plan: { repeats: number; rounds: 
     }
   } finally {
     control?.disconnect();
-    const clean = await Promise.all(workers.map((w) => w.exit()));
-    await Promise.all(workers.map((w) => w.dispose()));
-    if (clean.includes(false)) log(`${clean.filter((ok) => !ok).length} coherence worker(s) did not exit cleanly`);
+    if (!(await fleet.close())) log('a coherence worker did not exit cleanly');
   }
   return { rounds, repeats: Math.max(0, ...rounds.map((r) => r.repeat + 1)), timeouts, warmRuns, seconds: (performance.now() - started) / 1000 };
 }
@@ -220,19 +219,18 @@ async function hitRun(redis: RedisServer, quick: boolean): Promise<{ seq: Slices
   const slices = quick ? 3 : 20;
   const sliceMs = quick ? 30 : 100;
   const warmup = quick ? 2000 : 20_000;
-  const w = worker('coherence hit worker', redis.url);
+  const fleet = await fleetOf(1, 'coherence hit worker', redis.url);
+  const w = fleet.member(0);
   const rate = (m: Message): Slices =>
     Object.fromEntries((m.results as { id: string; slices: { ops: number; ms: number }[] }[]).map((r) => [r.id, r.slices.map((s) => (s.ops * 1000) / s.ms)]));
   try {
-    await w.take('up', 60_000);
     w.send({ cmd: 'hits', mode: 'seq', contenders: HIT_CONTENDERS.map((c) => c.id), slices, sliceMs, warmup });
     const seq = rate(await w.take('hitResult', 120_000));
     w.send({ cmd: 'hits', mode: 'inflight', contenders: HIT_CONTENDERS.filter((c) => c.inflight).map((c) => c.id), slices, sliceMs, warmup });
     const inflight = rate(await w.take('hitResult', 120_000));
     return { seq, inflight, slices, sliceMs };
   } finally {
-    await w.exit();
-    await w.dispose();
+    await fleet.close();
   }
 }
 

@@ -6,7 +6,7 @@
  * - hit path: sequential and 100-in-flight reads of a warm key, against raw ioredis GET of the
  *   same bytes and raw lru-cache `get`.
  *
- * The processes are `bench/core-worker.ts` children; this module coordinates them, counts
+ * The processes are a fleet of `bench/scenarios/core.ts`; this module coordinates them, counts
  * Redis commands (INFO commandstats, with MONITOR to tell script-internal commands apart) and
  * writes the markdown section.
  *
@@ -29,7 +29,8 @@ import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import { useBuiltSources } from './lib/built-sources.js';
 import type { BenchContext } from './lib/types.js';
-import { NodeChild, root } from '../tools/child-process.js';
+import { root } from '../tools/child-process.js';
+import { Fleet, launch } from '../tools/fleet/fleet.js';
 
 // --- contenders ---------------------------------------------------------------------------
 
@@ -86,6 +87,11 @@ function contenders(baseline: Baseline | undefined): Contenders {
   };
 }
 
+/** The loader's duration in every contender (bench/scenarios/core.ts). */
+const LOADER_MS = 100;
+/** A caller that has not settled after this long is counted as an error. */
+const CALL_DEADLINE_MS = 25_000;
+
 /** dogpile-guard and its peers (the baseline's contender is added by `contenders()`). */
 const STAMPEDE: { id: StampedeContender; name: string; scope: 'cross-process' | 'in-process' | 'none' }[] = [
   { id: 'dogpile', name: 'dogpile-guard (`createCache({ redis })`)', scope: 'cross-process' },
@@ -132,61 +138,6 @@ const HIT_KEYS = 100;
 const STAMPEDE_BUDGET_S = 110;
 /** No new hit-path repeat starts after this many seconds from the start. */
 const TOTAL_BUDGET_S = 180;
-
-// --- worker processes ---------------------------------------------------------------------
-
-interface WorkerMsg {
-  ev: string;
-  [k: string]: unknown;
-}
-
-/** A `bench/core-worker.ts` process: commands on stdin, `@@ {json}` messages on stdout. */
-class Worker extends NodeChild {
-  private readonly inbox: WorkerMsg[] = [];
-
-  constructor(url: string, baseline?: Baseline) {
-    super('core worker', ['--expose-gc', '--import', 'tsx', path.join(root, 'bench', 'core-worker.ts'), url, ...(baseline ? [baseline.dir] : [])]);
-  }
-
-  protected override onLine(line: string): void {
-    if (line.startsWith('@@ ')) this.inbox.push(JSON.parse(line.slice(3)) as WorkerMsg);
-  }
-
-  get pid(): number | undefined {
-    return this.proc.pid;
-  }
-
-  send(msg: Record<string, unknown>): void {
-    this.write(`${JSON.stringify(msg)}\n`);
-  }
-
-  /** The next message; rejects on an `error` message, on exit, or after `timeoutMs`. */
-  next(ev: string, timeoutMs: number): Promise<WorkerMsg> {
-    return this.until(
-      `"${ev}" from worker ${this.pid}`,
-      () => {
-        const msg = this.inbox.shift();
-        if (msg === undefined) return undefined;
-        if (msg.ev === 'error') throw new Error(`worker ${this.pid}: ${String(msg.message)}`);
-        if (msg.ev !== ev) throw new Error(`worker ${this.pid}: expected ${ev}, got ${msg.ev}`);
-        return msg;
-      },
-      timeoutMs,
-    );
-  }
-
-  async request(msg: Record<string, unknown>, ev: string, timeoutMs: number): Promise<WorkerMsg> {
-    this.send(msg);
-    return this.next(ev, timeoutMs);
-  }
-
-  /** Asks the worker to exit; kills it (this child only) if it has not exited in 10 s. */
-  async finish(): Promise<void> {
-    if (!this.running) return;
-    this.send({ op: 'exit' });
-    await this.endInput(10_000);
-  }
-}
 
 // --- Redis command counting -----------------------------------------------------------------
 
@@ -294,7 +245,7 @@ interface StampedeRun {
 }
 
 async function runStampede(
-  workers: Worker[],
+  fleet: Fleet,
   control: Redis,
   counter: CommandCounter,
   contender: StampedeContender,
@@ -304,14 +255,28 @@ async function runStampede(
   const tag = `${contender}:${scenario.id}:${repeat}:${Date.now().toString(36)}`;
   const key = `bench:core:${tag}`;
   const counterKey = `bench:core:loader-runs:${tag}`;
-  const used = workers.slice(0, scenario.processes);
-  await Promise.all(used.map((w) => w.request({ op: 'prepare', contender, key, counterKey, callers: scenario.callers }, 'ready', 20_000)));
+  const used = fleet.members.slice(0, scenario.processes);
+  for (const w of used) w.send({ cmd: 'prepare', contender, key, counterKey });
+  await Promise.all(used.map((w) => w.take('prepared', 20_000)));
   await counter.start();
-  const at = Date.now() + 100;
-  const done = await Promise.all(used.map((w) => w.request({ op: 'go', at }, 'done', 40_000)));
+  const reports = await Promise.all(
+    launch<object>(used, { mode: 'burst', calls: scenario.callers, settleMs: CALL_DEADLINE_MS }, { timeoutMs: CALL_DEADLINE_MS + 15_000 }),
+  );
+  const done = reports.map((r) => {
+    const failed = r.records.filter((c) => !c.ok);
+    const errors = failed.map((c) => (c.name === 'Unsettled' ? `a caller did not settle within ${CALL_DEADLINE_MS} ms` : `${c.name}: ${c.message}`));
+    return {
+      excess: r.records.filter((c) => c.ok).map((c) => c.latency - LOADER_MS),
+      errors: errors.slice(0, 5),
+      errorCount: errors.length,
+      localRuns: r.loaderRuns,
+      startedLate: Math.min(...r.records.map((c) => c.at)) - r.at,
+      timeline: r.timeline as Record<string, number>,
+    };
+  });
   const commands = await counter.stop(counterKey);
   const loaderRuns = Number((await control.get(counterKey)) ?? 0);
-  await Promise.all(used.map((w) => w.request({ op: 'dispose' }, 'disposed', 20_000)));
+  await Promise.all(used.map((w) => (w.send({ cmd: 'dispose' }), w.take('disposed', 20_000))));
   return {
     loaderRuns,
     localRuns: done.reduce((a, d) => a + Number(d.localRuns), 0),
@@ -440,7 +405,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
   const budgetScale = baseline ? 1.25 : 1;
   if (baseline) ctx.log(`baseline: ${baseline.label} from ${baseline.dir}, against ${baseline.current}`);
   const redis: RedisServer = await startRedis();
-  const workers: Worker[] = [];
+  const fleets: Fleet[] = [];
   let control: Redis | undefined;
   let counter: CommandCounter | undefined;
   try {
@@ -450,8 +415,8 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
 
     // Stampedes: 4 long-lived worker processes; a fresh contender instance (fresh connections,
     // warmed up on another key) in each process for every stampede.
-    for (let i = 0; i < 4; i++) workers.push(new Worker(redis.url, baseline));
-    await Promise.all(workers.map((w) => w.next('up', 30_000)));
+    const workers = await Fleet.start('bench/scenarios/core.ts', 4, { url: redis.url, ...(baseline ? { baseline: baseline.dir } : {}) }, { nodeArgs: ['--expose-gc'], label: 'core worker', readyTimeoutMs: 30_000 });
+    fleets.push(workers);
     counter = await CommandCounter.open(control);
     const only = (process.env.CORE_BENCH_ONLY ?? '').split(',').filter(Boolean);
     let stampedeRepeats = 0;
@@ -482,16 +447,16 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
     }
     counter.close();
     counter = undefined;
-    await Promise.all(workers.map((w) => w.finish()));
-    workers.length = 0;
+    await workers.close();
     const stampedeSeconds = (Date.now() - started) / 1000;
 
     // Hit path: one fresh worker process, contenders interleaved within each repeat.
     const hitStarted = Date.now();
-    const hitWorker = new Worker(redis.url, baseline);
-    workers.push(hitWorker);
-    await hitWorker.next('up', 30_000);
-    const setup = await hitWorker.request({ op: 'hitSetup', keys: HIT_KEYS }, 'hitReady', 60_000);
+    const hitFleet = await Fleet.start('bench/scenarios/core.ts', 1, { url: redis.url, ...(baseline ? { baseline: baseline.dir } : {}) }, { nodeArgs: ['--expose-gc'], label: 'core hit worker', readyTimeoutMs: 30_000 });
+    fleets.push(hitFleet);
+    const hitWorker = hitFleet.member(0);
+    const request = (msg: { cmd: string } & Record<string, unknown>, event: string, timeoutMs: number) => (hitWorker.send(msg), hitWorker.take(event, timeoutMs));
+    const setup = await request({ cmd: 'hitSetup', keys: HIT_KEYS }, 'hitReady', 60_000);
     const hits = new Map<string, number[]>();
     const ratios = new Map<string, number[]>();
     const plans = hitPlans(ctx.quick, list);
@@ -504,7 +469,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
       }
       hitRepeats++;
       for (const plan of plans) {
-        const res = await hitWorker.request({ op: 'hitRound', ...plan }, 'hitResult', 120_000);
+        const res = await request({ ...plan, cmd: 'hitRound' }, 'hitResult', 120_000);
         for (const { id, ops, ms } of res.results as { id: string; ops: number; ms: number }[]) {
           const key = `${id}:${plan.mode}`;
           hits.set(key, [...(hits.get(key) ?? []), (ops / ms) * 1000]);
@@ -522,8 +487,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
       ctx.log(`hit path repeat ${r + 1}/${repeats} done`);
     }
     const serverStats = commandStats(String(await control.info('commandstats')));
-    await hitWorker.finish();
-    workers.length = 0;
+    await hitFleet.close();
     const hitSeconds = (Date.now() - hitStarted) / 1000;
 
     return report({
@@ -544,7 +508,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
     });
   } finally {
     counter?.close();
-    for (const w of workers) w.kill();
+    await Promise.all(fleets.map((f) => f.close()));
     control?.disconnect();
     await redis.stop();
   }

@@ -4,7 +4,7 @@
  * contender is judged on how many loader runs each refresh costs fleet-wide, how long callers
  * wait, how many calls a loader blocks and how many are answered with a stale value.
  *
- * The processes are `bench/expiry-cliff-worker.ts` children (four fresh ones per contender);
+ * The processes are a fleet of `bench/scenarios/expiry-cliff.ts` (four fresh ones per contender);
  * this module coordinates them, reads the loader runs the workers recorded in Redis and writes
  * the markdown section.
  *
@@ -14,15 +14,17 @@
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { JsonChild, root } from '../tools/child-process.js';
+import { Fleet, launch } from '../tools/fleet/fleet.js';
+import { monotonicMs } from '../tools/fleet/plan.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { percentile } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
 
 const PROCESSES = 4;
+/** Measured calls still pending this long after the last scheduled start are counted as errors. */
+const DRAIN_MS = 15_000;
 /** Calls started per second by each process. */
 const RATE = 200;
 const KEYS = 20;
@@ -127,27 +129,39 @@ async function runContender(
   const tag = `${c.id}:${Date.now().toString(36)}`;
   const runsKey = `bench:cliff:runs:${tag}`;
   const counterKey = `bench:cliff:measured-runs:${tag}`;
-  const workers = Array.from(
-    { length: PROCESSES },
-    (_, i) => new JsonChild(`expiry-cliff worker ${i}`, ['--import', 'tsx', path.join(root, 'bench', 'expiry-cliff-worker.ts'), redis.url]),
-  );
+  const fleet = await Fleet.start('bench/scenarios/expiry-cliff.ts', PROCESSES, { url: redis.url }, { label: 'expiry-cliff worker', readyTimeoutMs: 30_000 });
   try {
-    await Promise.all(workers.map((w) => w.take('up', 30_000)));
     const config = { ttlMs: TTL_MS, loaderMs: LOADER_MS, staleS: STALE_S, refreshThresholdMs: REFRESH_THRESHOLD_MS };
-    for (const w of workers) w.send({ cmd: 'prepare', contender: c.id, prefix: `cliff:${tag}`, keys: KEYS, runsKey, counterKey, config });
-    const ready = await Promise.all(workers.map((w) => w.take('prepared', 30_000)));
+    // Process p is KEYS / PROCESSES keys ahead of process p - 1.
+    fleet.members.forEach((w, i) =>
+      w.send({ cmd: 'prepare', contender: c.id, prefix: `cliff:${tag}`, keys: KEYS, keyOffset: Math.round((i * KEYS) / PROCESSES), runsKey, counterKey, ...timing, config }),
+    );
+    const ready = await Promise.all(fleet.members.map((w) => w.take('prepared', 30_000)));
     const refused = ready.find((m) => m.unavailable !== undefined);
     if (refused) {
       log(`${c.id}: not available in this build (${String(refused.message)})`);
       return { unavailable: String(refused.unavailable), calls: 0, errors: 0, errorSamples: [], lat: [], lag: [], age: [], status: [], runs: 0, listedRuns: 0, refreshes: [] };
     }
     // The processes' schedules interleave: together they start a call every 1000 / (RATE × PROCESSES) ms,
-    // and each key is called at even intervals fleet-wide (process p is KEYS / PROCESSES keys ahead of process p - 1).
-    const at = Date.now() + 500;
-    workers.forEach((w, i) =>
-      w.send({ cmd: 'go', at, rate: RATE, phaseMs: (i * 1000) / (RATE * PROCESSES), keyOffset: Math.round((i * KEYS) / PROCESSES), warmupMs: timing.warmupMs, measureMs: timing.measureMs }),
+    // and each key is called at even intervals fleet-wide. A call's latency counts from when it was
+    // due (a stalled process does not hide its stall by calling less); the warm-up calls are not measured.
+    const at = monotonicMs() + 500;
+    const interval = 1000 / RATE;
+    const warmupCalls = Math.round(timing.warmupMs / interval);
+    const done = await Promise.all(
+      fleet.members.map(
+        (w, i) =>
+          launch<{ status: string; age: number }>(
+            [w],
+            { mode: 'open', intervalMs: interval, durationMs: timing.warmupMs + timing.measureMs, offsetMs: (i * 1000) / (RATE * PROCESSES), settleMs: DRAIN_MS },
+            { at, timeoutMs: timing.warmupMs + timing.measureMs + DRAIN_MS + 60_000 },
+          )[0]!,
+      ),
     );
-    const done = await Promise.all(workers.map((w) => w.take('done', timing.warmupMs + timing.measureMs + 60_000)));
+    const measured = done.map((d) => d.records.filter((r) => r.index >= warmupCalls));
+    const answered = measured.flat().filter((r) => r.ok);
+    const failed = measured.flat().filter((r) => !r.ok);
+    const round2 = (v: number) => Math.round(v * 100) / 100;
     const from = at + timing.warmupMs;
     const entries = await control.lrange(runsKey, 0, -1);
     const refreshes = refreshesOf(entries, from, from + timing.measureMs);
@@ -156,22 +170,20 @@ async function runContender(
       return t >= from && t < from + timing.measureMs;
     }).length;
     return {
-      calls: done.reduce((a, d) => a + (d.lat as number[]).length + Number(d.errorCount), 0),
-      errors: done.reduce((a, d) => a + Number(d.errorCount), 0),
-      errorSamples: done.flatMap((d) => d.errors as string[]).slice(0, 3),
-      lat: done.flatMap((d) => d.lat as number[]),
-      lag: done.flatMap((d) => d.lag as number[]),
-      age: done.flatMap((d) => d.age as number[]),
-      status: done.flatMap((d) => d.status as string[]),
+      calls: answered.length + failed.length,
+      errors: failed.length,
+      errorSamples: failed.slice(0, 3).map((r) => `${r.name}: ${r.message}`),
+      lat: answered.map((r) => round2(r.at + r.latency - r.due!)),
+      lag: answered.map((r) => round2(r.at - r.due!)),
+      age: answered.map((r) => r.age),
+      status: answered.map((r) => r.status),
       runs: Number((await control.get(counterKey)) ?? 0),
       listedRuns,
       refreshes,
     };
   } finally {
-    // Each worker is asked to exit; one that does not is killed (this child only).
-    const clean = await Promise.all(workers.map((w) => w.exit()));
-    await Promise.all(workers.map((w) => w.dispose()));
-    if (clean.includes(false)) log(`${c.id}: ${clean.filter((ok) => !ok).length} worker(s) did not exit cleanly`);
+    // Each worker is asked to exit; one that does not is killed.
+    if (!(await fleet.close())) log(`${c.id}: a worker did not exit cleanly`);
   }
 }
 

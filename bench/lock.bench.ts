@@ -17,8 +17,8 @@ import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import { useBuiltSources } from './lib/built-sources.js';
 import type { BenchContext } from './lib/types.js';
-import type { Lib } from './lock-worker.js';
-import { JsonChild } from '../tools/child-process.js';
+import type { Lib } from './scenarios/lock.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const LIBS: Lib[] = ['dogpile-guard', 'redlock', 'redis-semaphore'];
@@ -31,20 +31,6 @@ const HOLD_MS = 5;
 const RUN_TIMEOUT_MS = 45_000;
 /** dogpile-guard's shared subscriber closes 1 s after the last wait; every run starts without one. */
 const BETWEEN_RUNS_MS = 1300;
-
-/** One benchmark process with its lock clients. */
-function newWorker(port: number, baselineDir: string | undefined): JsonChild {
-  return new JsonChild('lock worker', [
-    '--import',
-    'tsx',
-    path.join(here, 'lock-worker.ts'),
-    '--port',
-    String(port),
-    '--clients',
-    String(CLIENTS_PER_PROCESS),
-    ...(baselineDir ? ['--baseline', baselineDir] : []),
-  ]);
-}
 
 /** The library's `src/` at an earlier revision, in a temporary directory that resolves this checkout's node_modules. */
 interface Baseline {
@@ -131,17 +117,15 @@ function diff(after: Record<string, number>, before: Record<string, number>): Re
   return out;
 }
 
-async function runOnce(lib: Lib, run: number, workers: JsonChild[], inspector: Redis, monitor: CommandMonitor): Promise<RunResult> {
+async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, monitor: CommandMonitor): Promise<RunResult> {
   const name = `bench-${lib}-${run}`;
-  for (const w of workers) w.send({ cmd: 'prepare', lib, name });
-  await Promise.all(workers.map((w) => w.take('prepared', 30_000)));
+  await fleet.ask({ cmd: 'prepare', lib, name, holdMs: HOLD_MS }, 'prepared', 30_000);
   await new Promise((r) => setTimeout(r, BETWEEN_RUNS_MS));
 
   const before = commandCounts(await inspector.info('commandstats'));
   monitor.reset();
   const perClient = ACQUISITIONS / (PROCESSES * CLIENTS_PER_PROCESS);
-  for (const w of workers) w.send({ cmd: 'run', perClient, holdMs: HOLD_MS });
-  const done = await Promise.all(workers.map((w) => w.take('done', RUN_TIMEOUT_MS)));
+  const done = await Promise.all(fleet.launch<{ acquired: number; holder: string }>({ mode: 'lanes', lanes: CLIENTS_PER_PROCESS, calls: perClient }, { timeoutMs: RUN_TIMEOUT_MS }));
   await new Promise((r) => setTimeout(r, 100)); // let trailing commands (UNSUBSCRIBE) arrive
   const after = commandCounts(await inspector.info('commandstats'));
   const sentByCommand = monitor.snapshot();
@@ -152,7 +136,11 @@ async function runOnce(lib: Lib, run: number, workers: JsonChild[], inspector: R
   const writtenByCommand: Record<string, number> = {};
   for (const d of done) for (const [k, v] of Object.entries(d.sent as Record<string, number>)) writtenByCommand[k] = (writtenByCommand[k] ?? 0) + v;
 
-  const records = done.flatMap((d) => d.records as [number, number, number, string][]);
+  const calls = done.flatMap((d) => d.records);
+  const failed = calls.find((r) => !r.ok);
+  if (failed) throw new Error(`${lib}: an acquisition failed: ${failed.name}: ${failed.message}`);
+  // [acquire start, acquire end, release end, holder], on the fleet's monotonic clock.
+  const records = calls.map((r): [number, number, number, string] => [r.at, r.acquired, r.at + r.latency, r.holder]);
   if (records.length !== ACQUISITIONS) throw new Error(`${lib}: ${records.length} acquisitions instead of ${ACQUISITIONS}`);
   // Sorted by acquisition time, the holders follow each other; the idle gap is the time from a
   // release's end (its reply received) to the next acquire's end.
@@ -206,7 +194,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
   const libs: Lib[] = baseline ? ['dogpile-guard', 'dogpile-guard-baseline', 'redlock', 'redis-semaphore'] : LIBS;
   const server = await startRedis();
   const inspector = new Redis({ host: server.host, port: server.port });
-  const workers: JsonChild[] = [];
+  let fleet: Fleet | undefined;
   let monitor: CommandMonitor | undefined;
   const results: RunResult[] = [];
   let exitedCleanly = true;
@@ -214,13 +202,12 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
     await new Promise((resolve) => inspector.once('ready', resolve));
     const inspectorSource = `${inspector.stream.localAddress}:${inspector.stream.localPort}`;
     monitor = await CommandMonitor.start(server, inspectorSource);
-    for (let i = 0; i < PROCESSES; i++) workers.push(newWorker(server.port, baseline?.dir));
-    await Promise.all(workers.map((w) => w.take('started', 60_000)));
+    fleet = await Fleet.start('bench/scenarios/lock.ts', PROCESSES, { port: server.port, clients: CLIENTS_PER_PROCESS, ...(baseline ? { baseline: baseline.dir } : {}) }, { label: 'lock worker' });
     for (let run = 0; run < repeats; run++) {
       // Rotate the order, so that no library always runs first or last.
       const order = libs.map((_, i) => libs[(i + run) % libs.length]!);
       for (const lib of order) {
-        const r = await runOnce(lib, run, workers, inspector, monitor);
+        const r = await runOnce(lib, run, fleet, inspector, monitor);
         results.push(r);
         ctx.log(
           `${lib} run ${run + 1}: ${r.acquisitionsPerSec.toFixed(0)} acq/s, gap p50 ${r.gapP50.toFixed(2)} ms p99 ${r.gapP99.toFixed(2)} ms, ` +
@@ -231,7 +218,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
       }
     }
   } finally {
-    for (const ok of await Promise.all(workers.map((w) => w.exit()))) exitedCleanly &&= ok;
+    if (fleet) exitedCleanly = await fleet.close();
     monitor?.stop();
     inspector.disconnect();
     await server.stop();

@@ -3,7 +3,7 @@
  * processes read all the time costs, fleet-wide, and whether the key's channel is subscribed
  * and unsubscribed again at every refresh.
  *
- * One throwaway Redis; per configuration, 4 fresh processes (`bench/refresh-cost-worker.ts`),
+ * One throwaway Redis; per configuration, 4 fresh processes (a fleet of `bench/scenarios/refresh-cost.ts`),
  * each with a cache on its own ioredis client and 20 lanes calling `getOrCompute(key, loader,
  * ttl)` in a loop (1 ms pause between calls); the loader counts its runs with `INCR` (and the server's `TIME`) on its
  * own connection and waits 50 ms. After a warm-up, a window of whole refresh cycles is
@@ -15,10 +15,10 @@
  *   npm run bench -- refresh-cost        (writes bench/.out/refresh-cost.md)
  */
 import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { JsonChild, type Message, root } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
+import type { RunReport } from '../tools/fleet/plan.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { cacheKeys } from '../src/store/key.js';
 import { CHANNEL_LINGER_MS } from '../src/redis/subscriber.js';
@@ -45,7 +45,7 @@ const CONFIGS: Config[] = [
   { id: 'short', title: '(c) `createCache({ redis })`, TTL 200 ms', options: {}, ttl: 200 },
 ];
 
-/** A worker's totals at a boundary (see `paused` in the worker). */
+/** A process's totals at a boundary (`tally` in bench/scenarios/refresh-cost.ts). */
 interface Tally {
   calls: number;
   errors: number;
@@ -129,15 +129,14 @@ function countCycles(times: number[], ttl: number): number {
 async function measure(redis: RedisServer, config: Config, plan: { warmupMs: number; windowMs: number }, log: (msg: string) => void): Promise<Measurement> {
   const key = `bench:refresh:${config.id}`;
   const counterKey = `bench:refresh:loads:${config.id}`;
-  const settings = { key, counterKey, ttl: config.ttl, lanes: LANES, pauseMs: PAUSE_MS, options: config.options };
-  const workers = Array.from(
-    { length: PROCESSES },
-    (_, i) => new JsonChild(`refresh-cost worker ${i}`, ['--import', 'tsx', path.join(root, 'bench', 'refresh-cost-worker.ts'), redis.url, JSON.stringify(settings)]),
-  );
+  const settings = { key, counterKey, ttl: config.ttl, options: config.options };
+  const fleet = await Fleet.start('bench/scenarios/refresh-cost.ts', PROCESSES, { url: redis.url, settings }, { label: 'refresh-cost worker' });
   let inspector: Redis | undefined;
   let listener: Redis | undefined;
+  /** Every lane calls in a loop until the next boundary (at once: no lead). */
+  let running: Promise<RunReport>[] = [];
+  const run = (timeoutMs: number) => (running = fleet.launch({ mode: 'lanes', lanes: LANES, pauseMs: PAUSE_MS, records: false }, { leadMs: 0, timeoutMs }));
   try {
-    await Promise.all(workers.map((w) => w.take('up', 60_000)));
     inspector = redis.client();
     listener = redis.client();
     // Every commit publishes on the key's channel (the value inline, or that it was stored).
@@ -154,12 +153,11 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
         await sleep(1);
       }
       await sleep(BOUNDARY_AT * config.ttl);
-      for (const w of workers) w.send({ cmd: 'pause' });
-      return (await Promise.all(workers.map((w) => w.take('paused', 20_000)))).map((m: Message) => m.tally as Tally);
+      fleet.stop();
+      return (await Promise.all(running)).map((r) => r.tally as Tally);
     };
 
-    for (const w of workers) w.send({ cmd: 'start' });
-    await Promise.all(workers.map((w) => w.take('started', 10_000)));
+    run(plan.warmupMs + 10 * config.ttl + 30_000);
     await sleep(plan.warmupMs);
 
     const startTallies = await boundary();
@@ -168,7 +166,7 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
     const heardBefore = heard.length;
     const t0 = performance.now();
     const epoch0 = Date.now();
-    for (const w of workers) w.send({ cmd: 'resume' });
+    run(plan.windowMs + 10 * config.ttl + 30_000);
     await sleep(plan.windowMs);
     const endTallies = await boundary();
     const t1 = performance.now();
@@ -211,9 +209,7 @@ async function measure(redis: RedisServer, config: Config, plan: { warmupMs: num
   } finally {
     listener?.disconnect();
     inspector?.disconnect();
-    const clean = await Promise.all(workers.map((w) => w.exit()));
-    await Promise.all(workers.map((w) => w.dispose()));
-    if (clean.includes(false)) log(`${clean.filter((ok) => !ok).length} refresh-cost worker(s) did not exit cleanly`);
+    if (!(await fleet.close())) log('a refresh-cost worker did not exit cleanly');
   }
 }
 

@@ -2,7 +2,7 @@
  * A cold-key stampede across processes, and how fast its waiters wake, against a raw Redis
  * pub/sub delivery measured in the same run, on one throwaway Redis:
  *
- * 8 processes (`bench/stampede-wakeup-worker.ts`), each with one `createCache({ redis: client })`
+ * 8 processes (`bench/scenarios/stampede-wakeup.ts`), each with one `createCache({ redis: client })`
  * on its own connection. In each round one `PUBLISH` on a control channel (a plain ioredis
  * subscriber in each process) starts the stampede of a new key: 500 `getOrCompute(key, loader,
  * 60_000)` calls per process in one loop; the loader waits 50 ms, and should run once
@@ -15,9 +15,9 @@
  *   npm run bench -- stampede-wakeup        (writes bench/.out/stampede-wakeup.md)
  */
 import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { JsonChild, type Message, root } from '../tools/child-process.js';
+import type { Message } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { sleep } from '../tools/basics.js';
 import { histogram, median, percentile, summary } from './lib/stats.js';
@@ -31,8 +31,6 @@ const CONTROL_CHANNEL = 'bench:stampede:go';
 const TARGET_RATIO = 1.5;
 /** A short pause between rounds, so one round's tail does not run into the next trigger. */
 const PAUSE_MS = 50;
-
-const worker = (i: number, url: string) => new JsonChild(`stampede worker ${i}`, ['--import', 'tsx', path.join(root, 'bench', 'stampede-wakeup-worker.ts'), url]);
 
 /** The percentiles of one set of latencies (ms). */
 interface Spread {
@@ -74,13 +72,13 @@ interface Round {
 
 async function runRounds(redis: RedisServer, plan: { warmup: number; rounds: number; budgetMs: number }, log: (msg: string) => void): Promise<{ rounds: Round[]; warmups: number }> {
   const started = performance.now();
-  const workers = Array.from({ length: PROCESSES }, (_, i) => worker(i, redis.url));
+  const fleet = await Fleet.start('bench/scenarios/stampede-wakeup.ts', PROCESSES, { url: redis.url }, { label: 'stampede worker', readyTimeoutMs: 90_000 });
+  const workers = fleet.members;
   const control = redis.client();
   const rounds: Round[] = [];
   let warmups = 0;
   const all = (event: string, timeoutMs = 20_000) => Promise.all(workers.map((w) => w.take(event, timeoutMs)));
   try {
-    await all('up', 90_000);
     log(`${PROCESSES} workers up in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     for (let r = 0; r < plan.warmup + plan.rounds; r++) {
       // The warm-up rounds always run; the measured ones while the budget lasts (at least one).
@@ -135,9 +133,7 @@ async function runRounds(redis: RedisServer, plan: { warmup: number; rounds: num
     }
   } finally {
     control.disconnect();
-    const clean = await Promise.all(workers.map((w) => w.exit()));
-    await Promise.all(workers.map((w) => w.dispose()));
-    if (clean.includes(false)) log(`${clean.filter((ok) => !ok).length} stampede worker(s) did not exit cleanly`);
+    if (!(await fleet.close())) log('a stampede worker did not exit cleanly');
   }
   return { rounds, warmups };
 }
@@ -196,7 +192,7 @@ function report(input: { ctx: BenchContext; runs: { plan: { title: string; warmu
   );
   out.push('');
   out.push(
-    `${PROCESSES} processes (\`bench/stampede-wakeup-worker.ts\`), each with one \`createCache({ redis: client })\` on its own ioredis connection. ` +
+    `${PROCESSES} processes (\`bench/scenarios/stampede-wakeup.ts\`), each with one \`createCache({ redis: client })\` on its own ioredis connection. ` +
       `In each round, a new cold key; one \`PUBLISH\` on a control channel, received by a plain ioredis subscriber in each process, starts the stampede: on it, each process ` +
       `calls \`getOrCompute(key, loader, 60_000)\` ${CALLERS} times in one synchronous loop (${PROCESSES * CALLERS} callers). ` +
       'The loader waits 50 ms and returns a small object; its runs are counted fleet-wide with an INCR on a separate connection. ' +

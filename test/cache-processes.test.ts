@@ -4,7 +4,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { useRedis } from './support/use-redis.js';
-import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { killAllChildren, type JsonChild } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
+import type { RunReport } from '../tools/fleet/plan.js';
 
 interface CallResult {
   ok: boolean;
@@ -23,15 +25,27 @@ let keyN = 0;
 beforeAll(() => {
   redis = server.client();
 });
-afterEach(killAllChildren);
+const fleets: Fleet[] = [];
+afterEach(async () => {
+  await Promise.all(fleets.splice(0).map((f) => f.close()));
+  await killAllChildren();
+});
 afterAll(async () => {
   await killAllChildren();
 });
 
-async function startWorkers(count: number, config: Record<string, unknown>): Promise<NodeChild[]> {
-  const workers = Array.from({ length: count }, () => NodeChild.tsx('test/fixtures/cache-worker.ts', [JSON.stringify({ url: server.url, ...config })]));
-  await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-  return workers;
+interface Hammer {
+  fleet: Fleet;
+  /** Every process (or those given) makes its `concurrency` calls at once; each one's report. */
+  go(members?: JsonChild[]): Promise<RunReport>[];
+}
+
+/** `count` processes of the get-or-compute scenario on one key, each ready to make `concurrency` calls at once. */
+async function startWorkers(count: number, { concurrency, lockTtl = 5000, inlineMax, ...config }: { concurrency: number; lockTtl?: number; inlineMax?: number } & Record<string, unknown>): Promise<Hammer> {
+  const cache = { lockTtl, waitTimeout: 30_000, ...(inlineMax === undefined ? {} : { inlineMax }) };
+  const fleet = await Fleet.start('get-or-compute', count, { url: server.url, ...config, cache });
+  fleets.push(fleet);
+  return { fleet, go: (members) => fleet.launch({ mode: 'burst', calls: concurrency }, { timeoutMs: 40_000 }, members) };
 }
 
 async function commandCalls(): Promise<Record<string, number>> {
@@ -45,18 +59,16 @@ function diff(after: Record<string, number>, before: Record<string, number>): Re
   return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
 }
 
-async function results(w: NodeChild, timeoutMs = 40_000): Promise<CallResult[]> {
-  const line = await w.waitFor((l) => l.startsWith('{'), timeoutMs);
-  return (JSON.parse(line) as { results: CallResult[] }).results;
+async function results(reports: Promise<RunReport>[]): Promise<CallResult[]> {
+  return (await Promise.all(reports)).flatMap((r) => r.records as CallResult[]);
 }
 
 describe('getOrCompute across processes', () => {
   it('8 processes × 100 concurrent calls on a cold key run the loader exactly once', async () => {
     const key = `cold-${++keyN}`;
-    const workers = await startWorkers(8, { key, concurrency: 100, loaderMs: 200 });
+    const { fleet, go } = await startWorkers(8, { key, concurrency: 100, loaderMs: 200 });
     const before = await commandCalls();
-    for (const w of workers) w.write('go\n');
-    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    const all = await results(go());
     const used = diff(await commandCalls(), before);
     // Per process: one lookup (lead or wait); waiters subscribe and look once more; the leader
     // stores-releases-announces. Waiters take the value from the announcement: no GET of their
@@ -76,15 +88,14 @@ describe('getOrCompute across processes', () => {
     expect(statuses.filter((s) => s === 'miss')).toHaveLength(1);
     expect(statuses.every((s) => s === 'miss' || s === 'coalesced' || s === 'hit')).toBe(true);
     // no subscription is left behind once everyone is served
-    await Promise.all(workers.map((w) => w.exited));
+    await fleet.close();
     expect(await redis.call('PUBSUB', 'NUMSUB', `dogpile:c:{${key}}`)).toEqual([`dogpile:c:{${key}}`, 0]);
   });
 
   it('a 5 s loader with a 1 s lock TTL still runs exactly once, with no waiter errors', async () => {
     const key = `slow-${++keyN}`;
-    const workers = await startWorkers(4, { key, concurrency: 25, loaderMs: 5000, lockTtl: 1000 });
-    for (const w of workers) w.write('go\n');
-    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    const { go } = await startWorkers(4, { key, concurrency: 25, loaderMs: 5000, lockTtl: 1000 });
+    const all = await results(go());
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(all).toHaveLength(100);
     expect(await redis.get(`${key}:runs`)).toBe('1');
@@ -94,13 +105,12 @@ describe('getOrCompute across processes', () => {
   it('when the leader is killed mid-loader, exactly one new loader run serves everyone soon after the lock TTL', async () => {
     const key = `crash-${++keyN}`;
     const lockTtl = 1000;
-    const workers = await startWorkers(4, { key, concurrency: 20, loaderMs: 1500, lockTtl });
-    for (const w of workers) w.write('go\n');
-    const leader = await Promise.race(workers.map((w) => w.waitFor((l) => l === 'leading 1').then(() => w)));
+    const { fleet, go } = await startWorkers(4, { key, concurrency: 20, loaderMs: 1500, lockTtl });
+    const reports = go();
+    const leader = await Promise.race(fleet.members.map((w) => w.take('loader', 40_000).then(() => w)));
     const killedAt = Date.now();
     leader.kill('SIGKILL');
-    const survivors = workers.filter((w) => w !== leader);
-    const all = (await Promise.all(survivors.map((w) => results(w)))).flat();
+    const all = await results(reports.filter((_, i) => fleet.members[i] !== leader));
     const servedAt = Date.now();
     expect(all).toHaveLength(60);
     expect(all.filter((r) => !r.ok)).toEqual([]);
@@ -112,9 +122,8 @@ describe('getOrCompute across processes', () => {
 
   it('a big value shared but not stored reaches the waiters of every process: the loader runs once', async () => {
     const key = `share-${++keyN}`;
-    const workers = await startWorkers(4, { key, concurrency: 5, loaderMs: 500, share: true, inlineMax: 1024, padBytes: 200_000 });
-    for (const w of workers) w.write('go\n');
-    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    const { go } = await startWorkers(4, { key, concurrency: 5, loaderMs: 500, share: true, inlineMax: 1024, padBytes: 200_000 });
+    const all = await results(go());
     expect(all.filter((r) => !r.ok)).toEqual([]);
     expect(all).toHaveLength(20);
     expect(await redis.get(`${key}:runs`)).toBe('1');
@@ -129,9 +138,8 @@ describe('getOrCompute across processes', () => {
 
   it('a loader error reaches every waiter in every process, is not cached, and runs once', async () => {
     const key = `fail-${++keyN}`;
-    const workers = await startWorkers(4, { key, concurrency: 25, loaderMs: 300, fail: true });
-    for (const w of workers) w.write('go\n');
-    const all = (await Promise.all(workers.map((w) => results(w)))).flat();
+    const { go } = await startWorkers(4, { key, concurrency: 25, loaderMs: 300, fail: true });
+    const all = await results(go());
     expect(all).toHaveLength(100);
     expect(all.every((r) => !r.ok)).toBe(true);
     expect(await redis.get(`${key}:runs`)).toBe('1');

@@ -9,6 +9,7 @@ import { startRedisCluster } from '../tools/redis-server.js';
 import { useRedisCluster } from './support/use-redis.js';
 import { freshId, sleep } from '../tools/basics.js';
 import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 import { fetchReply } from '../tools/http-client.js';
 
 const cluster = useRedisCluster(3);
@@ -123,34 +124,29 @@ describe('on a Redis Cluster', () => {
 
   it('across processes: 4 cache processes × 25 concurrent calls on a cold key run the loader once', async () => {
     const key = `procs-${freshId()}`;
-    const workers = Array.from({ length: 4 }, () =>
-      NodeChild.tsx('test/fixtures/cache-worker.ts', [JSON.stringify({ url: '', cluster: cluster.startupNodes, key, concurrency: 25, loaderMs: 200 })]),
-    );
-    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-    for (const w of workers) w.write('go\n');
-    const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 60_000)));
-    const results = lines.flatMap((l) => (JSON.parse(l) as { results: { ok: boolean; value?: { pid: number; run: number } }[] }).results);
+    const fleet = await Fleet.start('get-or-compute', 4, { url: '', cluster: cluster.startupNodes, key, loaderMs: 200, cache: { lockTtl: 5000, waitTimeout: 30_000 } });
+    const results = (await fleet.run<{ value?: { pid: number; run: number } }>({ mode: 'burst', calls: 25 }, { timeoutMs: 60_000 })).flat();
     expect(results).toHaveLength(100);
     expect(results.every((r) => r.ok)).toBe(true);
     expect(new Set(results.map((r) => `${r.value?.pid}:${r.value?.run}`)).size).toBe(1);
     const counter = cluster.client();
     expect(await counter.get(`${key}:runs`)).toBe('1');
-    await Promise.all(workers.map((w) => w.waitExit(20_000)));
+    expect(await fleet.close(20_000)).toBe(true);
   });
 
   it('lock across processes: 4 processes take one lock 25 times each, never two holders at once', async () => {
     const name = `procs-${freshId()}`;
-    const workers = Array.from({ length: 4 }, () =>
-      NodeChild.tsx('test/fixtures/cluster-lock-worker.ts', [JSON.stringify({ nodes: cluster.startupNodes, name, acquisitions: 25 })]),
-    );
-    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-    for (const w of workers) w.write('go\n');
-    const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 90_000)));
-    const results = lines.map((l) => JSON.parse(l) as { acquired: number; badIncr: number[]; errors: string[] });
+    const fleet = await Fleet.start('lock', 4, { url: '', cluster: cluster.startupNodes, name });
+    const runs = await fleet.run<{ n?: number }>({ mode: 'lanes', lanes: 1, calls: 25 }, { timeoutMs: 90_000 });
+    const results = runs.map((records) => ({
+      acquired: records.filter((r) => r.ok).length,
+      badIncr: records.filter((r) => r.ok && r.n !== 1).map((r) => r.n!),
+      errors: records.filter((r) => !r.ok).map((r) => `${r.name}: ${r.message}`),
+    }));
     expect(results.flatMap((r) => r.errors)).toEqual([]);
     expect(results.flatMap((r) => r.badIncr)).toEqual([]);
     expect(results.map((r) => r.acquired)).toEqual([25, 25, 25, 25]);
-    await Promise.all(workers.map((w) => w.waitExit(20_000)));
+    expect(await fleet.close(20_000)).toBe(true);
   });
 
   it('HTTP across processes: an Express and a Fastify process, 100 concurrent requests for a cold route run the handler once', async () => {

@@ -3,7 +3,6 @@
  * the keys a process follows while other processes refresh them are bounded: real Redis
  * servers, and a child process for the claims across processes.
  */
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { createCache, type DogpileCache } from '../src/index.js';
@@ -11,7 +10,8 @@ import { cacheKeys } from '../src/store/key.js';
 import { FOLLOWED_MAX, FOLLOWED_MAX_BYTES } from '../src/core/refreshing-elsewhere.js';
 import { keyHintSize } from '../src/shared/key-hints.js';
 import { useRedis } from './support/use-redis.js';
-import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
+import { killAllChildren, type JsonChild } from '../tools/child-process.js';
+import { Fleet, launch } from '../tools/fleet/fleet.js';
 import { freshId, sleep, waitUntil } from '../tools/basics.js';
 
 const server = useRedis();
@@ -49,11 +49,10 @@ describe('every failure after the loader returned lets go of the lead at once an
   // Far longer than the test's own bounds: a waiter that waited the lock out would time the test out.
   const LOCK_TTL = 60_000;
 
-  async function waiter(): Promise<JsonChild> {
-    const config = { url: server.url, lockTtl: LOCK_TTL, waitTimeout: 2 * LOCK_TTL };
-    const child = new JsonChild('waiter', ['--import', 'tsx', path.join(root, 'test/fixtures/waiter-worker.ts'), JSON.stringify(config)], { cwd: root });
-    await child.take('ready', 20_000);
-    return child;
+  /** A process of the get-or-compute fleet scenario that will call `key` (and say when it waits for another process). */
+  async function waiter(key: string): Promise<JsonChild> {
+    const config = { url: server.url, client: 'ioredis', key, loaderMs: 0, waits: true, cache: { lockTtl: LOCK_TTL, waitTimeout: 2 * LOCK_TTL } };
+    return (await Fleet.start('get-or-compute', 1, config, { label: 'waiter', readyTimeoutMs: 20_000 })).member(0);
   }
 
   /** Scripts run by the server so far (the waiter's lookups; nothing else runs one meanwhile). */
@@ -88,7 +87,7 @@ describe('every failure after the loader returned lets go of the lead at once an
   for (const c of cases) {
     it(`${c.name}: a waiter in another process gets the error at once, the loader ran once, the key can be led again`, async () => {
       const key = freshId('verdict');
-      const child = await waiter();
+      const child = await waiter(key);
       const leader = cacheOn({ lockTtl: LOCK_TTL });
       const started = deferred();
       const release = deferred();
@@ -109,7 +108,7 @@ describe('every failure after the loader returned lets go of the lead at once an
       );
       await started.promise;
       const before = await scriptCalls();
-      child.send({ cmd: 'call', key });
+      const call = launch([child], { mode: 'burst', calls: 1 }, { timeoutMs: 20_000, leadMs: 0 })[0]!;
       // The waiter's lookup found this process leading; it subscribed to the key's channel and
       // looked once more (an announcement made before that second look would let it lead).
       await child.take('waiting', 20_000);
@@ -120,7 +119,7 @@ describe('every failure after the loader returned lets go of the lead at once an
       // The lock is gone as soon as the leader's call settled.
       expect(await redis.exists(cacheKeys('dogpile', key).lock)).toBe(0);
       // Answered by the announcement, not by the lock running out (that would take a minute).
-      const result = await child.take('result', 20_000);
+      const [result] = (await call).records;
       expect(result).toMatchObject({ ok: false, code: 'E_LOADER', causeName: c.errorName });
       expect(child.seen('loader')).toEqual([]);
       expect(runs).toBe(1);

@@ -21,7 +21,8 @@ import { Cached, DogpileModule } from '../src/nest/index.js';
 import { closest } from '../src/shared/known-options.js';
 import { useRedis, useRedisCluster } from './support/use-redis.js';
 import { freshId, waitUntil, sleep } from '../tools/basics.js';
-import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { killAllChildren } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 
 afterEach(killAllChildren);
 
@@ -140,17 +141,12 @@ describe('keys, tags and lock names with braces', () => {
 
     it('across processes: 2 cache processes × 10 calls on "}x" run the loader once', async () => {
       const key = `}x-${freshId()}`;
-      const workers = Array.from({ length: 2 }, () =>
-        NodeChild.tsx('test/fixtures/cache-worker.ts', [JSON.stringify({ url: '', cluster: cluster.startupNodes, key, concurrency: 10, loaderMs: 200 })]),
-      );
-      await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-      for (const w of workers) w.write('go\n');
-      const lines = await Promise.all(workers.map((w) => w.waitFor((l) => l.startsWith('{'), 60_000)));
-      const results = lines.flatMap((l) => (JSON.parse(l) as { results: { ok: boolean; value?: { pid: number; run: number } }[] }).results);
+      const fleet = await Fleet.start('get-or-compute', 2, { url: '', cluster: cluster.startupNodes, key, loaderMs: 200, cache: { lockTtl: 5000, waitTimeout: 30_000 } });
+      const results = (await fleet.run<{ value?: { pid: number; run: number } }>({ mode: 'burst', calls: 10 }, { timeoutMs: 60_000 })).flat();
       expect(results.every((r) => r.ok)).toBe(true);
       expect(new Set(results.map((r) => `${r.value?.pid}:${r.value?.run}`)).size).toBe(1);
       expect(await cluster.client().get(`${key}:runs`)).toBe('1');
-      await Promise.all(workers.map((w) => w.waitExit(20_000)));
+      expect(await fleet.close(20_000)).toBe(true);
     });
   });
 });

@@ -18,7 +18,8 @@ import { instrumentDogpile } from '../src/otel/index.js';
 import { registerDogpileMetrics } from '../src/prometheus/index.js';
 import { getOrComputeChannel, loaderChannel } from '../src/shared/diagnostics.js';
 import { sleep, waitUntil } from '../tools/basics.js';
-import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { killAllChildren } from '../tools/child-process.js';
+import { Fleet } from '../tools/fleet/fleet.js';
 import { get } from '../tools/http-client.js';
 import { RedisServer } from '../tools/redis-server.js';
 import { useRedis } from './support/use-redis.js';
@@ -52,16 +53,16 @@ describe('tracing channels', () => {
   it('across processes: each process sees its calls (one miss in all, the rest coalesced) and the one loader run with its duration', async () => {
     const key = uniq('herd');
     const loaderMs = 1500;
-    const workers = Array.from({ length: 4 }, () =>
-      NodeChild.tsx('test/fixtures/observed-worker.ts', [JSON.stringify({ url: server.url, key, concurrency: 10, loaderMs })], {
-        env: { ...process.env, NODE_DEBUG: 'dogpile-guard' },
-      }),
+    const fleet = await Fleet.start(
+      'get-or-compute',
+      4,
+      { url: server.url, client: 'ioredis', key, loaderMs, api: 'getOrCompute', trace: true, cache: { lockTtl: 5000, waitTimeout: 30_000 } },
+      { env: { ...process.env, NODE_DEBUG: 'dogpile-guard' } },
     );
-    await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-    for (const w of workers) w.write('go\n');
+    const workers = fleet.members;
     type Report = { results: { run: number }[]; events: Record<string, Record<string, unknown>[]> };
-    const reports = await Promise.all(workers.map(async (w) => JSON.parse(await w.waitFor((l) => l.startsWith('{'), 40_000)) as Report));
-    await Promise.all(workers.map((w) => w.exited));
+    const reports: Report[] = (await Promise.all(fleet.launch<{ run: number }>({ mode: 'burst', calls: 10 }, { timeoutMs: 40_000 }))).map((r) => ({ results: r.records, events: r.events as Report['events'] }));
+    await fleet.close();
 
     const ends = reports.flatMap((r) => r.events['getOrCompute.asyncEnd'] ?? []);
     expect(ends).toHaveLength(40);

@@ -8,7 +8,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { useRedis } from './support/use-redis.js';
-import { killAllChildren, NodeChild } from '../tools/child-process.js';
+import { killAllChildren, type JsonChild } from '../tools/child-process.js';
+import { Fleet, launch } from '../tools/fleet/fleet.js';
+import { monotonicMs, type CallPlan } from '../tools/fleet/plan.js';
 import { waitUntil } from '../tools/basics.js';
 
 interface CallRecord {
@@ -38,34 +40,34 @@ let keyN = 0;
 beforeAll(() => {
   redis = server.client();
 });
-afterEach(killAllChildren);
+const fleets: Fleet[] = [];
+afterEach(async () => {
+  await Promise.all(fleets.splice(0).map((f) => f.close()));
+  await killAllChildren();
+});
 afterAll(async () => {
   await killAllChildren();
 });
 
-async function startWorkers(count: number, config: Record<string, unknown>): Promise<NodeChild[]> {
-  const workers = Array.from({ length: count }, () => NodeChild.tsx('test/fixtures/stale-worker.ts', [JSON.stringify({ url: server.url, ...config })]));
-  await Promise.all(workers.map((w) => w.waitFor((l) => l === 'ready')));
-  return workers;
+/** `count` processes of the get-or-compute scenario whose loader reads its mode from Redis and logs its runs. */
+async function startWorkers(count: number, config: Record<string, unknown>): Promise<JsonChild[]> {
+  const fleet = await Fleet.start('get-or-compute', count, { url: server.url, client: 'ioredis', modes: true, ...config });
+  fleets.push(fleet);
+  return fleet.members;
 }
 
-function jsonLines<T>(w: NodeChild, field: string): T[] {
-  return w.stdout
-    .split('\n')
-    .filter((l) => l.startsWith(`{"${field}"`))
-    .map((l) => (JSON.parse(l) as Record<string, T>)[field]!);
+async function runOn(w: JsonChild, plan: CallPlan): Promise<CallRecord[]> {
+  return (await launch<CallRecord>([w], plan, { timeoutMs: 60_000, leadMs: 0 })[0]!).records;
 }
 
-/** Sends a command and returns the worker's next `{ field: ... }` line. */
-async function ask<T>(w: NodeChild, command: Record<string, unknown>, field: 'result' | 'results', timeoutMs = 60_000): Promise<T> {
-  const seen = jsonLines(w, field).length;
-  w.write(`${JSON.stringify(command)}\n`);
-  await w.waitFor(() => jsonLines(w, field).length > seen, timeoutMs);
-  return jsonLines<T>(w, field)[seen]!;
-}
+const call = async (w: JsonChild) => (await runOn(w, { mode: 'burst', calls: 1 }))[0]!;
+const loop = (w: JsonChild, durationMs: number, intervalMs = 20) => runOn(w, { mode: 'open', durationMs, intervalMs });
 
-const call = (w: NodeChild) => ask<CallRecord>(w, { op: 'call' }, 'result');
-const loop = (w: NodeChild, durationMs: number, intervalMs = 20) => ask<CallRecord[]>(w, { op: 'loop', durationMs, intervalMs }, 'results');
+/** Resolves once this process's loader starts run `run` (the fleet-wide run number). */
+async function leading(w: JsonChild, run: number, timeoutMs = 45_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while ((await w.take('loader', Math.max(1, deadline - performance.now()))).run !== run);
+}
 
 async function runLog(key: string): Promise<RunLog[]> {
   return (await redis.lrange(`${key}:log`, 0, -1)).map((l) => JSON.parse(l) as RunLog).sort((a, b) => a.start - b.start);
@@ -129,7 +131,7 @@ describe('staleWhileRevalidate across processes', () => {
     expect((await call(a!)).status).toBe('miss');
     await sleep(400);
     expect(await call(a!)).toMatchObject({ status: 'stale', run: 1 });
-    await a!.waitFor((l) => l === 'leading 2', 10_000);
+    await leading(a!, 2, 10_000);
     const scripts = async () => {
       const info = await redis.info('commandstats');
       return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
@@ -163,9 +165,9 @@ describe('staleWhileRevalidate across processes', () => {
     await call(workers[0]!);
     await sleep(400);
     const loops = workers.map((w) => loop(w, 5000).catch(() => undefined));
-    const refresher = await Promise.race(workers.map((w) => w.waitFor((l) => l === 'leading 2', 20_000).then(() => w)));
+    const refresher = await Promise.race(workers.map((w) => leading(w, 2, 20_000).then(() => w)));
     refresher.kill('SIGKILL');
-    const killedAt = Date.now();
+    const killedAt = monotonicMs();
     const survivors = (await Promise.all(loops)).filter((r): r is CallRecord[] => r !== undefined).flat();
     const log = await runLog(key);
     // run 2 died with its process; run 3 started once the dead refresher's lock ran out
@@ -273,7 +275,7 @@ describe('softTimeout and hardTimeout across processes', () => {
     const [a, b] = await startWorkers(2, { key, ttl: 60_000, loaderMs: 50, cache: { hardTimeout, lockTtl: 20_000 } });
     await redis.set(`${key}:mode`, 'hang');
     const first = call(a!);
-    await a!.waitFor((l) => l === 'leading 1');
+    await leading(a!, 1);
     const waiter = call(b!);
     const [ra, rb] = await Promise.all([first, waiter]);
     expect(ra).toMatchObject({ ok: false, name: 'LoaderTimeoutError', code: 'E_LOADER_TIMEOUT' });
@@ -298,7 +300,7 @@ describe('softTimeout and hardTimeout across processes', () => {
     await sleep(300);
     await redis.set(`${key}:mode`, 'hang');
     const first = call(a!);
-    await a!.waitFor((l) => l === 'leading 2');
+    await leading(a!, 2);
     const [ra, rb] = await Promise.all([first, call(b!)]);
     for (const r of [ra, rb]) expect(r).toMatchObject({ ok: true, status: 'stale', reason: 'error', run: 1 });
   });

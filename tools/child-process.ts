@@ -192,7 +192,7 @@ export type Message = Record<string, any> & { event: string };
 
 /**
  * A Node process speaking JSON lines: commands go to its stdin, each stdout line is a message
- * `{ event, ... }` (the protocol of `test/fixtures/child-io.ts` and `bench/lock-worker.ts`). A
+ * `{ event, ... }` (the protocol of `test/fixtures/child-io.ts` and of the fleet harness, `tools/fleet/member.ts`). A
  * `fatal` or `unhandled-rejection` message fails every later `take`.
  */
 export class JsonChild extends NodeChild {
@@ -216,13 +216,13 @@ export class JsonChild extends NodeChild {
     this.write(`${JSON.stringify(command)}\n`);
   }
 
-  /** The next message with this event (each message is taken once). */
-  take(event: string, timeoutMs = 10_000): Promise<Message> {
+  /** The next message with this event (and, given `match`, that it accepts); each message is taken once. */
+  take(event: string, timeoutMs = 10_000, match: (message: Message) => boolean = () => true): Promise<Message> {
     return this.until(
       `"${event}"`,
       () => {
         if (this.failure) throw this.failure;
-        const i = this.messages.findIndex((m) => m.event === event);
+        const i = this.messages.findIndex((m) => m.event === event && match(m));
         return i === -1 ? undefined : this.messages.splice(i, 1)[0]!;
       },
       timeoutMs,

@@ -1,13 +1,12 @@
 /**
- * One process of the cold-key stampede benchmark (`bench/stampede-wakeup.bench.ts`):
- *
- *   node --import tsx bench/stampede-wakeup-worker.ts <redis url>
+ * Fleet scenario of the cold-key stampede benchmark (`bench/stampede-wakeup.bench.ts`), driven
+ * by its commands (its stampedes start on a Redis message, not on the fleet's clock).
+ * Config: `{ url }`.
  *
  * It holds one `createCache({ redis: client })` on its own ioredis connection, a plain ioredis
  * connection for the loader's run counter and the raw PUBLISH, and a plain ioredis subscriber on
  * `CONTROL_CHANNEL` (the trigger of a stampede) and `RAW_CHANNEL` (the reference delivery).
- * Commands are JSON lines on stdin, answers JSON lines on stdout (`{ event, ... }`, the protocol
- * of `JsonChild`):
+ * Commands (tools/fleet/member.ts):
  *
  * - `arm { round, key, runsKey }` → `armed`: the next trigger message naming `round` starts the
  *   stampede of `key`: `CALLERS` calls of `getOrCompute(key, loader, TTL_MS)` in one loop, no
@@ -18,7 +17,6 @@
  *   `RAW_CHANNEL`, all resolved by one listener; once they are: `raw { round, resolved }`.
  * - `publish { round }`: a raw PUBLISH of a ~100-byte payload on `RAW_CHANNEL` from the plain
  *   connection; `published { sent, reply }` (`sent`: the moment before the PUBLISH was sent).
- * - `exit`: closes everything and exits (also when stdin closes).
  *
  * Every time is `process.hrtime.bigint()` in ns as a number: CLOCK_MONOTONIC on Linux, one
  * clock for every process of the machine, so times taken in different processes compare.
@@ -28,13 +26,12 @@
  * `sendCommand`, wrapped here to take that time: a measurement shim of this process only), and
  * `commands` how many it handed over until every call resolved, `commandTimes` when each was.
  */
-import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
-import { sleep } from '../tools/basics.js';
-import { createCache } from '../src/index.js';
+import { sleep } from '../../tools/basics.js';
+import { fail, memberConfig, runMember, send } from '../../tools/fleet/member.js';
+import { createCache } from '../../src/index.js';
 
-const url = process.argv[2];
-if (!url) throw new Error('usage: stampede-wakeup-worker.ts <redis url>');
+const { url } = memberConfig<{ url: string }>();
 
 const CONTROL_CHANNEL = 'bench:stampede:go';
 const RAW_CHANNEL = 'bench:stampede:raw';
@@ -47,18 +44,8 @@ const RAW_PAYLOAD = JSON.stringify({ kind: 'ok', value: { id: 1, name: 'x'.repea
 
 const nowNs = () => Number(process.hrtime.bigint());
 
-function send(msg: { event: string } & Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify(msg)}\n`);
-}
-
-function fatal(err: unknown): never {
-  send({ event: 'fatal', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-  process.exit(1);
-}
-process.on('unhandledRejection', (reason) => fatal(reason));
-
 function connect(): Redis {
-  const client = new Redis(url!, { maxRetriesPerRequest: 1 });
+  const client = new Redis(url, { maxRetriesPerRequest: 1 });
   client.on('error', () => {
     /* surfaced through the failing calls */
   });
@@ -146,7 +133,7 @@ function stampede(a: Armed, trigger: number): void {
   Promise.all(calls).then(() => {
     watching = false;
     send({ event: 'stampede', round: a.round, trigger, firstCall, loopEnd, firstCommand, firstCommandName, commands, commandTimes, arrivals, resolved, loads });
-  }, fatal);
+  }, fail);
 }
 
 // --- the raw reference ------------------------------------------------------------------------
@@ -155,7 +142,7 @@ function stampede(a: Armed, trigger: number): void {
 let rawWaiting: ((payload: unknown) => void)[] = [];
 let rawArrival = 0;
 
-function rawArm(round: number): void {
+function rawArm(round: number): { event: string; round: number } {
   const resolved = new Array<number>(CALLERS).fill(0);
   const waits: Promise<void>[] = [];
   const resolvers: ((payload: unknown) => void)[] = [];
@@ -167,15 +154,15 @@ function rawArm(round: number): void {
     );
   }
   rawWaiting = resolvers;
-  Promise.all(waits).then(() => send({ event: 'raw', round, resolved, arrival: rawArrival }), fatal);
-  send({ event: 'raw-armed', round });
+  Promise.all(waits).then(() => send({ event: 'raw', round, resolved, arrival: rawArrival }), fail);
+  return { event: 'raw-armed', round };
 }
 
-async function publish(round: number): Promise<void> {
+async function publish(round: number): Promise<{ event: string } & Record<string, unknown>> {
   const sent = nowNs();
   await side.publish(RAW_CHANNEL, RAW_PAYLOAD);
   const reply = nowNs();
-  send({ event: 'published', round, sent, reply });
+  return { event: 'published', round, sent, reply };
 }
 
 subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => {
@@ -184,7 +171,7 @@ subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => {
   if (name === CONTROL_CHANNEL) {
     const round = Number(message.toString());
     const a = armed;
-    if (!a || a.round !== round) fatal(new Error(`trigger of round ${round} arrived, armed for ${a?.round ?? 'none'}`));
+    if (!a || a.round !== round) fail(new Error(`trigger of round ${round} arrived, armed for ${a?.round ?? 'none'}`));
     armed = undefined;
     stampede(a, at);
   } else if (name === RAW_CHANNEL) {
@@ -198,34 +185,26 @@ subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => {
   }
 });
 
-// --- main loop --------------------------------------------------------------------------
+// --- the fleet member ------------------------------------------------------------------
 
-async function shutdown(): Promise<never> {
-  await cache.close().catch(() => {});
-  for (const c of [client, side, subscriber]) await c.quit().catch(() => {});
-  process.exit(0);
-}
-
-const rl = createInterface({ input: process.stdin });
-rl.on('line', (line) => {
-  const msg = JSON.parse(line) as { cmd: string } & Record<string, unknown>;
-  switch (msg.cmd) {
-    case 'arm':
-      armed = { round: msg.round as number, key: msg.key as string, runsKey: msg.runsKey as string };
-      return send({ event: 'armed', round: msg.round });
-    case 'raw-arm':
-      return rawArm(msg.round as number);
-    case 'publish':
-      return void publish(msg.round as number).catch(fatal);
-    case 'exit':
-      return void shutdown();
-    default:
-      fatal(new Error(`unknown command ${msg.cmd}`));
-  }
+runMember({
+  async start() {
+    await subscriber.subscribe(CONTROL_CHANNEL, RAW_CHANNEL);
+    await side.ping();
+    await cache.getOrCompute(`bench:stampede:warmup:${process.pid}`, () => ({ pid: process.pid }), TTL_MS);
+    return {
+      commands: {
+        arm: async (msg) => {
+          armed = { round: msg.round as number, key: msg.key as string, runsKey: msg.runsKey as string };
+          return { event: 'armed', round: msg.round };
+        },
+        'raw-arm': async (msg) => rawArm(msg.round as number),
+        publish: (msg) => publish(msg.round as number),
+      },
+      async close() {
+        await cache.close().catch(() => {});
+        for (const c of [client, side, subscriber]) await c.quit().catch(() => {});
+      },
+    };
+  },
 });
-rl.on('close', () => void shutdown());
-
-await subscriber.subscribe(CONTROL_CHANNEL, RAW_CHANNEL);
-await side.ping();
-await cache.getOrCompute(`bench:stampede:warmup:${process.pid}`, () => ({ pid: process.pid }), TTL_MS);
-send({ event: 'up', pid: process.pid });

@@ -1,30 +1,27 @@
 /**
- * Child process of `bench/core.bench.ts`: runs one side of a stampede, or the hit-path
- * measurements, for the contenders compared there.
+ * Fleet scenario of `bench/core.bench.ts`: one side of a stampede, or the hit-path
+ * measurements, for the contenders compared there (the parent starts it with --expose-gc).
  *
- *   node --expose-gc --import tsx bench/core-worker.ts <redis url> [<baseline checkout>]
+ * Config: `{ url, baseline? }`. With a baseline checkout (CORE_BENCH_BASELINE in the parent),
+ * the process also imports that checkout's `src/index.ts` and offers its `createCache` as the
+ * `…@baseline` contenders.
  *
- * With a baseline checkout (CORE_BENCH_BASELINE in the parent), the worker also imports that
- * checkout's `src/index.ts` and offers its `createCache` as the `…@baseline` contenders.
- *
- * Parent → worker: JSON lines on stdin. Worker → parent: JSON lines on stdout, each prefixed
- * with `@@ ` (anything else a library prints is ignored by the parent).
- *
- *   {op:'prepare', contender, key, counterKey, callers} → {ev:'ready'}  (connected, warmed up)
- *   {op:'go', at}                                       → {ev:'done', excess, errors, localRuns, startedLate}
- *   {op:'dispose'}                                      → {ev:'disposed'}
- *   {op:'hitSetup', keys}                               → {ev:'hitReady', bytes}
- *   {op:'hitRound', contenders, mode, slices, …}        → {ev:'hitResult', results: [{id, ops, ms}]}
- *   {op:'exit'}                                         → closes everything and exits
- *
- * The worker exits by itself when stdin closes (the parent is gone).
+ * - `prepare { contender, key, counterKey }`: a fresh contender, connected and warmed up;
+ *   `prepared`.
+ * - `go` (`burst`): every call is one caller of the stampede of `key`; a wrong value fails the
+ *   call. `done` adds `timeline`: ms after the agreed start of this process's loader start and
+ *   end (when it ran the loader), first and last caller settled.
+ * - `dispose` → `disposed`: the contender closes.
+ * - `hitSetup { keys }` → `hitReady { bytes }`; `hitRound { contenders, mode, slices, … }` →
+ *   `hitResult { results: [{ id, ops, ms }] }`.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { sleep } from '../tools/basics.js';
+import { sleep } from '../../tools/basics.js';
+import { runMember, type MemberContext } from '../../tools/fleet/member.js';
+import { monotonicMs } from '../../tools/fleet/plan.js';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { createCache as createAcd } from 'async-cache-dedupe';
@@ -35,15 +32,14 @@ import { createCache as createCacheManager } from 'cache-manager';
 import Keyv from 'keyv';
 import KeyvRedis from '@keyv/redis';
 import { Mutex } from 'redis-semaphore';
-import { createCache, jsonSerializer, type DogpileCache } from '../src/index.js';
-import { LOOKUP } from '../src/store/cache-scripts.js';
-import { EntryCodec } from '../src/store/codec.js';
-import { defaultSerializer } from '../src/store/serializer.js';
+import { createCache, jsonSerializer, type DogpileCache } from '../../src/index.js';
+import { LOOKUP } from '../../src/store/cache-scripts.js';
+import { EntryCodec } from '../../src/store/codec.js';
+import { defaultSerializer } from '../../src/store/serializer.js';
 
 const rawCodec = new EntryCodec(defaultSerializer);
 
-const url = process.argv[2];
-if (!url) throw new Error('usage: core-worker.ts <redis url> [<baseline checkout>]');
+let url = '';
 
 /** The part of another checkout's `src/index.ts` used here (its types are its own). */
 interface BaselineCache {
@@ -58,9 +54,7 @@ interface BaselineModule {
  * dogpile-guard as built from another checkout: its sources, run by tsx like ours. Its imports
  * of ioredis etc. resolve to the same node_modules (the checkouts link the same directory).
  */
-const baseline = process.argv[3]
-  ? ((await import(pathToFileURL(path.join(process.argv[3], 'src', 'index.ts')).href)) as BaselineModule)
-  : undefined;
+let baseline: BaselineModule | undefined;
 /** The baseline's Redis prefixes on the hit path: as long as ours, so that keys cost the same. */
 const BASELINE_PREFIX = 'dogbase';
 const BASELINE_JSON_PREFIX = 'dogbase-json';
@@ -78,8 +72,6 @@ const HIT_TTL_MS = 3_600_000;
 const LOADER_MS = 100;
 /** Lock TTL of the lock-guarded cache-asides (dogpile-guard's default lockTtl). */
 const LOCK_TTL_MS = 5000;
-/** A caller that has not settled after this long is counted as an error. */
-const CALL_DEADLINE_MS = 25_000;
 
 interface Product {
   id: number;
@@ -109,12 +101,8 @@ interface Contender {
   close(): Promise<void>;
 }
 
-function send(msg: unknown): void {
-  process.stdout.write(`@@ ${JSON.stringify(msg)}\n`);
-}
-
 async function connect(): Promise<Redis> {
-  const client = new Redis(url!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
   client.on('error', () => {
     /* surfaced through the failing calls */
   });
@@ -283,80 +271,54 @@ interface Prepared {
   contender: Contender;
   key: string;
   counterKey: string;
-  callers: number;
 }
 
 let counter: Redis | undefined;
 let prepared: Prepared | undefined;
 
-async function prepare(msg: { contender: ContenderName; key: string; counterKey: string; callers: number }): Promise<void> {
+async function prepare(msg: { contender: ContenderName; key: string; counterKey: string }): Promise<void> {
   counter ??= await connect();
   const contender = await makeContender(msg.contender);
   // Warm-up on another key: connects lazy clients and loads Lua scripts, so the measured
   // stampede sees a running application, not a cold start.
   await contender.call(`${msg.key}:warmup:${process.pid}`, async () => makeValue(1));
   settleHeap();
-  prepared = { contender, key: msg.key, counterKey: msg.counterKey, callers: msg.callers };
-  send({ ev: 'ready' });
+  prepared = { contender, key: msg.key, counterKey: msg.counterKey };
 }
 
-async function go(at: number): Promise<void> {
-  const p = prepared;
-  if (!p) throw new Error('go before prepare');
+/** One stampede: its loader, and what this process saw of it. */
+function stampede(p: Prepared, at: number, ctx: MemberContext) {
   const incrs: Promise<unknown>[] = [];
-  let localRuns = 0;
-  const now = () => performance.timeOrigin + performance.now() - at;
+  const now = () => monotonicMs() - at;
   const timeline: Record<string, number> = {};
   const loader: Loader = async () => {
-    localRuns++;
+    ctx.loaderRan();
     timeline.loaderStart ??= now();
     incrs.push(counter!.incr(p.counterKey));
     await sleep(LOADER_MS);
     timeline.loaderEnd ??= now();
     return makeValue();
   };
-  // Start together with the other processes: sleep to just before `at`, then spin.
-  const wait = at - Date.now();
-  if (wait > 2) await sleep(wait - 2);
-  while (Date.now() < at) {
-    /* spin the last milliseconds */
-  }
-  const startedLate = performance.timeOrigin + performance.now() - at;
-  const excess: number[] = [];
-  const errors: string[] = [];
-  const calls: Promise<void>[] = [];
-  for (let i = 0; i < p.callers; i++) {
-    const t0 = performance.now();
-    calls.push(
-      p.contender.call(p.key, loader).then(
-        (value) => {
-          timeline.firstSettled ??= now();
-          excess.push(performance.now() - t0 - LOADER_MS);
-          if (value?.id !== 42) errors.push(`wrong value: ${JSON.stringify(value)?.slice(0, 80)}`);
-        },
-        (err: unknown) => {
-          errors.push(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
-        },
-      ),
-    );
-  }
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, CALL_DEADLINE_MS)));
-  await Promise.race([Promise.all(calls), deadline]);
-  clearTimeout(timer);
-  timeline.lastSettled = now();
-  const unsettled = p.callers - excess.length - errors.length;
-  if (unsettled > 0) errors.push(`${unsettled} callers did not settle within ${CALL_DEADLINE_MS} ms`);
-  await Promise.all(incrs);
-  // Let trailing commands of the stampede (e.g. an UNSUBSCRIBE) reach Redis inside the window.
-  await sleep(100);
-  send({ ev: 'done', excess, errors: errors.slice(0, 5), errorCount: errors.length, localRuns, startedLate, timeline });
+  return {
+    async call(): Promise<Record<string, unknown>> {
+      const value = await p.contender.call(p.key, loader);
+      timeline.firstSettled ??= now();
+      if (value?.id !== 42) throw new Error(`wrong value: ${JSON.stringify(value)?.slice(0, 80)}`);
+      return {};
+    },
+    async report(): Promise<Record<string, unknown>> {
+      timeline.lastSettled = now();
+      await Promise.all(incrs);
+      // Let trailing commands of the stampede (e.g. an UNSUBSCRIBE) reach Redis inside the window.
+      await sleep(100);
+      return { timeline };
+    },
+  };
 }
 
 async function dispose(): Promise<void> {
   await prepared?.contender.close().catch(() => {});
   prepared = undefined;
-  send({ ev: 'disposed' });
 }
 
 // --- hit path -------------------------------------------------------------------------
@@ -368,7 +330,7 @@ interface HitState {
 
 let hit: HitState | undefined;
 
-async function hitSetup(keyCount: number): Promise<void> {
+async function hitSetup(keyCount: number): Promise<{ event: string; bytes: number }> {
   const keys = Array.from({ length: keyCount }, (_, i) => `hit:${i}`);
   const value = makeValue();
   const load = async () => value;
@@ -447,7 +409,7 @@ async function hitSetup(keyCount: number): Promise<void> {
       }),
     },
   };
-  send({ ev: 'hitReady', bytes: stored.length });
+  return { event: 'hitReady', bytes: stored.length };
 }
 
 type HitMode = 'seq' | 'inflight-same' | 'inflight-distinct';
@@ -482,7 +444,7 @@ async function runReads(fn: (slot: number) => unknown, mode: HitMode, ops: numbe
  * places every other round). Interleaving keeps slow drifts of the
  * machine from favouring whichever contender happened to run at a quiet moment.
  */
-async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: number; opsPerSlice?: number; sliceMs?: number; warmup: number }): Promise<void> {
+async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: number; opsPerSlice?: number; sliceMs?: number; warmup: number }): Promise<{ event: string; results: unknown[] }> {
   const fns = msg.contenders.map((id) => {
     const fn = hit?.fns[id];
     if (!fn) throw new Error(`unknown hit contender ${id}`);
@@ -515,42 +477,39 @@ async function hitRound(msg: { contenders: string[]; mode: HitMode; slices: numb
       c.ms += performance.now() - t0;
     }
   }
-  send({ ev: 'hitResult', results: fns.map(({ id, ops, ms }) => ({ id, ops, ms })) });
+  return { event: 'hitResult', results: fns.map(({ id, ops, ms }) => ({ id, ops, ms })) };
 }
 
-// --- main loop --------------------------------------------------------------------------
+// --- the fleet member ------------------------------------------------------------------
 
-async function shutdown(): Promise<never> {
-  await prepared?.contender.close().catch(() => {});
-  for (const close of hit?.closers ?? []) await close().catch(() => {});
-  await counter?.quit().catch(() => {});
-  process.exit(0);
-}
-
-const rl = createInterface({ input: process.stdin });
-let queue = Promise.resolve();
-rl.on('line', (line) => {
-  const msg = JSON.parse(line) as { op: string } & Record<string, unknown>;
-  queue = queue
-    .then(async () => {
-      switch (msg.op) {
-        case 'prepare':
-          return prepare(msg as never);
-        case 'go':
-          return go(msg.at as number);
-        case 'dispose':
-          return dispose();
-        case 'hitSetup':
-          return hitSetup(msg.keys as number);
-        case 'hitRound':
-          return hitRound(msg as never);
-        case 'exit':
-          return void (await shutdown());
-        default:
-          throw new Error(`unknown op ${msg.op}`);
-      }
-    })
-    .catch((err: unknown) => send({ ev: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) }));
+runMember<{ url: string; baseline?: string }>({
+  async start(config, ctx) {
+    url = config.url;
+    // dogpile-guard as built from another checkout: its sources, run by tsx like ours. Its
+    // imports of ioredis etc. resolve to the same node_modules (the checkouts link the same directory).
+    if (config.baseline) baseline = (await import(pathToFileURL(path.join(config.baseline, 'src', 'index.ts')).href)) as BaselineModule;
+    let run: ReturnType<typeof stampede> | undefined;
+    return {
+      prepare: (msg) => prepare(msg as never),
+      beforeRun(command) {
+        if (!prepared) throw new Error('go before prepare');
+        run = stampede(prepared, command.at, ctx);
+      },
+      call: () => run!.call(),
+      report: () => run!.report(),
+      commands: {
+        dispose: async () => {
+          await dispose();
+          return { event: 'disposed' };
+        },
+        hitSetup: (msg) => hitSetup(msg.keys as number),
+        hitRound: (msg) => hitRound(msg as never),
+      },
+      async close() {
+        await dispose();
+        for (const close of hit?.closers ?? []) await close().catch(() => {});
+        await counter?.quit().catch(() => {});
+      },
+    };
+  },
 });
-rl.on('close', () => void queue.then(shutdown));
-send({ ev: 'up', pid: process.pid });

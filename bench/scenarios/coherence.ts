@@ -1,11 +1,9 @@
 /**
- * One process of the coherence benchmark (`bench/coherence.bench.ts`):
- *
- *   node --import tsx bench/coherence-worker.ts <redis url>
+ * Fleet scenario of the coherence benchmark (`bench/coherence.bench.ts`), driven by its
+ * commands (tools/fleet/member.ts). Config: `{ url }`.
  *
  * It holds a `createCache({ redis, l1: { ttl: 60 s } })` and, next to it, a plain ioredis
- * subscriber on the raw channel `RAW_CHANNEL` (the reference delivery). Commands are JSON lines
- * on stdin, answers JSON lines on stdout (`{ event, ... }`, the protocol of `JsonChild`):
+ * subscriber on the raw channel `RAW_CHANNEL` (the reference delivery). Its commands:
  *
  * - `arm { kind, key, tags, version }`: reads `key` until it is answered from the L1, then
  *   watches it: from now on the loader returns `version`, and the key is read right after each
@@ -27,15 +25,14 @@
  * clock for every process of the machine, so times taken in different processes compare.
  */
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { BentoCache, bentostore } from 'bentocache';
 import { memoryDriver } from 'bentocache/drivers/memory';
-import { createCache, type DogpileCache } from '../src/index.js';
+import { createCache, type DogpileCache } from '../../src/index.js';
+import { fail, memberConfig, runMember, send } from '../../tools/fleet/member.js';
 
-const url = process.argv[2];
-if (!url) throw new Error('usage: coherence-worker.ts <redis url>');
+const { url } = memberConfig<{ url: string }>();
 
 const RAW_CHANNEL = 'bench:coherence:raw';
 /** The L1 TTL: far longer than a round, so only the channel can make a copy go. */
@@ -52,14 +49,10 @@ interface Value {
   pid: number;
 }
 
-function send(msg: { event: string } & Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify(msg)}\n`);
-}
-
 const nowNs = () => Number(process.hrtime.bigint());
 
 function connect(): Redis {
-  const client = new Redis(url!, { maxRetriesPerRequest: 1 });
+  const client = new Redis(url, { maxRetriesPerRequest: 1 });
   client.on('error', () => {
     /* surfaced through the failing calls */
   });
@@ -154,7 +147,7 @@ function check(by: string): void {
       w.fresh ??= ended;
       finish(w, false);
     },
-    (err: unknown) => fatal(err),
+    (err: unknown) => fail(err),
   );
 }
 
@@ -178,7 +171,7 @@ function poll(): void {
   w.timer = setTimeout(poll, POLL_MS);
 }
 
-async function arm(msg: { key: string; tags?: string[]; version: number }): Promise<void> {
+async function arm(msg: { key: string; tags?: string[]; version: number }): Promise<{ event: string } & Record<string, unknown>> {
   const tags = msg.tags;
   // The runs since the key was last armed belong to its previous round (a late one included).
   const previousRuns = runsOf.get(msg.key) ?? [];
@@ -207,10 +200,10 @@ async function arm(msg: { key: string; tags?: string[]; version: number }): Prom
     done: false,
   };
   poll();
-  send({ event: 'armed', previousRuns, warmRuns });
+  return { event: 'armed', previousRuns, warmRuns };
 }
 
-async function write(msg: { kind: Kind; key: string; tags?: string[]; version: number }): Promise<void> {
+async function write(msg: { kind: Kind; key: string; tags?: string[]; version: number }): Promise<{ event: string } & Record<string, unknown>> {
   const call = nowNs();
   switch (msg.kind) {
     case 'invalidate':
@@ -224,16 +217,16 @@ async function write(msg: { kind: Kind; key: string; tags?: string[]; version: n
       break;
   }
   const resolved = nowNs();
-  send({ event: 'written', call, resolved });
+  return { event: 'written', call, resolved };
   // The writer's own copy is checked at once (its own announcement comes back later).
   check('writer');
 }
 
-async function publish(id: number): Promise<void> {
+async function publish(id: number): Promise<{ event: string } & Record<string, unknown>> {
   const call = nowNs();
   await publisher.publish(RAW_CHANNEL, String(id));
   const reply = nowNs();
-  send({ event: 'published', call, reply });
+  return { event: 'published', call, reply };
 }
 
 // --- L1 hits ----------------------------------------------------------------------------
@@ -274,7 +267,7 @@ async function runReads(fn: () => unknown, mode: HitMode, ops: number, sync: boo
  * favour one contender): after a warm-up, `slices` rounds in which each contender reads in
  * batches of 1000 for `sliceMs`. Answers the ops and ms of every slice.
  */
-async function hits(msg: { contenders: string[]; mode: HitMode; slices: number; sliceMs: number; warmup: number }): Promise<void> {
+async function hits(msg: { contenders: string[]; mode: HitMode; slices: number; sliceMs: number; warmup: number }): Promise<{ event: string } & Record<string, unknown>> {
   const key = 'hit:product:1';
   const value: HitValue = { id: 1, name: 'x'.repeat(100), tags: ['a', 'b', 'c'] };
   const load = async () => value;
@@ -335,53 +328,34 @@ async function hits(msg: { contenders: string[]; mode: HitMode; slices: number; 
   await hitCache.close();
   await bento.disconnect();
   await bentoRaw.disconnect();
-  send({ event: 'hitResult', results: runs.map(({ id, slices }) => ({ id, slices })) });
+  return { event: 'hitResult', results: runs.map(({ id, slices }) => ({ id, slices })) };
 }
 
-// --- main loop --------------------------------------------------------------------------
+// --- the fleet member ------------------------------------------------------------------
 
-function fatal(err: unknown): never {
-  send({ event: 'fatal', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-  process.exit(1);
-}
-process.on('unhandledRejection', (reason) => fatal(reason));
-
-async function shutdown(): Promise<never> {
-  if (watch?.timer) clearTimeout(watch.timer);
-  await cache.close().catch(() => {});
-  for (const c of [redis, publisher, rawSubscriber]) await c.quit().catch(() => {});
-  process.exit(0);
-}
-
-const rl = createInterface({ input: process.stdin });
-let queue = Promise.resolve();
-rl.on('line', (line) => {
-  const msg = JSON.parse(line) as { cmd: string } & Record<string, unknown>;
-  // `publish` and `write` are answered at once, not behind a command still running.
-  if (msg.cmd === 'publish') return void publish(msg.id as number).catch(fatal);
-  if (msg.cmd === 'write') return void write(msg as never).catch(fatal);
-  queue = queue
-    .then(async () => {
-      switch (msg.cmd) {
-        case 'arm':
-          return arm(msg as never);
-        case 'collect': {
+runMember({
+  async start() {
+    await rawSubscriber.subscribe(RAW_CHANNEL);
+    await cache.getOrCompute('bench:coherence:warmup', loaderOf('bench:coherence:warmup'), ENTRY_TTL_MS);
+    return {
+      commands: {
+        arm: (msg) => arm(msg as never),
+        collect: async (msg) => {
           const runs = runsOf.get(msg.key as string) ?? [];
           runsOf.delete(msg.key as string);
-          return send({ event: 'collected', runs });
-        }
-        case 'hits':
-          return hits(msg as never);
-        case 'exit':
-          return void (await shutdown());
-        default:
-          throw new Error(`unknown command ${msg.cmd}`);
-      }
-    })
-    .catch(fatal);
+          return { event: 'collected', runs };
+        },
+        hits: (msg) => hits(msg as never),
+        publish: (msg) => publish(msg.id as number),
+        write: (msg) => write(msg as never),
+      },
+      // `publish` and `write` are answered at once, not behind a command still running.
+      immediate: ['publish', 'write'],
+      async close() {
+        if (watch?.timer) clearTimeout(watch.timer);
+        await cache.close().catch(() => {});
+        for (const c of [redis, publisher, rawSubscriber]) await c.quit().catch(() => {});
+      },
+    };
+  },
 });
-rl.on('close', () => void queue.then(shutdown));
-
-await rawSubscriber.subscribe(RAW_CHANNEL);
-await cache.getOrCompute('bench:coherence:warmup', loaderOf('bench:coherence:warmup'), ENTRY_TTL_MS);
-send({ event: 'up', pid: process.pid });
