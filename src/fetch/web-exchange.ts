@@ -1,0 +1,177 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeWebStream } from 'node:stream/web';
+import { HttpGuard, type CachePlan, type HttpRequestInfo } from '../http/guard.js';
+import type { ResponseCapture } from '../http/capture.js';
+import type { PreparedResponse } from '../http/serve.js';
+import type { HttpCacheOptions } from '../http/options.js';
+import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
+
+/** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
+export type RunHandler = (request: Request) => Response | Promise<Response>;
+
+/** A `Request`'s headers as Node has them: lower-case names, `set-cookie` a list, others joined. */
+export function requestHeaders(request: Request): IncomingHttpHeaders {
+  const headers: IncomingHttpHeaders = {};
+  request.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  if (headers.host === undefined) {
+    const host = new URL(request.url).host;
+    if (host !== '') headers.host = host;
+  }
+  return headers;
+}
+
+/** What the guard reads of a `Request`: method, path with query, headers. */
+export function requestInfo(request: Request): HttpRequestInfo {
+  const url = new URL(request.url);
+  return { method: request.method, url: `${url.pathname}${url.search}`, headers: requestHeaders(request) };
+}
+
+/** A `Response`'s headers as an object with lower-case names (`set-cookie` a list). */
+function responseHeaders(response: Response): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  response.headers.forEach((value, name) => {
+    if (name !== 'set-cookie') headers[name] = value;
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers['set-cookie'] = cookies;
+  return headers;
+}
+
+function toHeaders(headers: OutgoingHttpHeaders | Readonly<Record<string, string | string[]>>): Headers {
+  const out = new Headers();
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) out.append(name, String(v));
+    else out.set(name, String(value));
+  }
+  return out;
+}
+
+/** The handler's `Response` as a payload the capture reads: its body as a Node stream. */
+function handlerAnswer(response: Response): HandlerAnswer {
+  const body = response.body;
+  return { status: response.status, headers: responseHeaders(response), payload: body === null ? null : Readable.fromWeb(body as unknown as NodeWebStream<Uint8Array>) };
+}
+
+type Body = ConstructorParameters<typeof Response>[0];
+
+function webBody(payload: ClientAnswer['payload'], head: boolean): Body {
+  if (payload === null) return null;
+  if (head) {
+    // Headers only for a HEAD; a stream is still read to its end, for the capture.
+    if (payload instanceof Readable) payload.resume();
+    return null;
+  }
+  if (payload instanceof Readable) return Readable.toWeb(payload) as unknown as ReadableStream<Uint8Array>;
+  return payload as Body;
+}
+
+function toResponse(answer: ClientAnswer, head: boolean): Response {
+  const status = answer.status;
+  // 204, 205 and 304 carry no body (the Response constructor refuses one).
+  const bodyless = status === 204 || status === 205 || status === 304;
+  return new Response(bodyless ? null : webBody(answer.payload, head), { status, headers: toHeaders(answer.headers) });
+}
+
+function served(response: PreparedResponse, head: boolean): Response {
+  const headers = toHeaders(response.headerObject);
+  headers.set('x-cache', response.xCache);
+  headers.set('age', String(response.age));
+  if (response.cacheStatus) headers.set('cache-status', response.cacheStatus);
+  const bodyless = head || response.body === undefined || response.status === 204 || response.status === 304;
+  return new Response(bodyless ? null : new Uint8Array(response.body!), { status: response.status, headers });
+}
+
+/** The handler's own `Response`, with every `Dogpile-*` field off it (and `Cache-Status` when a rule made the request pass). */
+async function passed(response: Response, cacheStatus: string | undefined): Promise<Response> {
+  let dirty = cacheStatus !== undefined;
+  response.headers.forEach((_value, name) => {
+    if (name.startsWith('dogpile-')) dirty = true;
+  });
+  if (!dirty) return response;
+  const headers = toHeaders(dropTargeted(responseHeaders(response)));
+  if (cacheStatus !== undefined) headers.set('cache-status', cacheStatus);
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/**
+ * The request the leader's handler runs with: the guard may have changed its headers (a
+ * conditional request's validators taken off, a revalidation's put on), and a HEAD runs as a
+ * GET so that the full response can be stored.
+ */
+function leaderRequest(request: Request, plan: CachePlan): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(plan.headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else headers.set(name, value);
+  }
+  const rebuilt = new Request(request.url, { method: 'GET', headers, signal: request.signal });
+  leaderRequests.add(rebuilt);
+  return rebuilt;
+}
+
+/** Requests made for a leader's handler: another guard on the way (app-wide and per route) lets them through. */
+const leaderRequests = new WeakSet<Request>();
+
+/**
+ * The framework-neutral translation between `Request`/`Response` and the guard: what
+ * `withDogpile()` and the Hono middleware share. `req` is what the user's `key`, `skip` and
+ * `tags` functions receive (the `Request`, or Hono's context).
+ */
+export class WebGuard<Req> {
+  readonly guard: HttpGuard<Req>;
+
+  constructor(options?: HttpCacheOptions<Req>) {
+    this.guard = new HttpGuard<Req>(options);
+  }
+
+  async handle(req: Req, request: Request, run: RunHandler): Promise<Response> {
+    if (leaderRequests.has(request)) return run(request);
+    const info = requestInfo(request);
+    const plan = this.guard.plan(req, info, request);
+    if (plan === undefined) return this.pass(info, req, request, run);
+    const head = request.method === 'HEAD';
+    return new Promise<Response>((resolve, reject) => {
+      this.guard.handle(plan, {
+        headAsGet: true,
+        proceed: (capture, active = plan) => {
+          this.lead(request, active, capture, run).then(resolve, reject);
+        },
+        serve: (response) => resolve(served(response, head)),
+        fail: reject,
+      });
+    });
+  }
+
+  private async lead(request: Request, plan: CachePlan, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
+    const head = request.method === 'HEAD';
+    if (capture !== undefined) {
+      const signal = request.signal;
+      if (signal.aborted) capture.clientGone();
+      else signal.addEventListener('abort', () => capture.clientGone(), { once: true });
+    }
+    let answer: ClientAnswer;
+    try {
+      const response = await run(capture === undefined ? request : leaderRequest(request, plan));
+      answer = answerLeader(this.guard, plan, capture, handlerAnswer(response));
+    } catch (error) {
+      answer = answerLeaderError(this.guard, plan, capture, error);
+    }
+    return toResponse(answer, head);
+  }
+
+  /** A request the cache does not answer: a write invalidates what it changed before its response goes out. */
+  private async pass(info: HttpRequestInfo, req: Req, request: Request, run: RunHandler): Promise<Response> {
+    if (HttpGuard.claimed(request) || leaderRequests.has(request)) return run(request);
+    const bypass = this.guard.bypassStatus(info);
+    const response = await run(request);
+    if (HttpGuard.unsafe(info.method) && response.status >= 200 && response.status <= 399) {
+      await this.guard.invalidate(info, response.status, responseHeaders(response), req);
+    }
+    return passed(response, bypass);
+  }
+}

@@ -1,0 +1,127 @@
+import type { Context, Middleware, Next } from 'koa';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeWebStream } from 'node:stream/web';
+import { HttpGuard, type CachePlan } from '../http/guard.js';
+import { watchClientGone, type ResponseCapture } from '../http/capture.js';
+import type { PreparedResponse } from '../http/serve.js';
+import type { HttpCacheOptions } from '../http/options.js';
+import { isTargetedField } from '../http/targeted-fields.js';
+import { answerLeader, answerLeaderError, type ClientAnswer, type HandlerAnswer } from '../fetch/leader-answer.js';
+
+export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+
+/** Options of the Koa `dogpileGuard()`; `key`, `skip` and `tags` receive Koa's context. See `HttpCacheOptions` for each option and its default. */
+export type DogpileGuardOptions = HttpCacheOptions<Context>;
+
+/** Statuses whose responses carry no body. */
+const BODYLESS = new Set([204, 205, 304]);
+
+/** What the handler left in `ctx`: status, headers, and `ctx.body` as a payload (an object as its JSON). */
+function handlerAnswer(ctx: Context): HandlerAnswer {
+  const headers = { ...(ctx.response.headers as OutgoingHttpHeaders) };
+  const body: unknown = ctx.body;
+  let payload: HandlerAnswer['payload'];
+  if (body === null || body === undefined) payload = null;
+  else if (typeof body === 'string' || body instanceof Uint8Array || body instanceof Readable) payload = body;
+  else if (body instanceof ReadableStream) payload = Readable.fromWeb(body as NodeWebStream<Uint8Array>);
+  else if (body instanceof Response) payload = body.body === null ? null : Readable.fromWeb(body.body as unknown as NodeWebStream<Uint8Array>);
+  else {
+    payload = JSON.stringify(body);
+    headers['content-length'] = String(Buffer.byteLength(payload));
+  }
+  return { status: ctx.status, headers, payload };
+}
+
+/** Puts an answer into `ctx` for Koa to send: headers as given, then the body, then the status. */
+function apply(ctx: Context, answer: ClientAnswer): void {
+  const headOnly = ctx.method === 'HEAD';
+  const payload = answer.payload;
+  if (BODYLESS.has(answer.status) || payload === null) {
+    if (payload instanceof Readable) payload.resume();
+    ctx.body = BODYLESS.has(answer.status) ? null : '';
+  } else {
+    // Koa sends no body for HEAD; a stream is still read to its end, for the capture.
+    if (headOnly && payload instanceof Readable) payload.resume();
+    ctx.body = typeof payload === 'string' || payload instanceof Readable ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  }
+  for (const name of Object.keys(ctx.response.headers)) ctx.remove(name);
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value === undefined) continue;
+    ctx.set(name, Array.isArray(value) ? value.map(String) : String(value));
+  }
+  ctx.status = answer.status;
+}
+
+function serve(ctx: Context, response: PreparedResponse): void {
+  const headers: OutgoingHttpHeaders = { ...response.headerObject, 'x-cache': response.xCache, age: String(response.age) };
+  if (response.cacheStatus) headers['cache-status'] = response.cacheStatus;
+  apply(ctx, { status: response.status, headers, payload: response.body ?? null });
+}
+
+/**
+ * Koa middleware that caches GET responses and coalesces concurrent misses: one request runs
+ * the downstream middleware and route, every other request for the same resource (in this
+ * process, or in any process sharing the cache's Redis) waits and is sent that response.
+ * `ctx.body` may be a string, a Buffer, a stream or an object (sent and stored as JSON).
+ *
+ * ```ts
+ * app.use(dogpileGuard({ cache, ttl: '30s' }));
+ * ```
+ *
+ * Responses say `X-Cache: MISS | HIT | COALESCED | STALE`, `Cache-Status`, and `Age` when served
+ * from the cache.
+ */
+export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
+  const guard = new HttpGuard<Context>(options);
+
+  async function lead(ctx: Context, next: Next, plan: CachePlan, capture: ResponseCapture | undefined): Promise<void> {
+    const head = ctx.method === 'HEAD';
+    if (capture !== undefined) watchClientGone(ctx.res, capture);
+    let answer: ClientAnswer;
+    try {
+      // A HEAD that leads runs as a GET, so that the full response can be stored.
+      if (capture !== undefined && head) ctx.method = 'GET';
+      try {
+        await next();
+      } finally {
+        if (head) ctx.method = 'HEAD';
+      }
+      answer = answerLeader(guard, plan, capture, handlerAnswer(ctx));
+    } catch (error) {
+      answer = answerLeaderError(guard, plan, capture, error);
+    }
+    apply(ctx, answer);
+  }
+
+  async function pass(ctx: Context, next: Next): Promise<void> {
+    const info = { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers };
+    const bypass = HttpGuard.claimed(ctx.req) ? undefined : guard.bypassStatus(info);
+    await next();
+    if (HttpGuard.claimed(ctx.req)) return;
+    if (HttpGuard.unsafe(ctx.method) && ctx.status >= 200 && ctx.status <= 399) {
+      await guard.invalidate(info, ctx.status, ctx.response.headers as OutgoingHttpHeaders, ctx);
+    }
+    // Dogpile-* fields are read by this cache only: never sent.
+    for (const name of Object.keys(ctx.response.headers)) if (isTargetedField(name)) ctx.remove(name);
+    if (bypass !== undefined) ctx.set('cache-status', bypass);
+  }
+
+  return async function dogpileGuardMiddleware(ctx: Context, next: Next): Promise<void> {
+    const plan = guard.plan(ctx, { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers }, ctx.req);
+    if (plan === undefined) return pass(ctx, next);
+    return new Promise<void>((resolve, reject) => {
+      guard.handle(plan, {
+        headAsGet: true,
+        proceed: (capture, active = plan) => {
+          lead(ctx, next, active, capture).then(resolve, reject);
+        },
+        serve: (response) => {
+          serve(ctx, response);
+          resolve();
+        },
+        fail: reject,
+      });
+    });
+  };
+}
