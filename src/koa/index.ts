@@ -18,12 +18,13 @@ export type DogpileGuardOptions = HttpCacheOptions<Context>;
 const BODYLESS = new Set([204, 205, 304]);
 
 /** What the handler left in `ctx`: status, headers, and `ctx.body` as a payload (an object as its JSON). */
-function handlerAnswer(ctx: Context): HandlerAnswer {
+function handlerAnswer(ctx: Context, capture: ResponseCapture | undefined): HandlerAnswer {
   const headers = { ...(ctx.response.headers as OutgoingHttpHeaders) };
   const body: unknown = ctx.body;
   let payload: HandlerAnswer['payload'];
   if (body === null || body === undefined) payload = null;
-  else if (typeof body === 'string' || body instanceof Uint8Array || body instanceof Readable) payload = body;
+  else if (body instanceof Readable) payload = capture === undefined ? body : keepReading(body, capture);
+  else if (typeof body === 'string' || body instanceof Uint8Array) payload = body;
   else if (body instanceof ReadableStream) payload = Readable.fromWeb(body as NodeWebStream<Uint8Array>);
   else if (body instanceof Response) payload = body.body === null ? null : Readable.fromWeb(body.body as unknown as NodeWebStream<Uint8Array>);
   else {
@@ -31,6 +32,24 @@ function handlerAnswer(ctx: Context): HandlerAnswer {
     headers['content-length'] = String(Buffer.byteLength(payload));
   }
   return { status: ctx.status, headers, payload };
+}
+
+/**
+ * Koa destroys a body stream when its response closes, a client hanging up included. While the
+ * capture still reads it (for the requests waiting for this response), that waits until the
+ * capture is done: the stream is read to its end, or destroyed then if it has not ended.
+ */
+function keepReading(source: Readable, capture: ResponseCapture): Readable {
+  const destroy = source.destroy.bind(source);
+  source.destroy = (error?: Error) => (capture.settled ? destroy(error) : source);
+  void capture.promise.then(
+    () => undefined,
+    () => undefined,
+  ).then(() => {
+    source.destroy = destroy;
+    if (!source.readableEnded && !source.destroyed) destroy();
+  });
+  return source;
 }
 
 /** Puts an answer into `ctx` for Koa to send: headers as given, then the body, then the status. */
@@ -87,7 +106,7 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
       } finally {
         if (head) ctx.method = 'HEAD';
       }
-      answer = answerLeader(guard, plan, capture, handlerAnswer(ctx));
+      answer = answerLeader(guard, plan, capture, handlerAnswer(ctx, capture));
     } catch (error) {
       answer = answerLeaderError(guard, plan, capture, error);
     }
