@@ -109,7 +109,10 @@ function leaderRequest(request: Request, plan: CachePlan): Request {
     if (Array.isArray(value)) for (const v of value) headers.append(name, v);
     else headers.set(name, value);
   }
-  const rebuilt = new Request(request.url, { method: 'GET', headers, signal: request.signal });
+  // Without the client's signal: the run is shared, and goes on for the requests waiting for it
+  // when its own client leaves (a client leaving mid-body cancels only its copy of the stream).
+  // Deno's signal also aborts once a response has been sent, so it says nothing either way.
+  const rebuilt = new Request(request.url, { method: 'GET', headers });
   leaderRequests.add(rebuilt);
   return rebuilt;
 }
@@ -149,11 +152,6 @@ export class WebGuard<Req> {
 
   private async lead(request: Request, plan: CachePlan, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
     const head = request.method === 'HEAD';
-    if (capture !== undefined) {
-      const signal = request.signal;
-      if (signal.aborted) capture.clientGone();
-      else signal.addEventListener('abort', () => capture.clientGone(), { once: true });
-    }
     let answer: ClientAnswer;
     try {
       const response = await run(capture === undefined ? request : leaderRequest(request, plan));
