@@ -1,7 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision, DogpileCache, LoaderContext, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
@@ -19,7 +18,7 @@ import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { defaultKeyInvalidation, invalidationTargets } from './invalidation.js';
 import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
-import { storeOptions, type StoreOptions } from './store-options.js';
+import { resolveResponse, storeOptions, type StoreOptions } from './cache-calls.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
 import { ORIGIN_ERROR_STATUSES, ownStaleIfError, routeWindow, staleInsteadOf } from './stale-on-error.js';
@@ -490,9 +489,8 @@ export class HttpGuard<Req> {
       onWaitTimeout: 'load' as const,
       hitForMissTtl: this.options.hitForMissTtl,
       ...plan.freshness,
-      [INLINE_REFRESH]: true,
     };
-    const resolve = () => this.cache.resolve(plan.key, loader, options);
+    const resolve = () => resolveResponse(this.cache, plan.key, loader, options, true);
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
