@@ -23,7 +23,7 @@ export function storeOptions(ttl: number, tags: readonly string[] | undefined, s
 }
 
 /**
- * `cache.resolve()` for a stored response. `inline`: a stale response inside its
+ * `cache.resolve()` for a stored response (or, from Nest, a handler's value). `inline`: a stale response inside its
  * `staleWhileRevalidate` window is refreshed by the caller that wins the lead, which waits for
  * it (its own handler answers its client); without it, the refresh runs detached from every
  * caller and they all get the stale response at once.

@@ -505,18 +505,12 @@ export class HttpGuard<Req> {
   private handleGet(plan: CachePlan, exchange: Exchange): void {
     const lead = this.leaderLoader(plan, exchange, (response) => this.finish(plan, response));
     const background = this.refreshesInBackground(plan, exchange);
-    let replayed = false;
+    /** This request has been answered from the cache: a run of its loader now is detached from it. */
+    let answered = false;
     // A refresh of a stored response that has a validator (inside a stale window) runs the
     // handler conditionally, as a revalidation does: a 304 renews the stored response without
     // a new body (RFC 9111 §4.3.1, §4.3.4).
-    const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
-      const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value, this.decoded);
-      if (stored !== undefined && background) {
-        // A refresh: no client's handler runs for it (this request is answered by the cache,
-        // with the stale response or, past the stale window, with the refreshed one).
-        replayed = true;
-        return this.refreshDetached(plan, stored, exchange.replay, ctx);
-      }
+    const foreground = (ctx: LoaderContext, stored: ServableResponse | undefined): Promise<Buffer | null> => {
       if (stored !== undefined) plan.fallback = stored;
       if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader(ctx);
       const conditional = this.leaderLoader(
@@ -532,10 +526,21 @@ export class HttpGuard<Req> {
       lead.ran = true;
       return conditional.loader(ctx);
     };
+    const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
+      const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value, this.decoded);
+      if (stored === undefined || !background) return foreground(ctx, stored);
+      // A refresh. Inside the stale window the cache answers this request with the stale
+      // response and runs this loader detached from it: the handler then runs for a
+      // reconstructed request, no client's. Past the window this request waits for the run,
+      // and its own handler runs, as for a miss. Which of the two it is shows once the
+      // cache's answer has reached this request: after the current turn of the event loop.
+      return new Promise<void>((resolve) => setImmediate(resolve)).then(() => (answered ? this.refreshDetached(plan, stored, exchange.replay, ctx) : foreground(ctx, stored)));
+    };
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
     // ttl must still be valid when the adapter's is 0. A stale response inside
-    // staleWhileRevalidate: every request but one is answered with it at once (X-Cache: STALE);
-    // the one that wins the refresh lead runs its handler (X-Cache: MISS).
+    // staleWhileRevalidate: every request is answered with it at once (X-Cache: STALE) and one
+    // refresh runs detached (background), or the one that wins the refresh lead runs its
+    // handler (X-Cache: MISS; foreground).
     const options = {
       ttl: Math.max(plan.ttl, 1),
       ...(plan.tags === undefined ? {} : { tags: plan.tags }),
@@ -548,6 +553,7 @@ export class HttpGuard<Req> {
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
+        answered = true;
         try {
           this.serveValue(plan, result.value, xCacheFor(result.status), exchange);
         } catch (error) {
@@ -556,9 +562,8 @@ export class HttpGuard<Req> {
       },
       (error: unknown) => {
         if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
-        // A closed cache (shutting down) still lets the app answer, and so does a failed
-        // detached refresh this request waited for (past the stale window): its own handler runs.
-        if (error instanceof CacheClosedError || replayed) exchange.proceed(undefined);
+        // A closed cache (shutting down) still lets the app answer.
+        if (error instanceof CacheClosedError) exchange.proceed(undefined);
         else exchange.fail(error);
       },
     );
