@@ -1,7 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { CacheDecision, DogpileCache, LoaderContext, StoreDecision } from '../core/cache.js';
+import type { DogpileCache, LoaderContext } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { INLINE_REFRESH } from '../core/call-options.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
@@ -12,16 +11,18 @@ import { requestBypassReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional, mergeNotModified, notModifiedHeaders, revalidationHeaders } from './conditional.js';
 import { answerRange } from './range.js';
-import { ResponseCapture, type CapturedResponse } from './capture.js';
+import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
 import { responseFreshness, storeDecisionOf, type Freshness } from './freshness.js';
 import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { defaultKeyInvalidation, invalidationTargets } from './invalidation.js';
 import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
-import { storeOptions, type StoreOptions } from './store-options.js';
+import { resolveResponse, storeOptions, type StoreOptions } from './cache-calls.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
+import { replayRequest, runReplay } from './background-refresh.js';
+import type { Replay } from './pipeline.js';
 import { ORIGIN_ERROR_STATUSES, ownStaleIfError, routeWindow, staleInsteadOf } from './stale-on-error.js';
 import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 
@@ -36,6 +37,10 @@ export interface HttpRequestInfo {
 /** A request the cache will handle: its key and how long its response is kept. */
 export interface CachePlan {
   head: boolean;
+  /** Path and query as received. */
+  url: string;
+  /** The key comes from the user's `key` function. */
+  userKey: boolean;
   /** The key without the `Vary` part: the URL's own key, where its response or its `VaryRecord` is. */
   base: string;
   key: string;
@@ -43,6 +48,8 @@ export interface CachePlan {
   headers: IncomingHttpHeaders;
   /** The URL's `VaryRecord` this plan's key was built from (the key is then a variant's). */
   record?: VaryRecord;
+  /** `record` was made up for a lookup before the URL's record could be read (see varyMismatch): whoever stores under it checks the store first. */
+  madeUpRecord?: boolean;
   retried: boolean;
   /**
    * Answered from a stored response or else by the handler alone, never leading nor storing:
@@ -85,6 +92,11 @@ export interface Exchange {
    * joins a GET flight like a GET; without it, a HEAD miss runs the handler and stores nothing.
    */
   readonly headAsGet?: boolean;
+  /**
+   * Runs the route's handler for a request no client waits for (a background refresh): see
+   * `Replay`. Without it, refreshes run in the foreground.
+   */
+  readonly replay?: Replay;
 }
 
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
@@ -92,10 +104,15 @@ const handled = new RequestClaims();
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 
-/** The lifetime each stored response was given by its own headers. */
-const storeDecisions = new WeakMap<Buffer, StoreDecision | 'share'>();
-
-const decide = (value: Buffer | null): CacheDecision => (value === null ? 'private' : (storeDecisions.get(value) ?? 'store'));
+/** The loader's verdict on a captured response (`ctx.decide`), and the value it resolves with. */
+function verdict(ctx: LoaderContext, shared: SharedResponse | null): Buffer | null {
+  if (shared === null) {
+    ctx.decide('private');
+    return null;
+  }
+  ctx.decide(shared.decision);
+  return shared.bytes;
+}
 
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
@@ -106,6 +123,8 @@ const decide = (value: Buffer | null): CacheDecision => (value === null ? 'priva
 export class HttpGuard<Req> {
   readonly options: ResolvedHttpCacheOptions<Req>;
   private readonly pending = new Set<ResponseCapture>();
+  /** Stored responses decoded once per value object (in-process hits hand out the same Buffer). */
+  private readonly decoded = new WeakMap<object, ServableResponse>();
   /**
    * The `VaryRecord`s this process is writing (a URL's key → its record), until the write has
    * landed: a request for another variant of the URL that arrives meanwhile finds no record in
@@ -151,7 +170,7 @@ export class HttpGuard<Req> {
     const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers) : this.requestTags(req);
     if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
     handled.claim(marker);
-    const plan: CachePlan = { head: method === 'HEAD', base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness };
+    const plan: CachePlan = { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined };
     if (tags !== undefined) plan.tags = tags;
     return plan;
   }
@@ -341,12 +360,12 @@ export class HttpGuard<Req> {
   private leaderLoader(
     plan: CachePlan,
     exchange: Exchange,
-    finish: (response: CapturedResponse) => Buffer | null,
+    finish: (response: CapturedResponse) => SharedResponse | null,
     prepare?: () => void,
-  ): { loader: () => Promise<Buffer | null>; ran: boolean } {
+  ): { loader: (ctx: LoaderContext) => Promise<Buffer | null>; ran: boolean } {
     const lead = {
       ran: false,
-      loader: (): Promise<Buffer | null> => {
+      loader: (ctx: LoaderContext): Promise<Buffer | null> => {
         lead.ran = true;
         const capture = new ResponseCapture(this.options.maxBodySize, finish, (c) => this.pending.delete(c), this.cache.options.waitTimeout);
         this.pending.add(capture);
@@ -362,7 +381,7 @@ export class HttpGuard<Req> {
           capture.share(null);
           exchange.fail(error);
         }
-        return capture.promise;
+        return capture.promise.then((shared) => verdict(ctx, shared));
       },
     };
     return lead;
@@ -380,8 +399,7 @@ export class HttpGuard<Req> {
       plan.revalidating = stored;
     });
     const { loader } = lead;
-    const cacheable = (value: Buffer | null): CacheDecision => (value === null ? 'private' : 'share');
-    this.cache.resolve(`${plan.key}\n#revalidate`, loader, { ttl: 1000, cacheable, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
+    this.cache.resolve(`${plan.key}\n#revalidate`, loader, { ttl: 1000, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
       (result) => {
         if (lead.ran) return;
         try {
@@ -399,14 +417,15 @@ export class HttpGuard<Req> {
   }
 
   /** The handler's answer to a revalidation: the stored response renewed (304) or replaced. */
-  private finishRevalidation(plan: CachePlan, stored: ServableResponse, response: CapturedResponse): Buffer | null {
+  private finishRevalidation(plan: CachePlan, stored: ServableResponse, response: CapturedResponse): SharedResponse | null {
     if (response.status !== 304) {
-      const bytes = this.finish(plan, response);
-      const decision = bytes === null ? undefined : storeDecisions.get(bytes);
-      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
+      const shared = this.finish(plan, response);
+      const decision = shared?.decision;
+      if (shared !== null && typeof decision === 'object') void this.cache.set(plan.key, shared.bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
       // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
-      else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
-      return bytes;
+      else if (shared === null) void this.cache.delete(plan.key).catch(() => {});
+      // Stored by the revalidation itself: the lead only shares it.
+      return shared === null ? null : { bytes: shared.bytes, decision: 'share' };
     }
     const now = Date.now();
     const renewed = this.renewal(plan, stored, response.headers, now);
@@ -427,7 +446,7 @@ export class HttpGuard<Req> {
     });
     // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
     void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
-    return bytes;
+    return { bytes, decision: 'share' };
   }
 
   /**
@@ -453,50 +472,88 @@ export class HttpGuard<Req> {
     return window(f.staleWhileRevalidate, 'staleWhileRevalidate') > 0 || window(f.staleIfError, 'staleIfError') > 0;
   }
 
+  /**
+   * Whether a refresh of this plan's stored response runs detached from its client, through the
+   * adapter's `replay`: the `refresh` option says so, the adapter can, the request is a GET or
+   * a HEAD that runs as one, and the pipeline can name every header the key depends on (a `key`
+   * function needs `replayHeaders`).
+   */
+  private refreshesInBackground(plan: CachePlan, exchange: Exchange): exchange is Exchange & { replay: Replay } {
+    if (this.options.refresh !== 'background' || exchange.replay === undefined) return false;
+    if ((plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return false;
+    return !plan.userKey || this.options.replayHeaders !== undefined;
+  }
+
+  /**
+   * A refresh detached from every client: the handler runs for a request reconstructed from
+   * the stored response (conditional when it has a validator), and its response is stored,
+   * renews the stored one (a 304), or is refused (stored nowhere, the stale copy dropped).
+   */
+  private async refreshDetached(plan: CachePlan, stored: ServableResponse, replay: Replay, ctx: LoaderContext): Promise<Buffer | null> {
+    const conditional = hasValidator(stored.headerObject);
+    const source = { url: plan.url, headers: plan.headers, defaultKey: !plan.userKey, replayHeaders: this.options.replayHeaders ?? [] };
+    const request = replayRequest(source, stored, conditional);
+    const { response, targeted, tagged } = await runReplay(replay, request, plan.key, this.options.maxBodySize);
+    // The plan of the run: the replayed request's headers, no client to answer, no stale stand-in (a failure throws).
+    const run: CachePlan = { ...plan, headers: request.headers, conditional: {}, fallback: undefined, revalidating: conditional ? stored : undefined };
+    if (targeted !== undefined) run.targeted = targeted;
+    if (tagged !== undefined) run.tagged = tagged;
+    const shared = conditional ? this.finishRevalidation(run, stored, response) : this.finish(run, response);
+    return verdict(ctx, shared);
+  }
+
   private handleGet(plan: CachePlan, exchange: Exchange): void {
     const lead = this.leaderLoader(plan, exchange, (response) => this.finish(plan, response));
+    const background = this.refreshesInBackground(plan, exchange);
+    /** This request has been answered from the cache: a run of its loader now is detached from it. */
+    let answered = false;
     // A refresh of a stored response that has a validator (inside a stale window) runs the
     // handler conditionally, as a revalidation does: a 304 renews the stored response without
     // a new body (RFC 9111 §4.3.1, §4.3.4).
-    const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
-      const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value);
+    const foreground = (ctx: LoaderContext, stored: ServableResponse | undefined): Promise<Buffer | null> => {
       if (stored !== undefined) plan.fallback = stored;
-      if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader();
+      if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader(ctx);
       const conditional = this.leaderLoader(
         plan,
         exchange,
-        (response) => {
-          // Stored (or renewed) by the revalidation itself: the lead only shares it.
-          const bytes = this.finishRevalidation(plan, stored, response);
-          if (bytes !== null) storeDecisions.set(bytes, 'share');
-          return bytes;
-        },
+        // Stored (or renewed) by the revalidation itself: the lead only shares it.
+        (response) => this.finishRevalidation(plan, stored, response),
         () => {
           Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
           plan.revalidating = stored;
         },
       );
       lead.ran = true;
-      return conditional.loader();
+      return conditional.loader(ctx);
+    };
+    const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
+      const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value, this.decoded);
+      if (stored === undefined || !background) return foreground(ctx, stored);
+      // A refresh. Inside the stale window the cache answers this request with the stale
+      // response and runs this loader detached from it: the handler then runs for a
+      // reconstructed request, no client's. Past the window this request waits for the run,
+      // and its own handler runs, as for a miss. Which of the two it is shows once the
+      // cache's answer has reached this request: after the current turn of the event loop.
+      return new Promise<void>((resolve) => setImmediate(resolve)).then(() => (answered ? this.refreshDetached(plan, stored, exchange.replay, ctx) : foreground(ctx, stored)));
     };
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
     // ttl must still be valid when the adapter's is 0. A stale response inside
-    // staleWhileRevalidate: every request but one is answered with it at once (X-Cache: STALE);
-    // the one that wins the refresh lead runs its handler (X-Cache: MISS).
+    // staleWhileRevalidate: every request is answered with it at once (X-Cache: STALE) and one
+    // refresh runs detached (background), or the one that wins the refresh lead runs its
+    // handler (X-Cache: MISS; foreground).
     const options = {
       ttl: Math.max(plan.ttl, 1),
       ...(plan.tags === undefined ? {} : { tags: plan.tags }),
-      cacheable: decide,
       onWaitTimeout: 'load' as const,
       hitForMissTtl: this.options.hitForMissTtl,
       ...plan.freshness,
-      [INLINE_REFRESH]: true,
     };
-    const resolve = () => this.cache.resolve(plan.key, loader, options);
+    const resolve = () => resolveResponse(this.cache, plan.key, loader, options, !background);
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
         if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
+        answered = true;
         try {
           this.serveValue(plan, result.value, xCacheFor(result.status), exchange);
         } catch (error) {
@@ -536,7 +593,7 @@ export class HttpGuard<Req> {
       this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers) }, exchange);
       return;
     }
-    const stored = toServable(value);
+    const stored = toServable(value, this.decoded);
     // Not a stored response (something else wrote this key), or a stale one whose refresh here
     // was just answered with a response that may not be stored: let the app answer.
     if (stored === undefined || (xCache === 'STALE' && this.refusedRefreshes.has(plan.key))) {
@@ -576,8 +633,7 @@ export class HttpGuard<Req> {
     const names = [...new Set([...(plan.record?.names ?? []), ...stored.vary.map(([name]) => name)])].sort();
     const record: VaryRecord = { names, gen: plan.record?.gen ?? this.generationFor(plan.base, names) };
     // Made up here, not read from the store: the one that stores a response under it checks the store first.
-    if (plan.record === undefined) madeUpRecords.add(record);
-    this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
+    this.handle({ ...plan, record, madeUpRecord: plan.record === undefined, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
   }
 
   /** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4). */
@@ -621,7 +677,7 @@ export class HttpGuard<Req> {
   }
 
   /** The leader's response is complete: the bytes to store and share, or null to share nothing. */
-  private finish(plan: CachePlan, response: CapturedResponse): Buffer | null {
+  private finish(plan: CachePlan, response: CapturedResponse): SharedResponse | null {
     if (response.tooBig) return null;
     const now = Date.now();
     // Not storable, or stale at once (max-age=0, a past Expires, no-cache) without a validator
@@ -649,18 +705,16 @@ export class HttpGuard<Req> {
     const decision = storeDecisionOf(f, storeFor);
     const own = this.responseTags(plan);
     if (own !== false && own.length > 0) decision.tags = [...own];
-    const madeUp = plan.record !== undefined && madeUpRecords.has(plan.record);
+    const madeUp = plan.record !== undefined && plan.madeUpRecord === true;
     if (vary.length > 0 && (madeUp || !sameNames(plan.record?.names, vary))) {
       // A response that varies, under a key that does not say so (or under a generation made up
       // before the URL's record could be read): stored as a variant, and the URL's key tells
       // every process what it varies on. The requests waiting here get it as it is.
       void this.storeVariant(plan, vary, madeUp ? undefined : plan.record?.gen, bytes, storeFor, response.startedAt);
-      storeDecisions.set(bytes, 'share');
-    } else {
-      if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
-      storeDecisions.set(bytes, decision);
+      return { bytes, decision: 'share' };
     }
-    return bytes;
+    if (plan.record !== undefined) void this.refreshRecord(plan.base, plan.record);
+    return { bytes, decision };
   }
 
   /** The generation of a URL's new `VaryRecord`: that of the record this process is writing for the same names, else a new one. */
@@ -757,9 +811,6 @@ function contentLength(headers: CapturedResponse['headers']): number | undefined
 function hasValidator(headers: CapturedResponse['headers']): boolean {
   return Object.keys(revalidationHeaders(headers)).length > 0;
 }
-
-/** Records made up for a lookup before the URL's record was read (see varyMismatch). */
-const madeUpRecords = new WeakSet<VaryRecord>();
 
 function sameNames(a: readonly string[] | undefined, b: readonly string[]): boolean {
   return a !== undefined && a.length === b.length && a.every((name, i) => name === b[i]);
