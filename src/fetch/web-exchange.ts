@@ -5,6 +5,7 @@ import { HttpGuard, type CachePlan, type HttpRequestInfo } from '../http/guard.j
 import type { ResponseCapture } from '../http/capture.js';
 import type { PreparedResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
+import type { Replay } from '../http/pipeline.js';
 import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
@@ -121,6 +122,22 @@ function leaderRequest(request: Request, plan: CachePlan): Request {
 const leaderRequests = new WeakSet<Request>();
 
 /**
+ * A background refresh: the handler runs for the reconstructed request (at the origin of the
+ * request that found the response stale), and its response is read as it streams.
+ */
+function replayWith(live: Request, run: RunHandler): Replay {
+  const origin = new URL(live.url).origin;
+  return async (replayed) => {
+    const request = new Request(new URL(replayed.url, origin), { method: 'GET', headers: replayed.headers });
+    leaderRequests.add(request);
+    const response = await run(request);
+    const headers = responseHeaders(response);
+    const body = response.body;
+    return { status: response.status, headers, body: body === null ? [] : (body as unknown as AsyncIterable<Uint8Array>) };
+  };
+}
+
+/**
  * The framework-neutral translation between `Request`/`Response` and the guard: what
  * `withDogpile()` and the Hono middleware share. `req` is what the user's `key`, `skip` and
  * `tags` functions receive (the `Request`, or Hono's context).
@@ -132,7 +149,12 @@ export class WebGuard<Req> {
     this.guard = new HttpGuard<Req>(options);
   }
 
-  async handle(req: Req, request: Request, run: RunHandler): Promise<Response> {
+  /**
+   * Serves, waits or leads for `request`. With `replayable`, `run` may be called again, with no
+   * client behind it, for a background refresh (a `fetch` handler can; a middleware's `next`
+   * cannot, and its refreshes run in the foreground).
+   */
+  async handle(req: Req, request: Request, run: RunHandler, replayable = false): Promise<Response> {
     if (leaderRequests.has(request)) return run(request);
     const info = requestInfo(request);
     const plan = this.guard.plan(req, info, request);
@@ -141,6 +163,7 @@ export class WebGuard<Req> {
     return new Promise<Response>((resolve, reject) => {
       this.guard.handle(plan, {
         headAsGet: true,
+        ...(replayable ? { replay: replayWith(request, run) } : {}),
         proceed: (capture, active = plan) => {
           this.lead(request, active, capture, run).then(resolve, reject);
         },

@@ -1,4 +1,8 @@
+import type Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import inject from 'light-my-request';
+import type { Replay } from '../http/pipeline.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
@@ -13,6 +17,29 @@ export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
 /** Options of the Koa `dogpileGuard()`; `key`, `skip` and `tags` receive Koa's context. See `HttpCacheOptions` for each option and its default. */
 export type DogpileGuardOptions = HttpCacheOptions<Context>;
+
+/** Requests injected for a background refresh: every guard in the app lets them through, Dogpile-* fields included. */
+const replayed = new WeakSet<object>();
+
+/**
+ * Runs a request through the whole Koa app (every middleware, from the top) with a synthetic
+ * request and response (`light-my-request`): the app sees exactly the replayed headers, and its
+ * response is read whole.
+ */
+function koaReplay(app: Koa): Replay {
+  let listener: ReturnType<Koa['callback']> | undefined;
+  return async (request) => {
+    listener ??= app.callback();
+    const handle = listener;
+    const dispatch = (req: IncomingMessage, res: ServerResponse) => {
+      replayed.add(req);
+      for (const name of Object.keys(req.headers)) if (!(name in request.headers)) delete req.headers[name];
+      void handle(req, res);
+    };
+    const res = await inject(dispatch, { method: 'GET', url: request.url, headers: { ...request.headers } });
+    return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
+  };
+}
 
 /** Statuses whose responses carry no body. */
 const BODYLESS = new Set([204, 205, 304]);
@@ -126,12 +153,22 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
     if (bypass !== undefined) ctx.set('cache-status', bypass);
   }
 
+  const replays = new WeakMap<Koa, Replay>();
+  const replayFor = (app: Koa): Replay => {
+    let replay = replays.get(app);
+    if (replay === undefined) replays.set(app, (replay = koaReplay(app)));
+    return replay;
+  };
+
   return async function dogpileGuardMiddleware(ctx: Context, next: Next): Promise<void> {
+    // A background refresh: the handler answers it, and the refresh reads its response.
+    if (replayed.has(ctx.req)) return next();
     const plan = guard.plan(ctx, { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers }, ctx.req);
     if (plan === undefined) return pass(ctx, next);
     return new Promise<void>((resolve, reject) => {
       guard.handle(plan, {
         headAsGet: true,
+        replay: replayFor(ctx.app),
         proceed: (capture, active = plan) => {
           lead(ctx, next, active, capture).then(resolve, reject);
         },

@@ -311,9 +311,16 @@ export function webAdapterSuite(framework: WebFramework): void {
       // Past max-age=1 on any clock rounding (the Age counts whole seconds).
       await sleep(2100);
       const replies = await all(6, path);
-      // Every request but the one that refreshes is answered with the stale copy.
-      expect(replies.filter((r) => r.xCache === 'STALE').every((r) => r.text === first.text)).toBe(true);
-      expect(replies.filter((r) => r.xCache === 'STALE').length).toBeGreaterThanOrEqual(5);
+      const stale = replies.filter((r) => r.xCache === 'STALE');
+      expect(stale.every((r) => r.text === first.text)).toBe(true);
+      if (framework === 'hono') {
+        // A middleware cannot run the rest of the chain again: the refresh runs in the
+        // foreground, for the one request that wins it; every other one gets the stale copy.
+        expect(stale.length).toBeGreaterThanOrEqual(5);
+      } else {
+        // The refresh runs detached, on a reconstructed request: every request gets the stale copy at once.
+        expect(stale).toHaveLength(6);
+      }
       await waitUntil('the refresh ran', () => ran('swr', id) === 2);
       const fresh = await waitUntil('the refreshed response is served', async () => {
         const r = await get(path);
