@@ -26,7 +26,7 @@ export type FetchHandler<Rest extends unknown[] = unknown[]> = (request: Request
  * are passed on to the handler as they are. Responses say `X-Cache: MISS | HIT | COALESCED | STALE`,
  * `Cache-Status`, and `Age` when served from the cache.
  */
-export function withDogpile<Rest extends unknown[]>(handler: FetchHandler<Rest>, options?: WithDogpileOptions): FetchHandler<Rest> {
+export function withDogpile<Rest extends unknown[]>(handler: FetchHandler<Rest>, options?: WithDogpileOptions): (request: Request, ...rest: Rest) => Promise<Response> {
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', `withDogpile() wraps a function (request) => Response, got ${handler === null ? 'null' : typeof handler}`);
   const web = new WebGuard<Request>(options);
   return function dogpileHandler(request: Request, ...rest: Rest): Promise<Response> {
