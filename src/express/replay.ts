@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import inject from 'light-my-request';
 import type { Replay } from '../http/pipeline.js';
 
 /** Set on a request injected for a background refresh: every guard in the app lets it through. */
@@ -54,6 +53,8 @@ export function expressReplay(app: ExpressLikeApp): Replay {
       }) as ExpressLikeApp;
       top.handle.call(view, req, res);
     };
+    // Loaded with the first refresh: an app that never serves stale never loads it.
+    const { default: inject } = await import('light-my-request');
     const res = await inject(dispatch, { method: 'GET', url: request.url, headers: { 'user-agent': undefined, ...request.headers } });
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
   };
