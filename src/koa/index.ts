@@ -1,7 +1,6 @@
 import type Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import inject from 'light-my-request';
 import type { Replay } from '../http/pipeline.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
@@ -36,6 +35,8 @@ function koaReplay(app: Koa): Replay {
       for (const name of Object.keys(req.headers)) if (!(name in request.headers)) delete req.headers[name];
       void handle(req, res);
     };
+    // Loaded with the first refresh: an app that never serves stale never loads it.
+    const { default: inject } = await import('light-my-request');
     const res = await inject(dispatch, { method: 'GET', url: request.url, headers: { ...request.headers } });
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
   };
