@@ -77,13 +77,18 @@ function toResponse(answer: ClientAnswer, head: boolean): Response {
   return new Response(bodyless ? null : webBody(answer.payload, head), { status, headers: toHeaders(answer.headers) });
 }
 
+/**
+ * A response from the cache. Headers as a plain object and the stored bytes as they are: what
+ * `@hono/node-server` writes without building a `Headers` or copying the body.
+ */
 function served(response: PreparedResponse, head: boolean): Response {
-  const headers = toHeaders(response.headerObject);
-  headers.set('x-cache', response.xCache);
-  headers.set('age', String(response.age));
-  if (response.cacheStatus) headers.set('cache-status', response.cacheStatus);
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(response.headerObject)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  headers['x-cache'] = response.xCache;
+  headers.age = String(response.age);
+  if (response.cacheStatus) headers['cache-status'] = response.cacheStatus;
   const bodyless = head || response.body === undefined || response.status === 204 || response.status === 304;
-  return new Response(bodyless ? null : new Uint8Array(response.body!), { status: response.status, headers });
+  return new Response(bodyless ? null : (response.body as unknown as Body), { status: response.status, headers });
 }
 
 /** The handler's own `Response`, with every `Dogpile-*` field off it (and `Cache-Status` when a rule made the request pass). */
