@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger, Optional, StreamableFile } from '@nestjs/co
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, firstValueFrom, tap, type Observable } from 'rxjs';
-import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
+import type { CacheDecision, CacheResult, DogpileCache, LoaderContext } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { resolveResponse } from '../http/cache-calls.js';
 import type { FreshnessOptions } from '../core/freshness.js';
@@ -15,6 +15,8 @@ import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
 import { handlerFacts, headerRules } from './route-facts.js';
 import { responseDecision, takeFields, type AnyResponse, type TakenFields } from './response-decision.js';
+import { nestReplayRequest, NestReplays, type ReplayOutcome } from './replay.js';
+import type { ReplayRequest } from '../http/pipeline.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -107,6 +109,8 @@ export class DogpileInterceptor implements NestInterceptor {
   private readonly optionsMemo = new WeakMap<object, WeakMap<Fn, ResolvedCachedOptions>>();
   private readonly warned = new WeakSet<Fn>();
   private readonly classWarned = new WeakSet<Fn>();
+  /** Background refreshes, run through the platform's app. */
+  private readonly replays = new NestReplays(() => this.adapterHost?.httpAdapter?.getInstance());
 
   constructor(
     @Inject(Reflector) protected readonly reflector: Reflector,
@@ -145,6 +149,9 @@ export class DogpileInterceptor implements NestInterceptor {
       routeStatus = typeof response.statusCode === 'number' ? response.statusCode : undefined;
       pass = () => next.handle().pipe(tap(() => void takeFields(response)));
       const req = context.switchToHttp().getRequest<AnyRequest>();
+      // A background refresh of this interceptor: the handler answers it, and the refresh takes its value.
+      const sink = this.replays.take(req.headers);
+      if (sink !== undefined) return this.replayed(context, next, sink, taken, routeStatus);
       // GET and HEAD only, with a well-formed Host and no body, whatever trackBy() says.
       if (!cacheableRequest(req.method, req.headers, [])) return pass();
       marker = (req as { raw?: object }).raw ?? req;
@@ -170,7 +177,39 @@ export class DogpileInterceptor implements NestInterceptor {
     handled.claim(marker);
     const tags = await tagsFor(this.optionsFor(context).tags, context);
     const freshness = this.optionsFor(context).freshness ?? {};
-    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken, routeStatus }));
+    const replay = http ? this.replayFor(context, vary) : undefined;
+    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken, routeStatus, replay }));
+  }
+
+  /**
+   * The request a background refresh of this route would run with, or undefined when its
+   * refreshes run in the foreground (the `refresh` option, a HEAD, no HTTP platform, or a key
+   * from a `key` function or a `trackBy()` override without `replayHeaders`).
+   */
+  private replayFor(context: ExecutionContext, vary: readonly string[]): ReplayRequest | undefined {
+    if (this.defaults.refresh === 'foreground' || this.adapterHost?.httpAdapter === undefined) return undefined;
+    const req = context.switchToHttp().getRequest<AnyRequest>();
+    if (req.method !== 'GET') return undefined;
+    const defaultKey = this.optionsFor(context).key === undefined && this.trackBy === DogpileInterceptor.prototype.trackBy;
+    if (!defaultKey && this.defaults.replayHeaders === undefined) return undefined;
+    return nestReplayRequest(req.originalUrl ?? req.raw?.url ?? req.url, req.headers, [...vary, ...(this.defaults.replayHeaders ?? [])], defaultKey);
+  }
+
+  /** A request injected for a background refresh: the handler runs, and its value (or error) goes to the refresh. */
+  private async replayed(context: ExecutionContext, next: CallHandler, sink: (outcome: ReplayOutcome) => void, taken: TakenFields, routeStatus: number | undefined): Promise<Observable<unknown>> {
+    const options = this.optionsFor(context);
+    const ttl = await ttlFor(options, this.defaults, context);
+    const tags = await tagsFor(options.tags, context);
+    return defer(async () => {
+      try {
+        const value = await firstValue(next.handle());
+        sink({ value, decision: responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, taken, tags, routeStatus) });
+        return value;
+      } catch (error) {
+        sink({ error });
+        throw error;
+      }
+    });
   }
 
   /**
@@ -219,14 +258,32 @@ export class DogpileInterceptor implements NestInterceptor {
     context: ExecutionContext,
     next: CallHandler,
     key: string,
-    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields; routeStatus?: number | undefined },
+    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields; routeStatus?: number | undefined; replay?: ReplayRequest | undefined },
   ): Promise<unknown> {
-    const { ttl, freshness, tags } = call;
+    const { ttl, freshness, tags, replay } = call;
     let ran = false;
     let produced: { value: unknown } | undefined;
     /** What the response the handler produced says about storing its value (HTTP only). */
     let decision: CacheDecision | undefined;
-    const loader = async (): Promise<unknown> => {
+    /** This request has been answered from the cache: a run of the loader now is detached from it. */
+    let answered = false;
+    const loader = async (ctx: LoaderContext): Promise<unknown> => {
+      if (ctx.stale !== undefined && replay !== undefined) {
+        // Known once the cache's answer has reached this request: after this turn of the event loop.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (answered) {
+          const outcome = await this.replays.run(replay);
+          // Refused in front of the handler (a guard): nothing is stored, the stale value is dropped.
+          if (outcome === undefined) {
+            ctx.decide('private');
+            await this.cache.delete(key).catch(() => false);
+            return ctx.stale.value;
+          }
+          if ('error' in outcome) throw new HandlerError(outcome.error);
+          decision = outcome.decision;
+          return outcome.value;
+        }
+      }
       ran = true;
       let value: unknown;
       try {
@@ -256,7 +313,8 @@ export class DogpileInterceptor implements NestInterceptor {
         onRemoteError: 'load' as const,
         ...freshness,
       };
-      result = await resolveResponse(this.cache, key, loader, options, true);
+      result = await resolveResponse(this.cache, key, loader, options, replay === undefined);
+      answered = !ran;
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).
       if (error instanceof HandlerError) throw error.error;
