@@ -26,8 +26,18 @@ export function requestHeaders(request: Request): IncomingHttpHeaders {
 
 /** What the guard reads of a `Request`: method, path with query, headers. */
 export function requestInfo(request: Request): HttpRequestInfo {
-  const url = new URL(request.url);
-  return { method: request.method, url: `${url.pathname}${url.search}`, headers: requestHeaders(request) };
+  return { method: request.method, url: pathAndQuery(request.url), headers: requestHeaders(request) };
+}
+
+/** The path and query of an absolute URL as a `Request` gives it (already normalised, no fragment). */
+function pathAndQuery(url: string): string {
+  const scheme = url.indexOf('://');
+  const slash = scheme === -1 ? -1 : url.indexOf('/', scheme + 3);
+  if (slash === -1) {
+    const parsed = new URL(url);
+    return `${parsed.pathname}${parsed.search}`;
+  }
+  return url.slice(slash);
 }
 
 /** A `Response`'s headers as an object with lower-case names (`set-cookie` a list). */
