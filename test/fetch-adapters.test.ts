@@ -1,6 +1,7 @@
 /**
  * The web-standard adapters on real apps over real sockets: Hono on `@hono/node-server`, Koa,
- * and a plain `fetch` handler served by Node, each through the shared suite.
+ * a plain `fetch` handler served by Node, and a whole Hono app wrapped in `withDogpile(app.fetch)`,
+ * each through the shared suite.
  */
 import { describe, expect, it } from 'vitest';
 import { createCache, InvalidOptionError } from '../src/index.js';
