@@ -208,6 +208,13 @@ describe.each(['express', 'fastify'] as const)('%s: background refresh', (framew
       expect(after.text).toBe('body 1');
       expect(Number(after.headers.age)).toBe(0);
       expect(full).toBe(1);
+      // The renewed response keeps the route's stale window: past its lifetime it is served
+      // stale again while the next refresh runs, not a miss.
+      await sleep(400);
+      const again = refreshEnded(cache);
+      expect((await fetchReply(app.port, '/r')).headers['x-cache']).toBe('STALE');
+      expect(await again).toBe('stored');
+      expect(conditional).toEqual(['"v1"', '"v1"']);
     } finally {
       await app.close();
     }

@@ -186,8 +186,8 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       const conditional = this.leaderLoader(
         plan,
         exchange,
-        // Stored (or renewed) by the revalidation itself: the lead only shares it.
-        (response) => this.finishRevalidation(plan, stored, response),
+        // Stored (or renewed) by the cache, with the route's stale windows: the loader's verdict says how.
+        (response) => this.finishRevalidation(plan, stored, response, false),
         () => {
           Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
           plan.revalidating = stored;

@@ -120,7 +120,7 @@ export abstract class LeaderRules<Req> extends ResponseStore<Req> {
     const run: CachePlan = { ...plan, headers: request.headers, conditional: {}, fallback: undefined, revalidating: conditional ? stored : undefined };
     if (targeted !== undefined) run.targeted = targeted;
     if (tagged !== undefined) run.tagged = tagged;
-    const shared = conditional ? this.finishRevalidation(run, stored, response) : this.finish(run, response);
+    const shared = conditional ? this.finishRevalidation(run, stored, response, false) : this.finish(run, response);
     return verdict(ctx, shared);
   }
 

@@ -111,7 +111,10 @@ export abstract class ResponseStore<Req> {
   }
 
   /** The handler's answer to a revalidation: the stored response renewed (304) or replaced. */
-  protected finishRevalidation(plan: CachePlan, stored: ServableResponse, response: CapturedResponse): SharedResponse | null {
+  protected finishRevalidation(plan: CachePlan, stored: ServableResponse, response: CapturedResponse, storesItself = true): SharedResponse | null {
+    // A refresh under the response's own key (inside the miss protocol): the cache stores what
+    // the loader's verdict says, with the route's stale windows.
+    if (!storesItself) return response.status === 304 ? this.renewed(plan, stored, response) : this.finish(plan, response);
     if (response.status !== 304) {
       const shared = this.finish(plan, response);
       const decision = shared?.decision;
@@ -121,13 +124,22 @@ export abstract class ResponseStore<Req> {
       // Stored by the revalidation itself: the lead only shares it.
       return shared === null ? null : { bytes: shared.bytes, decision: 'share' };
     }
-    const now = Date.now();
-    const renewed = this.renewal(plan, stored, response.headers, now);
-    if (renewed === undefined) {
+    const shared = this.renewed(plan, stored, response);
+    if (shared === null) {
       void this.cache.delete(plan.key).catch(() => {});
       return null;
     }
-    const { merged, f } = renewed;
+    const ttl = typeof shared.decision === 'object' ? shared.decision.ttl : 1;
+    // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
+    void this.cache.set(plan.key, shared.bytes, this.setOptions(plan, ttl, response.startedAt)).catch(() => {});
+    return { bytes: shared.bytes, decision: 'share' };
+  }
+
+  /** The stored response renewed by a 304 (RFC 9111 §4.3.4), with the verdict that stores it, or null when the 304 does not renew it. */
+  private renewed(plan: CachePlan, stored: ServableResponse, response: CapturedResponse): SharedResponse | null {
+    const renewal = this.renewal(plan, stored, response.headers, Date.now());
+    if (renewal === undefined) return null;
+    const { merged, f } = renewal;
     const bytes = encodeResponse({
       createdAt: this.cache.now(),
       status: stored.status,
@@ -138,9 +150,10 @@ export abstract class ResponseStore<Req> {
       ageOnArrival: f.initialAge,
       staleIfError: ownStaleIfError(f),
     });
-    // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
-    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
-    return { bytes, decision: 'share' };
+    const decision = storeDecisionOf(f, this.storageTtl(plan, f, merged));
+    const own = this.responseTags(plan);
+    if (own !== false && own.length > 0) decision.tags = [...own];
+    return { bytes, decision };
   }
 
   /**
