@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', '.scratch/**', 'test/fixtures/**/node_modules/**', '**/*.d.ts'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', '.scratch/**', 'test/fixtures/**/node_modules/**', 'examples/nextjs/.next/**', '**/*.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -9,6 +9,9 @@ export default defineConfig({
     'otel/index': 'src/otel/index.ts',
     'prometheus/index': 'src/prometheus/index.ts',
     'msgpack/index': 'src/msgpack/index.ts',
+    'fetch/index': 'src/fetch/index.ts',
+    'hono/index': 'src/hono/index.ts',
+    'koa/index': 'src/koa/index.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,
@@ -33,5 +36,7 @@ export default defineConfig({
     '@opentelemetry/api',
     'prom-client',
     'msgpackr',
+    'hono',
+    'koa',
   ],
 });

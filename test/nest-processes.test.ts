@@ -26,7 +26,8 @@ afterAll(async () => {
 const count = async (name: string, run: string) => Number((await redis.get(`count:${name}:${run}`)) ?? 0);
 
 async function startInstance(platform: string, prefix: string): Promise<{ worker: NodeChild; port: number }> {
-  const worker = NodeChild.tsx('test/fixtures/nest-app.ts', [platform, server.url, prefix]);
+  // The request that wins a refresh runs the handler (the background refresh: nest-refresh.test.ts).
+  const worker = NodeChild.tsx('test/fixtures/nest-app.ts', [platform, server.url, prefix, 'foreground']);
   const line = await worker.waitFor((l) => l.startsWith('listening '), 45_000);
   return { worker, port: Number(line.split(' ')[1]) };
 }

@@ -20,7 +20,7 @@ beforeAll(() => {
   mkdirSync(target, { recursive: true });
   execFileSync('tar', ['-xzf', path.join(project, packed), '-C', target, '--strip-components=1']);
   // The consumer's other dependencies come from this repository's install (no network needed).
-  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client', 'msgpackr']) {
+  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client', 'msgpackr', 'hono', 'koa', 'light-my-request']) {
     const from = path.join(root, 'node_modules', dep);
     if (existsSync(from)) symlinkSync(from, path.join(project, 'node_modules', dep));
   }
@@ -51,6 +51,9 @@ describe('npm pack', () => {
       if (typeof require('dogpile-guard/otel').instrumentDogpile !== 'function') throw new Error('missing instrumentDogpile');
       if (typeof require('dogpile-guard/prometheus').registerDogpileMetrics !== 'function') throw new Error('missing registerDogpileMetrics');
       if (require('dogpile-guard/msgpack').msgpackSerializer.name !== 'msgpack') throw new Error('missing msgpackSerializer');
+      if (typeof require('dogpile-guard/fetch').withDogpile !== 'function') throw new Error('missing withDogpile');
+      if (typeof require('dogpile-guard/hono').dogpileGuard !== 'function') throw new Error('missing hono dogpileGuard');
+      if (typeof require('dogpile-guard/koa').dogpileGuard !== 'function') throw new Error('missing koa dogpileGuard');
       main.createCache().getOrCompute('k', () => 'cjs-ok', 1000).then((v) => console.log(v));
     `;
     expect(execFileSync(process.execPath, ['-e', cjs], { cwd: project }).toString().trim()).toBe('cjs-ok');
@@ -62,6 +65,15 @@ describe('npm pack', () => {
       const { registerDogpileMetrics } = await import('dogpile-guard/prometheus');
       const { msgpackSerializer } = await import('dogpile-guard/msgpack');
       if (!(msgpackSerializer.deserialize(Buffer.from(msgpackSerializer.serialize(new Map([['a', 1]])))) instanceof Map)) throw new Error('msgpack');
+      const { withDogpile } = await import('dogpile-guard/fetch');
+      const { dogpileGuard: honoGuard } = await import('dogpile-guard/hono');
+      const { dogpileGuard: koaGuard } = await import('dogpile-guard/koa');
+      const fetchCache = createCache();
+      const wrapped = withDogpile(async () => new Response('esm-fetch'), { cache: fetchCache });
+      const replies = await Promise.all([1, 2].map(() => wrapped(new Request('http://shop.example/x'))));
+      if ((await replies[0].text()) !== 'esm-fetch' || replies[1].headers.get('x-cache') === null) throw new Error('withDogpile');
+      await fetchCache.close();
+      if (typeof honoGuard() !== 'function' || typeof koaGuard() !== 'function') throw new Error('middleware');
       instrumentDogpile()();
       registerDogpileMetrics().dispose();
       console.log(await createCache().getOrCompute('k', () => 'esm-ok', 1000));
@@ -78,16 +90,21 @@ describe('npm pack', () => {
       const e: string = new LockTimeoutError('x').code;
       import { instrumentDogpile, type GetOrComputeTrace } from 'dogpile-guard/otel';
       import { registerDogpileMetrics, type DogpileMetrics } from 'dogpile-guard/prometheus';
+      import { withDogpile, type WithDogpileOptions } from 'dogpile-guard/fetch';
+      import { dogpileGuard as honoGuard } from 'dogpile-guard/hono';
+      const fetchOptions: WithDogpileOptions = { ttl: '30s', key: (request: Request) => new URL(request.url).pathname };
+      const route: (request: Request, ctx: { params: Promise<{ id: string }> }) => Promise<Response> = withDogpile(async (_request: Request, ctx: { params: Promise<{ id: string }> }) => new Response((await ctx.params).id), fetchOptions);
+      const honoMiddleware = honoGuard({ skip: (c) => c.req.path === '/health' });
       const stop: () => void = instrumentDogpile({ keyGroup: (key: string) => key.split(':')[0]! });
       const metrics: DogpileMetrics = registerDogpileMetrics({ prefix: 'app_' });
       const trace: GetOrComputeTrace = { key: 'k', outcome: 'stale', layer: 'l1', degraded: false };
-      export { n, r, e, RedisLock, stop, metrics, trace };
+      export { n, r, e, RedisLock, stop, metrics, trace, route, honoMiddleware };
     `;
     writeFileSync(path.join(project, 'consumer.mts'), source);
-    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock, stop, metrics, trace };'));
+    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock, stop, metrics, trace, route, honoMiddleware };'));
     writeFileSync(
       path.join(project, 'tsconfig.json'),
-      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false, lib: ['ES2023', 'ESNext.Disposable'] }, files: ['consumer.mts', 'consumer.cts'] }),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false, lib: ['ES2023', 'ESNext.Disposable', 'DOM'] }, files: ['consumer.mts', 'consumer.cts'] }),
     );
     const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
     let output = '';

@@ -38,7 +38,8 @@ async function burst(port: number, path: string, n: number) {
 describe('stale-serving options on the adapters', () => {
   it('Fastify: a route config.dogpile with staleWhileRevalidate serves STALE to all but the one request that runs the handler', async () => {
     const app = Fastify();
-    await app.register(dogpileGuardPlugin, { cache: createCache() });
+    // The request that wins the refresh runs the handler (the background refresh: http-refresh.test.ts).
+    await app.register(dogpileGuardPlugin, { cache: createCache(), refresh: 'foreground' });
     let runs = 0;
     app.get('/r', { config: { dogpile: { ttl: 1000, staleWhileRevalidate: '10s' } } }, async () => {
       runs++;
@@ -72,7 +73,7 @@ describe('stale-serving options on the adapters', () => {
 
   it('Express: the middleware staleWhileRevalidate option serves STALE with an Age past the TTL', async () => {
     const app = express();
-    app.use(dogpileGuard({ cache: createCache(), ttl: 1000, staleWhileRevalidate: '10s' }));
+    app.use(dogpileGuard({ cache: createCache(), ttl: 1000, staleWhileRevalidate: '10s', refresh: 'foreground' }));
     let runs = 0;
     app.get('/r', async (_req, res) => {
       runs++;
@@ -97,7 +98,7 @@ describe('stale-serving options on the adapters', () => {
 
   it("Express: a response's own directives win over the adapter's staleWhileRevalidate: must-revalidate is never served stale, stale-while-revalidate=N bounds the window", async () => {
     const app = express();
-    app.use(dogpileGuard({ cache: createCache(), ttl: 60_000, staleWhileRevalidate: '10s' }));
+    app.use(dogpileGuard({ cache: createCache(), ttl: 60_000, staleWhileRevalidate: '10s', refresh: 'foreground' }));
     const runs = { strict: 0, short: 0 };
     app.get('/strict', async (_req, res) => {
       runs.strict++;
@@ -138,7 +139,7 @@ describe('stale-serving options on the adapters', () => {
 
   it("Express: a response's own stale-while-revalidate is served stale although the adapter has no stale window", async () => {
     const app = express();
-    app.use(dogpileGuard({ cache: createCache(), ttl: 60_000 }));
+    app.use(dogpileGuard({ cache: createCache(), ttl: 60_000, refresh: 'foreground' }));
     let runs = 0;
     app.get('/own', async (_req, res) => {
       runs++;

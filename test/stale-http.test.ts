@@ -20,6 +20,8 @@ let agent: http.Agent;
 async function spawnServer(framework: Framework): Promise<number> {
   const worker = NodeChild.tsx('test/fixtures/http-server.ts', [
     '--framework', framework, '--redis', redis.url, '--prefix', 'stale', '--ttl', '1000', '--stale-while-revalidate', '30000',
+    // The request that wins the refresh runs the handler (the background refresh: http-refresh-processes.test.ts).
+    '--refresh', 'foreground',
   ]);
   const line = await worker.waitFor((l) => l.includes('"listening"'));
   return (JSON.parse(line) as { port: number }).port;

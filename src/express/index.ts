@@ -7,6 +7,8 @@ import { appendCacheStatus } from '../http/cache-status.js';
 import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import { LoaderError } from '../shared/errors.js';
+import type { Replay } from '../http/pipeline.js';
+import { expressReplay, isReplay, type ExpressLikeApp } from './replay.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -28,7 +30,19 @@ export type DogpileGuardOptions = HttpCacheOptions<Request>;
  */
 export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
   const guard = new HttpGuard<Request>(options);
+  /** Background refreshes, by app: run through the whole app with a synthetic request. */
+  const replays = new WeakMap<object, Replay>();
+  const replayFor = (app: ExpressLikeApp): Replay => {
+    let replay = replays.get(app);
+    if (replay === undefined) replays.set(app, (replay = expressReplay(app)));
+    return replay;
+  };
   return function dogpileGuardMiddleware(req: Request, res: Response, next: NextFunction): void {
+    // A background refresh: the handler answers it, and the refresh reads its response.
+    if (isReplay(req)) {
+      next();
+      return;
+    }
     let plan;
     try {
       plan = guard.plan(req, { method: req.method, url: req.originalUrl, headers: req.headers }, req);
@@ -54,6 +68,7 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
     guard.handle(plan, {
       // On a route with its own HEAD handler, a HEAD runs that handler.
       headAsGet: (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true,
+      replay: replayFor(req.app as unknown as ExpressLikeApp),
       proceed(capture, active = plan) {
         res.setHeader('x-cache', 'MISS');
         if (capture) captureServerResponse(res, capture);

@@ -18,6 +18,7 @@ import { freshnessOver, pickFreshness, type HttpCacheOptions } from '../http/opt
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 import type { DogpileCache } from '../core/cache.js';
 import { checkKnownOptions } from '../shared/known-options.js';
+import { replayer } from './replay.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -105,18 +106,24 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   const targeted = new WeakMap<FastifyRequest, string>();
   /** `Dogpile-Tags` values, likewise. */
   const tagFields = new WeakMap<FastifyRequest, string>();
+  /** Background refreshes: requests injected to run a route's handler, which this plugin lets through. */
+  const replays = replayer(fastify);
 
   // Dogpile-* fields are read by this cache only: they never leave the server, whatever the
   // route and whoever sets them (a hook that runs after every hook of this plugin included):
-  // they are dropped as the headers are written.
-  fastify.addHook('onRequest', (_request, reply, done) => {
-    dropTargetedFieldsOnWrite(reply.raw);
+  // they are dropped as the headers are written. A background refresh reads them instead.
+  fastify.addHook('onRequest', (request, reply, done) => {
+    if (!replays.admit(request.raw)) dropTargetedFieldsOnWrite(reply.raw);
     done();
   });
 
   // App-wide onSend hooks run before the route's, so the values are kept for the capture; the
   // route's onSend below takes those set after this hook (by a later app hook, or the route's own).
   fastify.addHook('onSend', (request, reply, payload, done) => {
+    if (replays.has(request.raw)) {
+      done(null, payload);
+      return;
+    }
     const value = takeTargetedField(reply);
     if (value !== undefined) targeted.set(request, value);
     const tags = takeTagsField(reply);
@@ -154,6 +161,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     // Bound as Fastify binds a handler: to the instance the route is declared on, this one.
     const handler = (route.handler as RouteHandler).bind(this);
     const guarded = function (request: FastifyRequest, reply: FastifyReply): unknown {
+      // A background refresh: the handler answers it, and the refresh reads its response.
+      if (replays.has(request.raw)) return handler(request, reply);
       // Throws only for a bad `key` result; Fastify sends a handler's throw to its error handler.
       const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl, freshness);
       if (plan === undefined) {
@@ -167,6 +176,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       return new Promise<unknown>((resolve, reject) => {
         guard.handle(plan, {
           headAsGet,
+          replay: replays.replay,
           proceed(capture, active = plan) {
             reply.header('x-cache', 'MISS');
             if (capture) {
@@ -197,6 +207,10 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     };
 
     const onSend = function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
+      if (replays.has(request.raw)) {
+        done(null, payload);
+        return;
+      }
       const capture = captures.get(request);
       const plan = plans.get(request);
       let notModified = false;

@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { PassThrough, Readable } from 'node:stream';
-import { AbandonedLoad } from '../core/cache.js';
+import { AbandonedLoad, type StoreDecision } from '../core/cache.js';
 import { CACHE_DEFAULTS } from '../core/options.js';
 import { monotonicNow } from '../shared/clock.js';
 import { absorbWriteHeadHeaders, dropTargetedFields } from './targeted-fields.js';
@@ -15,6 +15,26 @@ export interface CapturedResponse {
   startedAt: number;
 }
 
+/** A captured response to share: its stored-response bytes, and what the cache does with them. */
+export interface SharedResponse {
+  bytes: Buffer;
+  /** Stored with its own lifetime, or `'share'`: handed to the requests waiting now, not stored by the cache (written otherwise, or not at all). */
+  decision: StoreDecision | 'share';
+}
+
+/** What the functions that feed a capture use of it, whatever the value it settles with. */
+export interface CaptureSink {
+  readonly settled: boolean;
+  readonly clientLeft: boolean;
+  original?: { status: number; headers: OutgoingHttpHeaders };
+  push(chunk: unknown, encoding?: BufferEncoding): void;
+  complete(status: number, headers: OutgoingHttpHeaders): void;
+  broken(): void;
+  clientGone(): void;
+  /** Settles with nothing to share. */
+  share(value: null): void;
+}
+
 /**
  * Collects the response that a route handler sends to the leader's client, and turns it into
  * the value the leader resolves with: the stored-response bytes, or null when the response
@@ -26,9 +46,9 @@ export interface CapturedResponse {
  * The leader's client hanging up changes nothing by itself: the handler is still running, and
  * what it goes on writing is still captured and shared.
  */
-export class ResponseCapture {
-  readonly promise: Promise<Buffer | null>;
-  private resolvePromise!: (value: Buffer | null) => void;
+export class ResponseCapture<V = SharedResponse> implements CaptureSink {
+  readonly promise: Promise<V | null>;
+  private resolvePromise!: (value: V | null) => void;
   private rejectPromise!: (error: Error) => void;
   private chunks: Buffer[] = [];
   private size = 0;
@@ -51,8 +71,8 @@ export class ResponseCapture {
    */
   constructor(
     private readonly maxBodySize: number,
-    private readonly finish: (response: CapturedResponse) => Buffer | null,
-    private readonly onSettle?: (capture: ResponseCapture) => void,
+    private readonly finish: (response: CapturedResponse) => V | null,
+    private readonly onSettle?: (capture: ResponseCapture<V>) => void,
     private readonly giveUpAfter: number = CACHE_DEFAULTS.waitTimeout,
   ) {
     this.promise = new Promise((resolve, reject) => {
@@ -100,7 +120,7 @@ export class ResponseCapture {
       this.abandon();
       return;
     }
-    let value: Buffer | null;
+    let value: V | null;
     try {
       value = this.finish({ status, headers, tooBig: this.tooBig, body: this.chunks, startedAt: this.startedAt });
     } catch {
@@ -146,7 +166,7 @@ export class ResponseCapture {
   }
 
   /** Settles with the bytes to share, or with null: the response goes to nobody else, and waiters run their own handler. */
-  share(value: Buffer | null): void {
+  share(value: V | null): void {
     this.settle(() => this.resolvePromise(value));
   }
 
@@ -189,7 +209,7 @@ function writeHeadHeader(args: unknown[], name: string): unknown {
  * it: `res.send`, `res.json`, `res.write`/`res.end`, `res.writeHead`, `stream.pipe(res)`),
  * while it still goes to the client unchanged.
  */
-export function captureServerResponse(res: ServerResponse, capture: ResponseCapture): void {
+export function captureServerResponse(res: ServerResponse, capture: CaptureSink): void {
   const write = res.write as unknown as WriteFn;
   const end = res.end as unknown as EndFn;
   const writeHead = res.writeHead as unknown as WriteHeadFn;
@@ -264,7 +284,7 @@ function setOrDelete(headers: OutgoingHttpHeaders, name: string, value: unknown)
  * body it was given is still being read for the capture) is not a client gone.
  */
 /** Tells the capture when `res` closes before the response is complete (the client left), or that it has already. */
-export function watchClientGone(res: ServerResponse, capture: ResponseCapture): void {
+export function watchClientGone(res: ServerResponse, capture: CaptureSink): void {
   // Gone before the handler was reached (a slow middleware or hook ran first): 'close' is past.
   if (res.destroyed && !res.writableFinished) {
     capture.clientGone();
@@ -282,7 +302,7 @@ export function watchClientGone(res: ServerResponse, capture: ResponseCapture): 
  * A source that is destroyed before its end abandons the capture (`stream.pipeline()` does
  * that to its source when the client leaves).
  */
-function keepReadingPipes(res: ServerResponse, capture: ResponseCapture): void {
+function keepReadingPipes(res: ServerResponse, capture: CaptureSink): void {
   const sources = new Set<Readable>();
   const takeOver = (source: Readable) => {
     if (capture.settled || source.readableEnded) return;
@@ -321,7 +341,7 @@ function keepReadingPipes(res: ServerResponse, capture: ResponseCapture): void {
  * to its end for the capture. Anything else (a web `ReadableStream`, a `Response`) is sent as it
  * is and not shared.
  */
-export function capturePayload(capture: ResponseCapture, status: number, headers: OutgoingHttpHeaders, payload: unknown): unknown {
+export function capturePayload(capture: CaptureSink, status: number, headers: OutgoingHttpHeaders, payload: unknown): unknown {
   if (payload === null || payload === undefined) {
     capture.complete(status, headers);
     return payload;
@@ -336,7 +356,7 @@ export function capturePayload(capture: ResponseCapture, status: number, headers
   return payload;
 }
 
-function teeStream(capture: ResponseCapture, status: number, headers: OutgoingHttpHeaders, source: Readable): PassThrough {
+function teeStream(capture: CaptureSink, status: number, headers: OutgoingHttpHeaders, source: Readable): PassThrough {
   const out = new PassThrough();
   let outOpen = true;
   source.on('data', (chunk: unknown) => {

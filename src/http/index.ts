@@ -10,3 +10,4 @@ export { ResponseCapture, captureServerResponse, capturePayload, watchClientGone
 export { storableHeaders, parseVary, headerValue, type HeaderEntry } from './headers.js';
 export { encodeResponse, decodeResponse, ResponseFormatError, type StoredResponse } from './response-format.js';
 export { prepareResponse, toServable, varyMatches, writeServerResponse, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
+export { collectBody, servedInstructions, type HandlerResponse, type HeaderFields, type PipelineRequest, type RefreshMode, type Replay, type ReplayRequest, type ResponseInstructions } from './pipeline.js';

@@ -87,6 +87,27 @@ export interface HttpCacheOptions<Req = unknown> extends FreshnessOptions {
    * @default ['authorization', 'cookie']
    */
   privateHeaders?: readonly string[];
+  /**
+   * How a stored response past its freshness, inside its stale window
+   * (`staleWhileRevalidate`, or the response's own `stale-while-revalidate`), is refreshed.
+   * `'background'`: every request gets it at once (`X-Cache: STALE`) and one refresh runs
+   * fleet-wide, detached from any client: the route's handler runs for a request
+   * reconstructed from the stored one (see docs/http-refresh.md for exactly what it carries).
+   * `'foreground'`: the request that wins the refresh runs its own handler and waits for it
+   * (`X-Cache: MISS`), for handlers that depend on the live request. With a `key` function
+   * and no `replayHeaders`, refreshes run in the foreground: the cache cannot tell which
+   * request headers the key depends on.
+   * @default 'background'
+   */
+  refresh?: 'background' | 'foreground';
+  /**
+   * Request headers a background refresh carries over from the request that found the
+   * response stale, besides those the key and the response's `Vary` name (e.g. the header a
+   * `key` function reads: `['x-tenant']`). Giving it with a `key` function lets refreshes run
+   * in the background.
+   * @default [] (none)
+   */
+  replayHeaders?: readonly string[];
 }
 
 export interface ResolvedHttpCacheOptions<Req = unknown> {
@@ -104,6 +125,9 @@ export interface ResolvedHttpCacheOptions<Req = unknown> {
   privateHeaders: readonly string[];
   /** The stale-serving options given (validated); the cache's apply to the others. */
   freshness: FreshnessOptions;
+  refresh: 'background' | 'foreground';
+  /** Lower-case header names; undefined when none were given. */
+  replayHeaders: readonly string[] | undefined;
 }
 
 export const HTTP_CACHE_DEFAULTS = {
@@ -135,7 +159,7 @@ export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders')
   return [...names];
 }
 
-const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'tags', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', ...FRESHNESS_OPTION_NAMES]);
+const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'tags', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', 'refresh', 'replayHeaders', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -190,7 +214,16 @@ export function resolveHttpCacheOptions<Req>(
     hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
     privateHeaders: o.privateHeaders === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
     freshness: cache === undefined ? pickFreshness(o) : freshnessOver(cache, pickFreshness(o)),
+    refresh: resolveRefreshMode(o.refresh),
+    replayHeaders: o.replayHeaders === undefined ? undefined : resolvePrivateHeaders(o.replayHeaders, 'replayHeaders'),
   };
+}
+
+/** Validates a `refresh` option (`InvalidOptionError` naming `option`). */
+export function resolveRefreshMode(value: unknown, option = 'refresh'): 'background' | 'foreground' {
+  if (value === undefined) return 'background';
+  if (value === 'background' || value === 'foreground') return value;
+  throw new InvalidOptionError(option, `expected 'background' or 'foreground', got ${describe(value)}`);
 }
 
 /**

@@ -40,15 +40,14 @@ export interface PreparedResponse {
   body: Buffer | undefined;
 }
 
-const decoded = new WeakMap<object, ServableResponse>();
-
 /**
- * The stored response in a cached value, decoded once per value object (in-process hits hand
- * out the same Buffer each time), or undefined when the value is not one.
+ * The stored response in a cached value, or undefined when the value is not one. With `memo`
+ * (the caller's, by value object), decoded once per value object: in-process hits hand out
+ * the same Buffer each time.
  */
-export function toServable(value: unknown): ServableResponse | undefined {
+export function toServable(value: unknown, decoded?: WeakMap<object, ServableResponse>): ServableResponse | undefined {
   if (value === null || typeof value !== 'object') return undefined;
-  const memo = decoded.get(value);
+  const memo = decoded?.get(value);
   if (memo) return memo;
   let bytes: Buffer;
   if (Buffer.isBuffer(value)) bytes = value;
@@ -68,7 +67,7 @@ export function toServable(value: unknown): ServableResponse | undefined {
   for (const [name, v] of headers) headerObject[name] = v;
   const etag = headerObject.etag;
   const servable: ServableResponse = { ...stored, headers, headerObject, etag: typeof etag === 'string' ? etag : undefined };
-  decoded.set(value, servable);
+  decoded?.set(value, servable);
   return servable;
 }
 

@@ -3,20 +3,20 @@ import { Inject, Injectable, Logger, Optional, StreamableFile } from '@nestjs/co
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, firstValueFrom, tap, type Observable } from 'rxjs';
-import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
+import type { CacheDecision, CacheResult, DogpileCache, LoaderContext } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { INLINE_REFRESH } from '../core/call-options.js';
+import { resolveResponse } from '../http/cache-calls.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
 import { formatCacheStatus, type CacheStatusEntry } from '../http/cache-status.js';
-import { responseFreshness, storeDecisionOf } from '../http/freshness.js';
-import { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
-import { mergeTags, validateTags } from '../shared/tag-names.js';
 import { handlerFacts, headerRules } from './route-facts.js';
+import { responseDecision, takeFields, type AnyResponse, type TakenFields } from './response-decision.js';
+import { nestReplayRequest, NestReplays, type ReplayOutcome } from './replay.js';
+import type { ReplayRequest } from '../http/pipeline.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -64,90 +64,6 @@ function lostClass(value: unknown): string | undefined {
 
 const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstValueFrom(observable, { defaultValue: undefined });
 
-/** The parts of an Express `Response` or a Fastify `FastifyReply` the interceptor reads. */
-interface AnyResponse {
-  statusCode?: number;
-  getHeaders?(): Record<string, string | string[] | number | undefined>;
-  getHeader?(name: string): unknown;
-  removeHeader?(name: string): unknown;
-}
-
-/** The fields read by this cache only: never sent. */
-interface TakenFields {
-  /** `Dogpile-Cache-Control`. */
-  targeted?: string;
-  /** `Dogpile-Tags`. */
-  tagged?: string;
-}
-
-/** Takes `Dogpile-Cache-Control` and `Dogpile-Tags` off the response (they never leave the server) and returns their values. */
-function takeFields(res: AnyResponse): TakenFields {
-  const out: TakenFields = {};
-  for (const [name, field] of [['dogpile-cache-control', 'targeted'], ['dogpile-tags', 'tagged']] as const) {
-    const value = res.getHeader?.(name);
-    if (value === undefined || value === null) continue;
-    res.removeHeader?.(name);
-    out[field] = Array.isArray(value) ? value.join(', ') : String(value);
-  }
-  return out;
-}
-
-/**
- * The tags a `Dogpile-Tags` value gives the entry (comma-separated, trimmed, empty members
- * dropped), none without one, or false when they are not valid tags or too many with the
- * call's: the value is then kept to its own request.
- */
-function fieldTags(tagged: string | undefined, callTags: readonly string[] | undefined): string[] | false {
-  if (tagged === undefined) return [];
-  try {
-    const own = validateTags(tagged.split(',').map((t) => t.trim()).filter((t) => t !== ''), 'Dogpile-Tags');
-    mergeTags(callTags, own, 'Dogpile-Tags');
-    return own;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * What the response a handler produced says about storing its value, by the rules of the
- * Express and Fastify adapters (RFC 9111 §3, §4.2, §5.2; RFC 5861; RFC 9213): its headers as
- * the route's `@Header()`s and the handler (or an interceptor inside this one) set them.
- * Their own lifetime (`s-maxage`, `max-age`, `Expires`, in `Dogpile-Cache-Control`, else
- * `CDN-Cache-Control`, else `Cache-Control`) replaces the route's `ttl`, which applies to a
- * response that says nothing; `no-store`, `private`, `Set-Cookie`, `Vary: *`, `no-cache` and a
- * response stale at once (`max-age=0`, a past `Expires`) keep the value to its own request:
- * a stored value has no validators to revalidate it with. A 2xx other than 206 is stored; any
- * other final status only when it is the route's own (`@HttpCode()`: a hit is sent with the
- * route's status) and the response has explicit freshness (or `public`), as in the adapters. A `Dogpile-Tags` header (comma-separated) adds its
- * tags to the call's; invalid ones keep the value to its own request. Undefined outside a
- * response with headers to read.
- */
-function responseDecision(res: AnyResponse, ttl: number, before: TakenFields, callTags: readonly string[] | undefined, routeStatus: number | undefined): CacheDecision | undefined {
-  if (typeof res.getHeaders !== 'function') return undefined;
-  const taken = takeFields(res);
-  const targeted = taken.targeted ?? before.targeted;
-  const tags = fieldTags(taken.tagged ?? before.tagged, callTags);
-  if (tags === false) return 'private';
-  const headers: Record<string, string | string[] | number | undefined> = { ...res.getHeaders() };
-  if (targeted !== undefined) headers['dogpile-cache-control'] = targeted;
-  const status = typeof res.statusCode === 'number' ? res.statusCode : 200;
-  const success = status >= 200 && status <= 299 && status !== 206;
-  // Another final status only when it is the route's own (a hit is sent with that one); then,
-  // as in the adapters, its explicit freshness (or `public`) lets it be stored (RFC 9111 §3).
-  if (!success && status !== routeStatus) return 'private';
-  const f = responseFreshness(status, headers, {
-    now: Date.now(),
-    defaultTtl: ttl,
-    // A route's own TTL is never cut; a response's lifetime is capped as in the adapters.
-    maxTtl: Math.max(HTTP_CACHE_DEFAULTS.maxTtl, ttl),
-    statuses: success ? [status] : [],
-  });
-  if (!f.storable || f.ttl < 1) return 'private';
-  const decision = storeDecisionOf(f, f.ttl);
-  if (tags.length > 0) decision.tags = tags;
-  return decision;
-}
-
 /**
  * Caches the value a route handler returns (a value, a Promise or the first value of an
  * Observable) in the module's `DogpileCache`, and runs the handler once for all concurrent
@@ -193,6 +109,8 @@ export class DogpileInterceptor implements NestInterceptor {
   private readonly optionsMemo = new WeakMap<object, WeakMap<Fn, ResolvedCachedOptions>>();
   private readonly warned = new WeakSet<Fn>();
   private readonly classWarned = new WeakSet<Fn>();
+  /** Background refreshes, run through the platform's app. */
+  private readonly replays = new NestReplays(() => this.adapterHost?.httpAdapter?.getInstance());
 
   constructor(
     @Inject(Reflector) protected readonly reflector: Reflector,
@@ -231,6 +149,9 @@ export class DogpileInterceptor implements NestInterceptor {
       routeStatus = typeof response.statusCode === 'number' ? response.statusCode : undefined;
       pass = () => next.handle().pipe(tap(() => void takeFields(response)));
       const req = context.switchToHttp().getRequest<AnyRequest>();
+      // A background refresh of this interceptor: the handler answers it, and the refresh takes its value.
+      const sink = this.replays.take(req.headers);
+      if (sink !== undefined) return this.replayed(context, next, sink, taken, routeStatus);
       // GET and HEAD only, with a well-formed Host and no body, whatever trackBy() says.
       if (!cacheableRequest(req.method, req.headers, [])) return pass();
       marker = (req as { raw?: object }).raw ?? req;
@@ -256,7 +177,39 @@ export class DogpileInterceptor implements NestInterceptor {
     handled.claim(marker);
     const tags = await tagsFor(this.optionsFor(context).tags, context);
     const freshness = this.optionsFor(context).freshness ?? {};
-    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken, routeStatus }));
+    const replay = http ? this.replayFor(context, vary) : undefined;
+    return defer(() => this.answer(context, next, key, { ttl, freshness, tags, taken, routeStatus, replay }));
+  }
+
+  /**
+   * The request a background refresh of this route would run with, or undefined when its
+   * refreshes run in the foreground (the `refresh` option, a HEAD, no HTTP platform, or a key
+   * from a `key` function or a `trackBy()` override without `replayHeaders`).
+   */
+  private replayFor(context: ExecutionContext, vary: readonly string[]): ReplayRequest | undefined {
+    if (this.defaults.refresh === 'foreground' || this.adapterHost?.httpAdapter === undefined) return undefined;
+    const req = context.switchToHttp().getRequest<AnyRequest>();
+    if (req.method !== 'GET') return undefined;
+    const defaultKey = this.optionsFor(context).key === undefined && this.trackBy === DogpileInterceptor.prototype.trackBy;
+    if (!defaultKey && this.defaults.replayHeaders === undefined) return undefined;
+    return nestReplayRequest(req.originalUrl ?? req.raw?.url ?? req.url, req.headers, [...vary, ...(this.defaults.replayHeaders ?? [])], defaultKey);
+  }
+
+  /** A request injected for a background refresh: the handler runs, and its value (or error) goes to the refresh. */
+  private async replayed(context: ExecutionContext, next: CallHandler, sink: (outcome: ReplayOutcome) => void, taken: TakenFields, routeStatus: number | undefined): Promise<Observable<unknown>> {
+    const options = this.optionsFor(context);
+    const ttl = await ttlFor(options, this.defaults, context);
+    const tags = await tagsFor(options.tags, context);
+    return defer(async () => {
+      try {
+        const value = await firstValue(next.handle());
+        sink({ value, decision: responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, taken, tags, routeStatus) });
+        return value;
+      } catch (error) {
+        sink({ error });
+        throw error;
+      }
+    });
   }
 
   /**
@@ -305,14 +258,32 @@ export class DogpileInterceptor implements NestInterceptor {
     context: ExecutionContext,
     next: CallHandler,
     key: string,
-    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields; routeStatus?: number | undefined },
+    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields; routeStatus?: number | undefined; replay?: ReplayRequest | undefined },
   ): Promise<unknown> {
-    const { ttl, freshness, tags } = call;
+    const { ttl, freshness, tags, replay } = call;
     let ran = false;
     let produced: { value: unknown } | undefined;
     /** What the response the handler produced says about storing its value (HTTP only). */
     let decision: CacheDecision | undefined;
-    const loader = async (): Promise<unknown> => {
+    /** This request has been answered from the cache: a run of the loader now is detached from it. */
+    let answered = false;
+    const loader = async (ctx: LoaderContext): Promise<unknown> => {
+      if (ctx.stale !== undefined && replay !== undefined) {
+        // Known once the cache's answer has reached this request: after this turn of the event loop.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (answered) {
+          const outcome = await this.replays.run(replay);
+          // Refused in front of the handler (a guard): nothing is stored, the stale value is dropped.
+          if (outcome === undefined) {
+            ctx.decide('private');
+            await this.cache.delete(key).catch(() => false);
+            return ctx.stale.value;
+          }
+          if ('error' in outcome) throw new HandlerError(outcome.error);
+          decision = outcome.decision;
+          return outcome.value;
+        }
+      }
       ran = true;
       let value: unknown;
       try {
@@ -341,9 +312,9 @@ export class DogpileInterceptor implements NestInterceptor {
         onWaitTimeout: 'load' as const,
         onRemoteError: 'load' as const,
         ...freshness,
-        [INLINE_REFRESH]: true,
       };
-      result = await this.cache.resolve(key, loader, options);
+      result = await resolveResponse(this.cache, key, loader, options, replay === undefined);
+      answered = !ran;
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).
       if (error instanceof HandlerError) throw error.error;

@@ -4,7 +4,7 @@ import { describe, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { CACHE_OPTION_NAMES, type CacheOptions } from '../core/options.js';
-import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders } from '../http/options.js';
+import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders, resolveRefreshMode } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 import { validateTags } from '../shared/tag-names.js';
 
@@ -87,6 +87,18 @@ export interface DogpileModuleOptions extends CacheOptions {
    * @default ['authorization', 'cookie']
    */
   privateHeaders?: readonly string[];
+  /**
+   * How a stale value of an HTTP route inside its `staleWhileRevalidate` window is refreshed:
+   * `'background'` answers every request with it and runs the route once, detached from any
+   * client, for a request reconstructed from the URL (see docs/http-refresh.md);
+   * `'foreground'` lets the request that wins the refresh run the handler and wait for it.
+   * Routes with a `key` function (or a `trackBy()` override) refresh in the foreground unless
+   * `replayHeaders` is given.
+   * @default 'background'
+   */
+  refresh?: 'background' | 'foreground';
+  /** Request headers a background refresh carries over from the request that found the value stale. @default [] */
+  replayHeaders?: readonly string[];
 }
 
 /** What the module hands the interceptor and the provider-method wrapper. */
@@ -95,6 +107,10 @@ export interface DogpileDefaults {
   ttl: number;
   /** Lower-case header names. @default ['authorization', 'cookie'] */
   privateHeaders?: readonly string[];
+  /** @default 'background' */
+  refresh?: 'background' | 'foreground';
+  /** Lower-case header names; undefined when not given. */
+  replayHeaders?: readonly string[] | undefined;
 }
 
 export const NEST_DEFAULTS = {
@@ -170,7 +186,7 @@ export function checkKey(value: unknown): string | undefined {
   return value;
 }
 
-const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal', 'privateHeaders']);
+const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal', 'privateHeaders', 'refresh', 'replayHeaders']);
 const MODULE_OPTION_NAMES: ReadonlySet<string> = new Set([...MODULE_ONLY, ...CACHE_OPTION_NAMES]);
 
 /** Splits the module options into what `createCache()` takes and the interceptor defaults. */
@@ -202,6 +218,8 @@ export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
     defaults: {
       ttl: o.ttl === undefined ? NEST_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
       privateHeaders: o.privateHeaders === undefined ? NEST_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
+      refresh: resolveRefreshMode(o.refresh),
+      replayHeaders: o.replayHeaders === undefined ? undefined : resolvePrivateHeaders(o.replayHeaders, 'replayHeaders'),
     },
   };
 }

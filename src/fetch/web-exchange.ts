@@ -1,0 +1,213 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeWebStream } from 'node:stream/web';
+import { HttpGuard, type CachePlan, type HttpRequestInfo } from '../http/guard.js';
+import type { ResponseCapture } from '../http/capture.js';
+import type { PreparedResponse } from '../http/serve.js';
+import type { HttpCacheOptions } from '../http/options.js';
+import type { Replay } from '../http/pipeline.js';
+import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
+
+/** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
+export type RunHandler = (request: Request) => Response | Promise<Response>;
+
+/** A `Request`'s headers as Node has them: lower-case names, `set-cookie` a list, others joined. */
+export function requestHeaders(request: Request): IncomingHttpHeaders {
+  const headers: IncomingHttpHeaders = {};
+  request.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  if (headers.host === undefined) {
+    const host = new URL(request.url).host;
+    if (host !== '') headers.host = host;
+  }
+  return headers;
+}
+
+/** What the guard reads of a `Request`: method, path with query, headers. */
+export function requestInfo(request: Request): HttpRequestInfo {
+  return { method: request.method, url: pathAndQuery(request.url), headers: requestHeaders(request) };
+}
+
+/** The path and query of an absolute URL as a `Request` gives it (already normalised, no fragment). */
+function pathAndQuery(url: string): string {
+  const scheme = url.indexOf('://');
+  const slash = scheme === -1 ? -1 : url.indexOf('/', scheme + 3);
+  if (slash === -1) {
+    const parsed = new URL(url);
+    return `${parsed.pathname}${parsed.search}`;
+  }
+  return url.slice(slash);
+}
+
+/** A `Response`'s headers as an object with lower-case names (`set-cookie` a list). */
+function responseHeaders(response: Response): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  response.headers.forEach((value, name) => {
+    if (name !== 'set-cookie') headers[name] = value;
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers['set-cookie'] = cookies;
+  return headers;
+}
+
+function toHeaders(headers: OutgoingHttpHeaders | Readonly<Record<string, string | string[]>>): Headers {
+  const out = new Headers();
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) out.append(name, String(v));
+    else out.set(name, String(value));
+  }
+  return out;
+}
+
+/** The handler's `Response` as a payload the capture reads: its body as a Node stream. */
+function handlerAnswer(response: Response): HandlerAnswer {
+  const body = response.body;
+  return { status: response.status, headers: responseHeaders(response), payload: body === null ? null : Readable.fromWeb(body as unknown as NodeWebStream<Uint8Array>) };
+}
+
+type Body = ConstructorParameters<typeof Response>[0];
+
+function webBody(payload: ClientAnswer['payload'], head: boolean): Body {
+  if (payload === null) return null;
+  if (head) {
+    // Headers only for a HEAD; a stream is still read to its end, for the capture.
+    if (payload instanceof Readable) payload.resume();
+    return null;
+  }
+  if (payload instanceof Readable) return Readable.toWeb(payload) as unknown as ReadableStream<Uint8Array>;
+  return payload as Body;
+}
+
+function toResponse(answer: ClientAnswer, head: boolean): Response {
+  const status = answer.status;
+  // 204, 205 and 304 carry no body (the Response constructor refuses one).
+  const bodyless = status === 204 || status === 205 || status === 304;
+  return new Response(bodyless ? null : webBody(answer.payload, head), { status, headers: toHeaders(answer.headers) });
+}
+
+/**
+ * A response from the cache. Headers as a plain object and the stored bytes as they are: what
+ * `@hono/node-server` writes without building a `Headers` or copying the body.
+ */
+function served(response: PreparedResponse, head: boolean): Response {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(response.headerObject)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  headers['x-cache'] = response.xCache;
+  headers.age = String(response.age);
+  if (response.cacheStatus) headers['cache-status'] = response.cacheStatus;
+  const bodyless = head || response.body === undefined || response.status === 204 || response.status === 304;
+  return new Response(bodyless ? null : (response.body as unknown as Body), { status: response.status, headers });
+}
+
+/** The handler's own `Response`, with every `Dogpile-*` field off it (and `Cache-Status` when a rule made the request pass). */
+async function passed(response: Response, cacheStatus: string | undefined): Promise<Response> {
+  let dirty = cacheStatus !== undefined;
+  response.headers.forEach((_value, name) => {
+    if (name.startsWith('dogpile-')) dirty = true;
+  });
+  if (!dirty) return response;
+  const headers = toHeaders(dropTargeted(responseHeaders(response)));
+  if (cacheStatus !== undefined) headers.set('cache-status', cacheStatus);
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/**
+ * The request the leader's handler runs with: the guard may have changed its headers (a
+ * conditional request's validators taken off, a revalidation's put on), and a HEAD runs as a
+ * GET so that the full response can be stored.
+ */
+function leaderRequest(request: Request, plan: CachePlan): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(plan.headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else headers.set(name, value);
+  }
+  // Without the client's signal: the run is shared, and goes on for the requests waiting for it
+  // when its own client leaves (a client leaving mid-body cancels only its copy of the stream).
+  // Deno's signal also aborts once a response has been sent, so it says nothing either way.
+  const rebuilt = new Request(request.url, { method: 'GET', headers });
+  leaderRequests.add(rebuilt);
+  return rebuilt;
+}
+
+/** Requests made for a leader's handler: another guard on the way (app-wide and per route) lets them through. */
+const leaderRequests = new WeakSet<Request>();
+
+/**
+ * A background refresh: the handler runs for the reconstructed request (at the origin of the
+ * request that found the response stale), and its response is read as it streams.
+ */
+function replayWith(live: Request, run: RunHandler): Replay {
+  const origin = new URL(live.url).origin;
+  return async (replayed) => {
+    const request = new Request(new URL(replayed.url, origin), { method: 'GET', headers: replayed.headers });
+    leaderRequests.add(request);
+    const response = await run(request);
+    const headers = responseHeaders(response);
+    const body = response.body;
+    return { status: response.status, headers, body: body === null ? [] : (body as unknown as AsyncIterable<Uint8Array>) };
+  };
+}
+
+/**
+ * The framework-neutral translation between `Request`/`Response` and the guard: what
+ * `withDogpile()` and the Hono middleware share. `req` is what the user's `key`, `skip` and
+ * `tags` functions receive (the `Request`, or Hono's context).
+ */
+export class WebGuard<Req> {
+  readonly guard: HttpGuard<Req>;
+
+  constructor(options?: HttpCacheOptions<Req>) {
+    this.guard = new HttpGuard<Req>(options);
+  }
+
+  /**
+   * Serves, waits or leads for `request`. With `replayable`, `run` may be called again, with no
+   * client behind it, for a background refresh (a `fetch` handler can; a middleware's `next`
+   * cannot, and its refreshes run in the foreground).
+   */
+  async handle(req: Req, request: Request, run: RunHandler, replayable = false): Promise<Response> {
+    if (leaderRequests.has(request)) return run(request);
+    const info = requestInfo(request);
+    const plan = this.guard.plan(req, info, request);
+    if (plan === undefined) return this.pass(info, req, request, run);
+    const head = request.method === 'HEAD';
+    return new Promise<Response>((resolve, reject) => {
+      this.guard.handle(plan, {
+        headAsGet: true,
+        ...(replayable ? { replay: replayWith(request, run) } : {}),
+        proceed: (capture, active = plan) => {
+          this.lead(request, active, capture, run).then(resolve, reject);
+        },
+        serve: (response) => resolve(served(response, head)),
+        fail: reject,
+      });
+    });
+  }
+
+  private async lead(request: Request, plan: CachePlan, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
+    const head = request.method === 'HEAD';
+    let answer: ClientAnswer;
+    try {
+      const response = await run(capture === undefined ? request : leaderRequest(request, plan));
+      answer = answerLeader(this.guard, plan, capture, handlerAnswer(response));
+    } catch (error) {
+      answer = answerLeaderError(this.guard, plan, capture, error);
+    }
+    return toResponse(answer, head);
+  }
+
+  /** A request the cache does not answer: a write invalidates what it changed before its response goes out. */
+  private async pass(info: HttpRequestInfo, req: Req, request: Request, run: RunHandler): Promise<Response> {
+    if (HttpGuard.claimed(request) || leaderRequests.has(request)) return run(request);
+    const bypass = this.guard.bypassStatus(info);
+    const response = await run(request);
+    if (HttpGuard.unsafe(info.method) && response.status >= 200 && response.status <= 399) {
+      await this.guard.invalidate(info, response.status, responseHeaders(response), req);
+    }
+    return passed(response, bypass);
+  }
+}

@@ -1,0 +1,82 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { LoaderError } from '../shared/errors.js';
+import { monotonicNow } from '../shared/clock.js';
+import { requestHost, UNKEYED_INPUT_HEADERS } from './cache-key.js';
+import type { CapturedResponse } from './capture.js';
+import { revalidationHeaders } from './conditional.js';
+import { headerValue } from './headers.js';
+import { collectBody, type Replay, type ReplayRequest } from './pipeline.js';
+import type { ServableResponse } from './serve.js';
+import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
+
+/** What a background refresh needs to know of the request that found the response stale. */
+export interface ReplaySource {
+  url: string;
+  /** The headers of the request that found the response stale. */
+  headers: IncomingHttpHeaders;
+  /** True when the key is the default one (built from the URL, `Host` and forwarding fields). */
+  defaultKey: boolean;
+  /** The user's `replayHeaders` (lower-case). */
+  replayHeaders: readonly string[];
+}
+
+/**
+ * The request a background refresh runs the handler with (see `ReplayRequest`): `host`; under
+ * the default key, the forwarding fields it was built from; the fields the stored response's
+ * `Vary` names, with the values it was stored for; the `replayHeaders`; and, when
+ * `conditional`, the stored response's validators. Nothing else of the live request.
+ */
+export function replayRequest(source: ReplaySource, stored: ServableResponse, conditional: boolean): ReplayRequest {
+  const headers: Record<string, string> = {};
+  const host = requestHost(source.headers);
+  if (host !== '') headers.host = host;
+  if (source.defaultKey) {
+    for (const name of UNKEYED_INPUT_HEADERS) {
+      const value = headerValue(source.headers, name);
+      if (value !== undefined) headers[name] = value;
+    }
+  }
+  for (const name of source.replayHeaders) {
+    const value = headerValue(source.headers, name);
+    if (value !== undefined) headers[name] = value;
+  }
+  for (const [name, value] of stored.vary) if (value !== undefined) headers[name] = value;
+  if (conditional) Object.assign(headers, revalidationHeaders(stored.headerObject));
+  return { method: 'GET', url: source.url, headers };
+}
+
+/** A replayed response read to its end, with the fields only this cache reads taken off it. */
+export interface ReplayedResponse {
+  response: CapturedResponse;
+  /** `Dogpile-Cache-Control`, if the handler set it. */
+  targeted: string | undefined;
+  /** `Dogpile-Tags`, if the handler set it. */
+  tagged: string | undefined;
+}
+
+/**
+ * Runs the handler for `request` through the adapter's `replay` and reads its response. An
+ * origin failure (500, 502, 503, 504), like a rejection, throws: the refresh has failed, and
+ * the cache answers it as a loader's failure (the stale response under `staleIfError`, retries
+ * held for `failSafeRetry`).
+ */
+export async function runReplay(replay: Replay, request: ReplayRequest, key: string, maxBodySize: number): Promise<ReplayedResponse> {
+  const startedAt = monotonicNow();
+  const answer = await replay(request);
+  if (ORIGIN_ERROR_STATUSES.has(answer.status)) {
+    throw new LoaderError(`the handler answered ${answer.status} to a background refresh`, { key });
+  }
+  const { chunks, tooBig } = await collectBody(answer.body, maxBodySize);
+  const headers: OutgoingHttpHeaders = {};
+  let targeted: string | undefined;
+  let tagged: string | undefined;
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value === undefined) continue;
+    const lower = name.toLowerCase();
+    const text = Array.isArray(value) ? value.join(', ') : String(value);
+    if (lower === 'dogpile-cache-control') targeted = text;
+    else if (lower === 'dogpile-tags') tagged = text;
+    else headers[lower] = Array.isArray(value) ? value.map(String) : (value as string | number);
+  }
+  return { response: { status: answer.status, headers, tooBig, body: chunks, startedAt }, targeted, tagged };
+}

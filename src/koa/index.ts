@@ -1,0 +1,184 @@
+import type Koa from 'koa';
+import type { Context, Middleware, Next } from 'koa';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Replay } from '../http/pipeline.js';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeWebStream } from 'node:stream/web';
+import { HttpGuard, type CachePlan } from '../http/guard.js';
+import { watchClientGone, type ResponseCapture } from '../http/capture.js';
+import type { PreparedResponse } from '../http/serve.js';
+import type { HttpCacheOptions } from '../http/options.js';
+import { isTargetedField } from '../http/targeted-fields.js';
+import { answerLeader, answerLeaderError, type ClientAnswer, type HandlerAnswer } from '../fetch/leader-answer.js';
+
+export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+
+/** Options of the Koa `dogpileGuard()`; `key`, `skip` and `tags` receive Koa's context. See `HttpCacheOptions` for each option and its default. */
+export type DogpileGuardOptions = HttpCacheOptions<Context>;
+
+/** Requests injected for a background refresh: every guard in the app lets them through, Dogpile-* fields included. */
+const replayed = new WeakSet<object>();
+
+/**
+ * Runs a request through the whole Koa app (every middleware, from the top) with a synthetic
+ * request and response (`light-my-request`): the app sees exactly the replayed headers, and its
+ * response is read whole.
+ */
+function koaReplay(app: Koa): Replay {
+  let listener: ReturnType<Koa['callback']> | undefined;
+  return async (request) => {
+    listener ??= app.callback();
+    const handle = listener;
+    const dispatch = (req: IncomingMessage, res: ServerResponse) => {
+      replayed.add(req);
+      for (const name of Object.keys(req.headers)) if (!(name in request.headers)) delete req.headers[name];
+      void handle(req, res);
+    };
+    // Loaded with the first refresh: an app that never serves stale never loads it.
+    const { default: inject } = await import('light-my-request');
+    const res = await inject(dispatch, { method: 'GET', url: request.url, headers: { ...request.headers } });
+    return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
+  };
+}
+
+/** Statuses whose responses carry no body. */
+const BODYLESS = new Set([204, 205, 304]);
+
+/** What the handler left in `ctx`: status, headers, and `ctx.body` as a payload (an object as its JSON). */
+function handlerAnswer(ctx: Context, capture: ResponseCapture | undefined): HandlerAnswer {
+  const headers = { ...(ctx.response.headers as OutgoingHttpHeaders) };
+  const body: unknown = ctx.body;
+  let payload: HandlerAnswer['payload'];
+  if (body === null || body === undefined) payload = null;
+  else if (body instanceof Readable) payload = capture === undefined ? body : keepReading(body, capture);
+  else if (typeof body === 'string' || body instanceof Uint8Array) payload = body;
+  else if (body instanceof ReadableStream) payload = Readable.fromWeb(body as NodeWebStream<Uint8Array>);
+  else if (body instanceof Response) payload = body.body === null ? null : Readable.fromWeb(body.body as unknown as NodeWebStream<Uint8Array>);
+  else {
+    payload = JSON.stringify(body);
+    headers['content-length'] = String(Buffer.byteLength(payload));
+  }
+  return { status: ctx.status, headers, payload };
+}
+
+/**
+ * Koa destroys a body stream when its response closes, a client hanging up included. While the
+ * capture still reads it (for the requests waiting for this response), that waits until the
+ * capture is done: the stream is read to its end, or destroyed then if it has not ended.
+ */
+function keepReading(source: Readable, capture: ResponseCapture): Readable {
+  const destroy = source.destroy.bind(source);
+  source.destroy = (error?: Error) => (capture.settled ? destroy(error) : source);
+  void capture.promise.then(
+    () => undefined,
+    () => undefined,
+  ).then(() => {
+    source.destroy = destroy;
+    if (!source.readableEnded && !source.destroyed) destroy();
+  });
+  return source;
+}
+
+/** Puts an answer into `ctx` for Koa to send: headers as given, then the body, then the status. */
+function apply(ctx: Context, answer: ClientAnswer): void {
+  const headOnly = ctx.method === 'HEAD';
+  const payload = answer.payload;
+  if (BODYLESS.has(answer.status) || payload === null) {
+    if (payload instanceof Readable) payload.resume();
+    ctx.body = BODYLESS.has(answer.status) ? null : '';
+  } else {
+    // Koa sends no body for HEAD; a stream is still read to its end, for the capture.
+    if (headOnly && payload instanceof Readable) payload.resume();
+    ctx.body = typeof payload === 'string' || payload instanceof Readable ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  }
+  for (const name of Object.keys(ctx.response.headers)) ctx.remove(name);
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value === undefined) continue;
+    ctx.set(name, Array.isArray(value) ? value.map(String) : String(value));
+  }
+  ctx.status = answer.status;
+}
+
+function serve(ctx: Context, response: PreparedResponse): void {
+  const headers: OutgoingHttpHeaders = { ...response.headerObject, 'x-cache': response.xCache, age: String(response.age) };
+  if (response.cacheStatus) headers['cache-status'] = response.cacheStatus;
+  apply(ctx, { status: response.status, headers, payload: response.body ?? null });
+}
+
+/**
+ * Koa middleware that caches GET responses and coalesces concurrent misses: one request runs
+ * the downstream middleware and route, every other request for the same resource (in this
+ * process, or in any process sharing the cache's Redis) waits and is sent that response.
+ * `ctx.body` may be a string, a Buffer, a stream or an object (sent and stored as JSON).
+ *
+ * ```ts
+ * app.use(dogpileGuard({ cache, ttl: '30s' }));
+ * ```
+ *
+ * Responses say `X-Cache: MISS | HIT | COALESCED | STALE`, `Cache-Status`, and `Age` when served
+ * from the cache.
+ */
+export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
+  const guard = new HttpGuard<Context>(options);
+
+  async function lead(ctx: Context, next: Next, plan: CachePlan, capture: ResponseCapture | undefined): Promise<void> {
+    const head = ctx.method === 'HEAD';
+    if (capture !== undefined) watchClientGone(ctx.res, capture);
+    let answer: ClientAnswer;
+    try {
+      // A HEAD that leads runs as a GET, so that the full response can be stored.
+      if (capture !== undefined && head) ctx.method = 'GET';
+      try {
+        await next();
+      } finally {
+        if (head) ctx.method = 'HEAD';
+      }
+      answer = answerLeader(guard, plan, capture, handlerAnswer(ctx, capture));
+    } catch (error) {
+      answer = answerLeaderError(guard, plan, capture, error);
+    }
+    apply(ctx, answer);
+  }
+
+  async function pass(ctx: Context, next: Next): Promise<void> {
+    const info = { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers };
+    const bypass = HttpGuard.claimed(ctx.req) ? undefined : guard.bypassStatus(info);
+    await next();
+    if (HttpGuard.claimed(ctx.req)) return;
+    if (HttpGuard.unsafe(ctx.method) && ctx.status >= 200 && ctx.status <= 399) {
+      await guard.invalidate(info, ctx.status, ctx.response.headers as OutgoingHttpHeaders, ctx);
+    }
+    // Dogpile-* fields are read by this cache only: never sent.
+    for (const name of Object.keys(ctx.response.headers)) if (isTargetedField(name)) ctx.remove(name);
+    if (bypass !== undefined) ctx.set('cache-status', bypass);
+  }
+
+  const replays = new WeakMap<Koa, Replay>();
+  const replayFor = (app: Koa): Replay => {
+    let replay = replays.get(app);
+    if (replay === undefined) replays.set(app, (replay = koaReplay(app)));
+    return replay;
+  };
+
+  return async function dogpileGuardMiddleware(ctx: Context, next: Next): Promise<void> {
+    // A background refresh: the handler answers it, and the refresh reads its response.
+    if (replayed.has(ctx.req)) return next();
+    const plan = guard.plan(ctx, { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers }, ctx.req);
+    if (plan === undefined) return pass(ctx, next);
+    return new Promise<void>((resolve, reject) => {
+      guard.handle(plan, {
+        headAsGet: true,
+        replay: replayFor(ctx.app),
+        proceed: (capture, active = plan) => {
+          lead(ctx, next, active, capture).then(resolve, reject);
+        },
+        serve: (response) => {
+          serve(ctx, response);
+          resolve();
+        },
+        fail: reject,
+      });
+    });
+  };
+}

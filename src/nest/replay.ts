@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { CacheDecision } from '../core/cache.js';
+import { expressReplay, type ExpressLikeApp } from '../express/replay.js';
+import { requestHost, UNKEYED_INPUT_HEADERS } from '../http/cache-key.js';
+import { headerValue } from '../http/headers.js';
+import type { Replay, ReplayRequest } from '../http/pipeline.js';
+
+/**
+ * The field that marks a request injected for a background refresh: a token known only to the
+ * interceptor that sent it, one per refresh, taken off the request when the interceptor sees it.
+ */
+const REPLAY_FIELD = 'dogpile-replay';
+
+/** What the handler produced for a background refresh. */
+export type ReplayOutcome = { value: unknown; decision: CacheDecision | undefined } | { error: unknown };
+
+type Injectable = { inject(options: { method: 'GET'; url: string; headers: Record<string, string | undefined> }): Promise<unknown> };
+
+/**
+ * The request a background refresh of a Nest route runs with: `host`; under the default key,
+ * the forwarding fields it was built from; the fields the route's `Vary` names and the
+ * `replayHeaders`, with the values of the request that found the value stale. Nothing else.
+ */
+export function nestReplayRequest(url: string, live: IncomingHttpHeaders, names: readonly string[], defaultKey: boolean): ReplayRequest {
+  const headers: Record<string, string> = {};
+  const host = requestHost(live);
+  if (host !== '') headers.host = host;
+  for (const name of [...(defaultKey ? UNKEYED_INPUT_HEADERS : []), ...names]) {
+    const value = headerValue(live, name);
+    if (value !== undefined) headers[name] = value;
+  }
+  return { method: 'GET', url, headers };
+}
+
+/** Background refreshes of one interceptor: the route runs through the whole app (guards, pipes, interceptors) on either platform. */
+export class NestReplays {
+  private readonly pending = new Map<string, (outcome: ReplayOutcome) => void>();
+  private express: Replay | undefined;
+
+  /** @param instance The platform's app: an Express app, or a Fastify instance. */
+  constructor(private readonly instance: () => unknown) {}
+
+  /**
+   * Runs the route for `request` and resolves with what its handler produced, or undefined when
+   * something in front of it (a guard, a middleware) answered instead.
+   */
+  async run(request: ReplayRequest): Promise<ReplayOutcome | undefined> {
+    const token = randomUUID();
+    let outcome: ReplayOutcome | undefined;
+    this.pending.set(token, (o) => {
+      outcome = o;
+    });
+    try {
+      const headers = { ...request.headers, [REPLAY_FIELD]: token };
+      const app = this.instance();
+      if (typeof app === 'function') {
+        this.express ??= expressReplay(app as ExpressLikeApp);
+        await this.express({ ...request, headers });
+      } else {
+        await (app as Injectable).inject({ method: 'GET', url: request.url, headers: { 'user-agent': undefined, ...headers } });
+      }
+    } finally {
+      this.pending.delete(token);
+    }
+    return outcome;
+  }
+
+  /** The sink of a request that is one of these refreshes (the marking field is taken off it), else undefined. */
+  take(headers: IncomingHttpHeaders): ((outcome: ReplayOutcome) => void) | undefined {
+    const token = headers[REPLAY_FIELD];
+    if (token === undefined) return undefined;
+    delete headers[REPLAY_FIELD];
+    return typeof token === 'string' ? this.pending.get(token) : undefined;
+  }
+}

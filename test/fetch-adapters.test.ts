@@ -1,0 +1,54 @@
+/**
+ * The web-standard adapters on real apps over real sockets: Hono on `@hono/node-server`, Koa,
+ * a plain `fetch` handler served by Node, and a whole Hono app wrapped in `withDogpile(app.fetch)`,
+ * each through the shared suite.
+ */
+import { describe, expect, it } from 'vitest';
+import { createCache, InvalidOptionError } from '../src/index.js';
+import { withDogpile } from '../src/fetch/index.js';
+import { dogpileGuard as honoGuard } from '../src/hono/index.js';
+import { dogpileGuard as koaGuard } from '../src/koa/index.js';
+import { webAdapterSuite } from './support/web-suite.js';
+import { WEB_FRAMEWORKS } from './fixtures/web-apps.js';
+
+for (const framework of WEB_FRAMEWORKS) webAdapterSuite(framework);
+
+describe('bad input fails at once with an InvalidOptionError naming the option', () => {
+  it.each([
+    ['withDogpile', () => withDogpile(null as never)],
+    ['withDogpile', () => withDogpile(async () => new Response(''), { ttl: -1 })],
+    ['hono', () => honoGuard({ tgas: () => [] } as never)],
+    ['koa', () => koaGuard({ maxBodySize: Number.NaN })],
+  ])('%s', (_adapter, make) => {
+    let caught: unknown;
+    try {
+      make();
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(InvalidOptionError);
+    expect((caught as InvalidOptionError).option).toMatch(/^(handler|ttl|tgas|maxBodySize)$/);
+  });
+});
+
+describe('withDogpile with a key function', () => {
+  it('a successful write invalidates the key the function gives for its request seen as a GET', async () => {
+    const cache = createCache();
+    let runs = 0;
+    const handler = withDogpile(
+      async (request: Request) => {
+        if (request.method === 'GET') runs++;
+        return new Response(`${request.method} ${runs}`);
+      },
+      { cache, key: (request) => `${request.method}:${new URL(request.url).pathname}` },
+    );
+    const get = () => handler(new Request('http://shop.example/items/1'));
+    expect(await (await get()).text()).toBe('GET 1');
+    const hit = await get();
+    expect([hit.headers.get('x-cache'), await hit.text()]).toEqual(['HIT', 'GET 1']);
+    expect(await (await handler(new Request('http://shop.example/items/1', { method: 'PUT', body: 'x' }))).text()).toBe('PUT 1');
+    const after = await get();
+    expect([after.headers.get('x-cache'), await after.text()]).toEqual(['MISS', 'GET 2']);
+    await cache.close();
+  });
+});
