@@ -36,6 +36,10 @@ declare function loadOrders(key: string): Promise<string[]>;
 declare function loadPrices(): Promise<Record<string, number>>;
 declare function buildReport(...args: unknown[]): Promise<Report>;
 declare function loadProduct(id: string): Promise<Product>;
+declare function findProduct(id: string): Promise<Product>;
+declare function loadReport(request: Request): Promise<Report>;
+/** A Fastify instance. */
+declare const fastify: import('fastify').FastifyInstance;
 declare function saveProduct(id: string, body: ProductDto): Promise<Product>;
 declare class ProductDto {
   name: string;
