@@ -53,7 +53,9 @@ end
  * ms since the epoch: ignore it only when it was created at or before then, i.e. it is still
  * the value the caller found invalidated),
  * expired ('1': answer a version 2, 3 or 4 entry as past its expiry whatever the time; '0': by
- * the server's clock), try lead on a stale value ('1' | '0').
+ * the server's clock), try lead on a stale value ('1' | '0'), not after (ms since the epoch on
+ * the server's clock, as text; '' for none: past it the caller has given up (commandTimeout),
+ * so no lock is taken for it — a lock nobody holds would make every other caller wait it out).
  * Every reply starts with its kind and the server's time (ms since the epoch, as text with its
  * microseconds: the moment a lead was taken, and a reading of the server's clock):
  * {1, t, value} | {2, t} (lead: the lock is ours) | {3, t, remaining ms of the leader's lock
@@ -73,7 +75,7 @@ export type LookupReply =
   | [5, Buffer, Buffer, 1]
   | [5, Buffer, Buffer, 0, number, 0 | 1];
 
-export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: string, expired: '0' | '1', tryLead: '0' | '1'], LookupReply>(
+export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: string, expired: '0' | '1', tryLead: '0' | '1', notAfter: string], LookupReply>(
   'lookup',
   `
 local value_key = KEYS[1]
@@ -84,6 +86,11 @@ local skip_value = ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local time = string.format('%.3f', now)
+local gone = ARGV[6] ~= nil and ARGV[6] ~= '' and now > tonumber(ARGV[6])
+local function lead()
+  if gone then return false end
+  return redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl)
+end
 if ARGV[4] == '1' then now = 8.64e15 end
 if skip_value ~= '1' then
   local v = redis.pcall('GET', value_key)
@@ -96,14 +103,14 @@ if skip_value ~= '1' then
   if v then
     if #v >= 36 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103 and string.byte(v, 3) >= 2 and string.byte(v, 3) <= 4
       and now >= struct.unpack('>d', string.sub(v, 13, 20)) then
-      if ARGV[5] == '1' and redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {5, time, v, 1} end
+      if ARGV[5] == '1' and lead() then return {5, time, v, 1} end
       local holder = redis.call('GET', lock_key)
       return {5, time, v, 0, redis.call('PTTL', lock_key), (holder and string.sub(holder, 1, 2) == 'F:') and 1 or 0}
     end
     return {1, time, v}
   end
 end
-if redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then return {2, time} end
+if lead() then return {2, time} end
 local left = redis.call('PTTL', lock_key)
 if left == -1 then
   -- A lock never lives without an expiry: another program wrote it, or it was PERSISTed.
@@ -266,5 +273,21 @@ if left > keep then keep = left end
 redis.call('SET', KEYS[1], text, 'PX', keep)
 redis.call(ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[4], 't' .. text)
 return {text, string.format('%.3f', at)}
+`,
+);
+
+/**
+ * KEYS: lock. ARGV: token, lock ttl ms, not after (as LOOKUP's). Takes the key's lead lock if it
+ * is free and its caller has not given up; returns 1 when taken, else 0.
+ */
+export const TRY_LEAD = new LuaScript<[token: string, lockTtl: number, notAfter: string], 0 | 1>(
+  'try-lead',
+  `
+if ARGV[3] ~= '' then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 > tonumber(ARGV[3]) then return 0 end
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
 `,
 );

@@ -13,7 +13,7 @@ import { EXTEND } from '../redis/extend-script.js';
 import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
 import { BackendError, UnknownSerializerError } from '../shared/errors.js';
-import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
+import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE, TRY_LEAD } from './cache-scripts.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
@@ -142,7 +142,7 @@ export class RedisBackend implements Backend {
     // from L1 as soon as it arrives.
     if (this.l1 && !this.links.has(key)) this.follow(key);
     const sent = monotonicNow();
-    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', expired ? '1' : '0', tryLead ? '1' : '0']);
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', expired ? '1' : '0', tryLead ? '1' : '0', this.notAfter()]);
     const time = Number(String(reply[1]));
     this.clock.observe(time, sent, monotonicNow());
     switch (reply[0]) {
@@ -287,7 +287,8 @@ export class RedisBackend implements Backend {
   async tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
     // The run begins after the lock is taken: the server's time before the command was sent is no later.
     const before = this.clock.now() - this.clock.uncertainty;
-    const led = (await this.commands.call('SET', cacheKeys(this.options.prefix, key).lock, token, 'PX', Math.max(1, Math.ceil(lockTtl)), 'NX')) === 'OK';
+    // Taken only while its caller still waits for the answer (a late command takes nothing).
+    const led = (await TRY_LEAD.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, Math.max(1, Math.ceil(lockTtl)), this.notAfter()])) === 1;
     if (led) this.startedLead(token, before);
     return led;
   }
