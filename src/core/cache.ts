@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { toMs, type Duration } from '../shared/duration.js';
-import { CacheClosedError } from '../shared/errors.js';
+import { CacheClosedError, RemoteLoaderError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
@@ -12,7 +12,7 @@ import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { FreshnessHints } from './hints.js';
-import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
+import { MissProtocol } from './miss-protocol.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFreshNow, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
@@ -436,7 +436,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * process that do the same; any other error is passed on.
    */
   private async afterRemoteError<T>(error: unknown, key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<CacheResult<T>> {
-    if (opts.onRemoteError !== 'load' || !isRemoteLoaderError(error)) throw error;
+    if (opts.onRemoteError !== 'load' || !(error instanceof RemoteLoaderError)) throw error;
     const running = this.reruns.get<T>(key);
     if (running) {
       const settled = await withSignal(running, opts.signal, key);

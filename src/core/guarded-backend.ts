@@ -83,6 +83,16 @@ export class GuardedBackend {
     return this.backend.live(key);
   }
 
+  /** An entry held in process memory, fresh or stale (the fallback while the store is unusable); no call to the store. */
+  peekStale(key: string): StoredEntry | undefined {
+    return this.backend.peekStale(key);
+  }
+
+  /** `entry` as the tag stamps held in this process make it (see `Backend.withKnownTags`); no call to the store. */
+  withKnownTags(entry: StoredEntry): StoredEntry | undefined {
+    return this.backend.withKnownTags(entry);
+  }
+
   /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock. */
   now(): number {
     return this.backend.now();

@@ -273,8 +273,8 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'refreshing-tagged-stale',
     breaks: 'a value refreshed in this process is answered stale after one of its tags was invalidated',
-    file: 'src/core/miss-protocol.ts',
-    search: 'const entry = running.entry.tags === undefined ? running.entry : this.backend.backend.withKnownTags(running.entry);',
+    file: 'src/core/refresh.ts',
+    search: 'const entry = running.entry.tags === undefined ? running.entry : backend.withKnownTags(running.entry);',
     replace: 'const entry = running.entry;',
     tests: ['test/core-hardening.test.ts'],
     filter: 'invalidated stale value',
