@@ -7,12 +7,13 @@ import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
 import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkSetOptions, checkTaggedLifetime, computedFor, isComputed, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
+import { checkSetOptions, checkTaggedLifetime, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
 import type { CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { FreshnessHints } from './hints.js';
 import { MissProtocol } from './miss-protocol.js';
+import { registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFreshNow, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
@@ -68,6 +69,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    registerInternals(this, {
+      resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline),
+      set: (key, value, ttlOrOptions, computedForMs) => this.store(key, value, ttlOrOptions, computedForMs),
+    });
   }
 
   /** Removes listeners as EventEmitter does; the `hit` flag follows, and keeps following new listeners. */
@@ -170,15 +175,20 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
-    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions);
+    return this.resolveTraced(key, loader, ttlOrOptions, false);
+  }
+
+  /** `resolve`; `inline`: a caller that wins a stale value's refresh lead runs it itself (see `resolveInline`). */
+  private resolveTraced<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>> {
+    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline);
     // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
     // synchronously, so a hit it answers was read from the layer this peek finds.
     const hitLayer = typeof key === 'string' && key !== '' && this.backend.peek(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
-    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions));
+    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline));
   }
 
-  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
-    const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions);
+  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline = false): Promise<CacheResult<T>> {
+    const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions, inline);
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
@@ -203,7 +213,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       }
       if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
       if (settled.private) return this.pass(key, loader, opts, settled.degraded);
-      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions);
+      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions, inline);
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
 
@@ -286,7 +296,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * Stores `value` under `key` for `ttl` (or `{ ttl, tags }`), and announces it: waiters take
    * it, other processes' L1 copies follow. Rejects with `SerializationError` / `BackendError`.
    */
-  async set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions): Promise<void> {
+  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions): Promise<void> {
+    return this.store(key, value, ttlOrOptions, undefined);
+  }
+
+  /** `set`; with `computedFor` (ms), a value computed for that long, stored like a loader's (see `setComputed`). */
+  private async store<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedFor: number | undefined): Promise<void> {
     validateKey(key);
     const { ttl, tags } = setOptions(ttlOrOptions);
     const stale = staleWindow(this.options.freshness);
@@ -296,12 +311,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: this.backend.now(), ttl, stale };
     // A value computed by a handler (the HTTP layer says how long it ran) stores like a
     // loader's value; any other set is the application's write, newer than every run begun before.
-    const computed = computedFor(ttlOrOptions);
     if (tags) {
       entry.tags = tags;
-      entry.delta = computed;
+      entry.delta = computedFor ?? 0;
     }
-    const write = !isComputed(ttlOrOptions);
+    const write = computedFor === undefined;
     await this.guarded.set(key, entry, write);
     if (write) this.wrote(key);
     this.hints.remember(key, entry);

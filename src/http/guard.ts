@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision, DogpileCache, LoaderContext, StoreDecision } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { INLINE_REFRESH } from '../core/call-options.js';
+import { resolveInline, setComputed } from '../core/internal.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
@@ -403,7 +403,7 @@ export class HttpGuard<Req> {
     if (response.status !== 304) {
       const bytes = this.finish(plan, response);
       const decision = bytes === null ? undefined : storeDecisions.get(bytes);
-      if (bytes !== null && typeof decision === 'object') void this.cache.set(plan.key, bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
+      if (bytes !== null && typeof decision === 'object') void setComputed(this.cache, plan.key, bytes, ...this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
       // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
       else if (bytes === null) void this.cache.delete(plan.key).catch(() => {});
       return bytes;
@@ -426,7 +426,7 @@ export class HttpGuard<Req> {
       staleIfError: ownStaleIfError(f),
     });
     // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
-    void this.cache.set(plan.key, bytes, this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
+    void setComputed(this.cache, plan.key, bytes, ...this.setOptions(plan, this.storageTtl(plan, f, merged), response.startedAt)).catch(() => {});
     return bytes;
   }
 
@@ -490,9 +490,8 @@ export class HttpGuard<Req> {
       onWaitTimeout: 'load' as const,
       hitForMissTtl: this.options.hitForMissTtl,
       ...plan.freshness,
-      [INLINE_REFRESH]: true,
     };
-    const resolve = () => this.cache.resolve(plan.key, loader, options);
+    const resolve = () => resolveInline(this.cache, plan.key, loader, options);
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
@@ -684,12 +683,12 @@ export class HttpGuard<Req> {
     let writingNow = record;
     try {
       const [, current] = await Promise.all([
-        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, this.setOptions(plan, ttl, startedAt)),
+        setComputed(this.cache, variantKey(plan.base, record, plan.headers), bytes, ...this.setOptions(plan, ttl, startedAt)),
         known ? undefined : this.cache.get(plan.base).then(toVaryRecord, () => undefined),
       ]);
       if (current !== undefined && current.gen !== record.gen && sameNames(current.names, names)) {
         if (this.writingRecords.get(plan.base) === record) this.writingRecords.set(plan.base, (writingNow = current));
-        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, this.setOptions(plan, ttl, startedAt));
+        await setComputed(this.cache, variantKey(plan.base, current, plan.headers), bytes, ...this.setOptions(plan, ttl, startedAt));
         await this.cache.set(plan.base, encodeVaryRecord(current), this.options.maxTtl);
       } else {
         await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);

@@ -1,8 +1,8 @@
-import { COMPUTED_FOR } from '../core/call-options.js';
+import type { SetOptions } from '../core/types.js';
 import { monotonicNow } from '../shared/clock.js';
 
-/** `cache.set` options of a stored response; `COMPUTED_FOR`: how long its handler ran before the write. */
-export type StoreOptions = { ttl: number; tags?: readonly string[]; [COMPUTED_FOR]: number };
+/** `setComputed` arguments of a stored response: its `set` options, and how long its handler ran before the write (ms). */
+export type StoreOptions = readonly [options: SetOptions, computedForMs: number];
 
 /**
  * `cache.set` options for a response written outside the miss protocol, made at the moment of
@@ -14,5 +14,5 @@ export function storeOptions(ttl: number, tags: readonly string[] | undefined, s
   // Stamps and `createdAt` are whole milliseconds, rounded down: one more keeps a handler that
   // started in the invalidation's own millisecond older than it.
   const computed = Math.max(0, Math.ceil(monotonicNow() - startedAt)) + 1;
-  return tags === undefined || tags.length === 0 ? { ttl, [COMPUTED_FOR]: computed } : { ttl, tags, [COMPUTED_FOR]: computed };
+  return [tags === undefined || tags.length === 0 ? { ttl } : { ttl, tags }, computed];
 }

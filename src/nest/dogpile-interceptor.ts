@@ -5,7 +5,7 @@ import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, firstValueFrom, tap, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { INLINE_REFRESH } from '../core/call-options.js';
+import { resolveInline } from '../core/internal.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
 import { formatCacheStatus, type CacheStatusEntry } from '../http/cache-status.js';
@@ -341,9 +341,8 @@ export class DogpileInterceptor implements NestInterceptor {
         onWaitTimeout: 'load' as const,
         onRemoteError: 'load' as const,
         ...freshness,
-        [INLINE_REFRESH]: true,
       };
-      result = await this.cache.resolve(key, loader, options);
+      result = await resolveInline(this.cache, key, loader, options);
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).
       if (error instanceof HandlerError) throw error.error;
