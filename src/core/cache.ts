@@ -1,14 +1,14 @@
 import { EventEmitter } from 'node:events';
 import { toMs, type Duration } from '../shared/duration.js';
-import { CacheClosedError, RemoteLoaderError } from '../shared/errors.js';
+import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
 import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkSetOptions, checkTaggedLifetime, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
-import type { CacheEvents } from './events.js';
+import { checkSetOptions, checkTaggedLifetime, isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
+import { ListenerFlag, type CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { FreshnessHints } from './hints.js';
@@ -17,7 +17,7 @@ import { registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFreshNow, staleWindow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
-import { Joiners, type Answer } from './joiners.js';
+import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { deleteMany, getMany, readStored, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
@@ -44,15 +44,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly hints: FreshnessHints;
   private readonly protocol: MissProtocol;
   private readonly flights = new Flights();
-  /** Loader runs after a loader failed in another process (`onRemoteError: 'load'`), one per key. */
-  private readonly reruns = new Flights();
+  /** Callers that join a flight, and those that end up running their own loader. */
+  private readonly callers: Callers;
   private closed = false;
-  /**
-   * Whether a `hit` listener is attached, kept up to date as listeners come and go: the hit
-   * paths read it instead of counting listeners at every hit (a count costs as much as half
-   * of an L1 hit).
-   */
-  private hitListened = false;
+  /** Whether a `hit` listener is attached (read by the hit paths). */
+  private readonly hits = new ListenerFlag(this as EventEmitter, 'hit');
   /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
   private readonly clock = (): number => this.backend.now();
 
@@ -61,7 +57,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   constructor(options: CacheOptions = {}, scope?: CacheScope) {
     super();
-    this.watchHitListeners();
     this.options = scope === undefined ? resolveCacheOptions(options) : scope.options;
     this.scope = scope ?? rootScope(this.options);
     this.scoped = scopedBackend(this.scope);
@@ -69,6 +64,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl));
     registerInternals(this, {
       resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline),
       set: (key, value, ttlOrOptions, computedForMs) => this.store(key, value, ttlOrOptions, computedForMs),
@@ -80,27 +76,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // EventEmitter tells "all" from an event named undefined by the number of arguments.
     if (eventName === undefined) super.removeAllListeners();
     else super.removeAllListeners(eventName);
-    this.hitListened = this.listenerCount('hit') > 0;
-    // The watchers themselves may have gone (all listeners, or those of the watchers' events).
-    if ((this as EventEmitter).listenerCount('newListener') === 0 || (this as EventEmitter).listenerCount('removeListener') === 0) this.watchHitListeners();
+    this.hits.rewatch();
     return this;
   }
-
-  private watchHitListeners(): void {
-    const emitter = this as EventEmitter;
-    emitter.off('newListener', this.onNewListener);
-    emitter.off('removeListener', this.onRemoveListener);
-    emitter.on('newListener', this.onNewListener);
-    emitter.on('removeListener', this.onRemoveListener);
-  }
-
-  private readonly onNewListener = (event: string | symbol): void => {
-    if (event === 'hit') this.hitListened = true;
-  };
-
-  private readonly onRemoveListener = (event: string | symbol): void => {
-    if (event === 'hit') this.hitListened = this.listenerCount('hit') > 0;
-  };
 
   /**
    * The cache's clock, in ms since the epoch: the Redis server's (estimated without a round
@@ -128,7 +106,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
       if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
-        if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
+        if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
       }
@@ -137,7 +115,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // A loader of this process is running for the key: join it as a small record (the common
       // case of a stampede: thousands of callers, one answer).
       const flight = this.flights.get(key);
-      if (flight !== undefined && typeof ttlOrOptions !== 'object') return this.joinPlain(key, loader, ttlOrOptions, flight);
+      if (flight !== undefined && typeof ttlOrOptions !== 'object') return this.callers.joinPlain(key, loader, ttlOrOptions, flight);
       // A value this process saw in Redis and that has not expired: one bounded GET, shared by
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
@@ -146,7 +124,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           (found) => {
             // An entry with tags is not answered here: the full path checks them.
             if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found, this.clock)) {
-              if (this.hitListened) this.emit('hit', { key, layer: 'store' });
+              if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
               return found.value as T;
             }
@@ -169,7 +147,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (this.closed) return undefined;
     const local = this.backend.peek(key);
     if (local === undefined || local.kind !== EntryKind.Value || !isFreshNow(local, this.clock)) return undefined;
-    if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
+    if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
     return local.value as T;
   }
 
@@ -194,7 +172,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
     const local = this.backend.peek(key);
     if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
-      if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
+      if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
@@ -209,10 +187,10 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       try {
         settled = await this.flights.join(existing, key, opts);
       } catch (error) {
-        return this.afterRemoteError(error, key, loader, opts);
+        return this.callers.afterRemoteError(error, key, loader, opts);
       }
       if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
-      if (settled.private) return this.pass(key, loader, opts, settled.degraded);
+      if (settled.private) return this.callers.pass(key, loader, opts, settled.degraded);
       if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions, inline);
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
@@ -221,7 +199,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // heard (from the subscriber's listener), not after the hops back to this flight.
     const started: { joined?: Promise<Settled<unknown>> } = {};
     const flight = this.protocol.fly(key, loader, opts, (settled) => {
-      if (started.joined !== undefined) this.joiners.answer(started.joined, settled);
+      if (started.joined !== undefined) this.callers.answerEarly(started.joined, settled);
     });
     started.joined = this.flights.start(key, flight);
     let settled;
@@ -230,58 +208,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // This caller leads an inline refresh (its flight's other callers took the stale value).
       if (settled.inline) settled = await withSignal(settled.inline, opts.signal, key);
     } catch (error) {
-      return this.afterRemoteError(error, key, loader, opts);
+      return this.callers.afterRemoteError(error, key, loader, opts);
     }
-    if (settled.marker) return this.pass(key, loader, opts, false);
+    if (settled.marker) return this.callers.pass(key, loader, opts, false);
     return result(settled);
   }
-
-  /**
-   * A plain caller (no signal, the cache's waitTimeout) joins this process's flight: answered
-   * with the flight's value, or, for the rare endings, as `resolveCall` would answer it.
-   */
-  private joinPlain<T>(key: string, loader: Loader<T>, ttl: Duration, flight: Promise<Settled<unknown>>): Promise<T> {
-    const opts = this.plainOptions(key, loader, ttl);
-    const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
-    if (stale) return Promise.resolve(stale.value);
-    if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
-    if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
-    return this.joiners.join(key, flight, opts.waitTimeout, loader as Loader<unknown>, ttl) as Promise<T>;
-  }
-
-  /** Answers a plain caller of a settled flight (see `joinPlain`). */
-  private readonly answerJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration, settled: Settled<unknown> | undefined, error: unknown): void => {
-    let result: Promise<CacheResult<unknown>>;
-    if (settled === undefined) result = this.afterRemoteError(error, key, loader, this.plainOptions(key, loader, ttl));
-    else if (settled.private) result = this.pass(key, loader, this.plainOptions(key, loader, ttl), settled.degraded);
-    else if (settled.abandoned) result = this.resolveCall(key, loader, ttl);
-    else {
-      answer(settled.value);
-      return;
-    }
-    // Resolved with a promise: the caller's settles as it does, rejection included.
-    answer(result.then(valueOf));
-  };
-
-  /** A plain caller's waitTimeout passed before the flight settled. */
-  private readonly expireJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration): void => {
-    answer(this.protocol.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then(settledValue));
-  };
-
-  private readonly joiners = new Joiners<Loader<unknown>, Duration>(this.answerJoiner, this.expireJoiner);
-
-  /** The options of a plain call (a key, a loader, a TTL), shared by calls with the same TTL. */
-  private plainOptions<T>(key: string, loader: Loader<T>, ttl: Duration): CallOptions<T> {
-    let opts = this.plainCalls.get(ttl);
-    if (opts === undefined) {
-      opts = resolveCallOptions(this.options, key, loader, ttl) as CallOptions<unknown>;
-      if (this.plainCalls.size >= 64) this.plainCalls.clear();
-      this.plainCalls.set(ttl, opts);
-    }
-    return opts as CallOptions<T>;
-  }
-
-  private readonly plainCalls = new Map<Duration, CallOptions<unknown>>();
 
   /** The cached value of `key`, or `undefined`. Rejects with `BackendError` if Redis fails. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
@@ -303,7 +234,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** `set`; with `computedFor` (ms), a value computed for that long, stored like a loader's (see `setComputed`). */
   private async store<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedFor: number | undefined): Promise<void> {
     validateKey(key);
-    const { ttl, tags } = setOptions(ttlOrOptions);
+    const { ttl, tags } = setArguments(ttlOrOptions);
     const stale = staleWindow(this.options.freshness);
     if (tags) checkTaggedLifetime(ttl, this.options.freshness, this.options.tagStampTtl);
     this.assertOpen();
@@ -438,54 +369,17 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
   private bulkHost: BulkHost | undefined;
 
-  /** This caller runs its own loader (a private result or a marker); `degraded` carries over from the flight. */
-  private async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<CacheResult<T>> {
-    const settled = await this.protocol.pass(key, loader, opts);
-    return { value: settled.value, status: 'pass', createdAt: settled.createdAt, degraded: degraded || settled.degraded };
-  }
-
-  /**
-   * The flight failed. When its loader failed in another process and this caller asked for
-   * `onRemoteError: 'load'`, it runs its loader itself, once per key for the callers of this
-   * process that do the same; any other error is passed on.
-   */
-  private async afterRemoteError<T>(error: unknown, key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<CacheResult<T>> {
-    if (opts.onRemoteError !== 'load' || !(error instanceof RemoteLoaderError)) throw error;
-    const running = this.reruns.get<T>(key);
-    if (running) {
-      const settled = await withSignal(running, opts.signal, key);
-      if (settled.private) return this.pass(key, loader, opts, false);
-      return result(settled, 'coalesced');
-    }
-    const flight = this.protocol.loadAfterRemoteError(key, loader, opts);
-    this.reruns.start(key, flight);
-    return result(await withSignal(flight, opts.signal, key));
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');
   }
 }
 
 /** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
-function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
+function setArguments(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
   if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
     checkSetOptions(ttlOrOptions);
     const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
     return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
   }
   return { ttl: toMs(ttlOrOptions, 'ttl'), tags: undefined };
-}
-
-function result<T>(settled: Settled<T>, status = settled.status): CacheResult<T> {
-  if (settled.status === 'stale') return { value: settled.value, status: 'stale', staleReason: settled.staleReason, createdAt: settled.createdAt, degraded: settled.degraded };
-  return { value: settled.value, status, createdAt: settled.createdAt, degraded: settled.degraded };
-}
-
-function valueOf<T>(r: CacheResult<T>): T {
-  return r.value;
-}
-
-function settledValue<T>(s: Settled<T>): T {
-  return s.value;
 }

@@ -1,7 +1,7 @@
 import { monotonicNow } from '../shared/clock.js';
-import { isKeyError } from '../redis/errors.js';
 import { debug, publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, SerializationError } from '../shared/errors.js';
+import { faultOf } from '../store/open-store.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import type { CacheEmitter } from './events.js';
@@ -126,7 +126,7 @@ export class GuardedBackend {
     return this.timed(undefined, 'invalidateTags', this.backend.tagStamps.invalidate(tags, stale, keepFor));
   }
 
-  /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */
+  /** Reports a failure that concerns only `key` (a key fault) as `corrupt`; false for any other failure. */
   keyFault(key: string, error: unknown): boolean {
     if (!(error instanceof Error) || !this.keyErrors.has(error)) return false;
     this.onKeyFault(key);
@@ -150,7 +150,7 @@ export class GuardedBackend {
           return;
         }
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
-        if (isKeyError(err)) {
+        if (faultOf(err) === 'key') {
           // The server answered, about this key only: the breaker stays closed, no backendError.
           this.keyErrors.add(error);
           reject(error);

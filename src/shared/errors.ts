@@ -69,6 +69,8 @@ export class LoaderError extends DogpileError {
  * The loader a caller waited for failed in another process (what `onRemoteError` is about):
  * a `LoaderError` (`E_LOADER`) whose `cause` is an `Error` rebuilt from what the leader
  * published, and whose `remoteName` and `remoteMessage` are that error's name and message.
+ * Exported from the package beside `LoaderError`; the `errors` map holds one class per code, so
+ * it lists `LoaderError`, which `instanceof` matches this with.
  */
 export class RemoteLoaderError extends LoaderError {
   /** The name of the error the loader threw in the other process. */
@@ -167,7 +169,6 @@ export const errors = {
   SubscriberClosedError,
   AbortedError,
   LoaderError,
-  RemoteLoaderError,
   LoaderTimeoutError,
   WaitTimeoutError,
   SerializationError,

@@ -5,7 +5,7 @@ import { cacheKeys, valueKey } from './key.js';
 import { L1 } from './l1.js';
 import { RedisTagStamps } from './redis-tags.js';
 import { monotonicNow } from '../shared/clock.js';
-import { clientAvailable, closeClient, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
+import { clientAvailable, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
 import { existingSharedSubscriber, sharedSubscriber } from '../redis/subscriber.js';
 import { knownPubSubMode, publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
@@ -22,8 +22,8 @@ export interface RedisBackendOptions {
   inlineMax: number;
   /** A copy in process memory of the values this process saw (`peek` reads it), kept coherent through the keys' channels. */
   l1: { max: number; ttl: number; maxSize?: number | undefined } | undefined;
-  /** Close the client in `close()` (only when the cache created it). */
-  ownsClient: boolean;
+  /** Closes the client in `close()`: given only when the library made it (see redis/connection.ts). */
+  closeClient?: (() => Promise<void>) | undefined;
   /** Replicas that must confirm a lead before it counts (none when undefined). */
   replication?: Replication | undefined;
   /**
@@ -364,9 +364,7 @@ export class RedisBackend implements Backend {
   async close(): Promise<void> {
     this.l1?.clear();
     this.tagStamps.close();
-    if (this.options.ownsClient) {
-      await closeClient(this.client);
-    }
+    await this.options.closeClient?.();
   }
 
   /** Follows the channel of `key` (held in L1): its announcements update or drop the copy. */
