@@ -4,7 +4,7 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import { validateKey } from '../store/key.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { FRESHNESS_OPTION_NAMES, resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
-import type { ResolvedCacheOptions } from './options.js';
+import { checkThrowOrLoad, type ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 
 /** One call's options, with the cache's defaults applied. */
@@ -136,12 +136,5 @@ export function checkTaggedLifetime(ttl: number, freshness: FreshnessRules, tagS
   const life = ttl + staleWindow(freshness);
   if (life > tagStampTtl) {
     throw new InvalidOptionError('ttl', `a tagged entry lives at most tagStampTtl (${tagStampTtl} ms); its ttl plus stale window is ${life} ms: shorten it or raise tagStampTtl`);
-  }
-}
-
-/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */
-export function checkThrowOrLoad(value: unknown, option: string): void {
-  if (value !== undefined && value !== 'throw' && value !== 'load') {
-    throw new InvalidOptionError(option, `expected 'throw' or 'load', got ${String(value)}`);
   }
 }

@@ -4,7 +4,6 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import { checkRedisOption, resolveReplication, type RedisClient, type Replication, type ReplicasOption } from '../store/open-store.js';
 import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
-import { checkThrowOrLoad } from './call-options.js';
 import { resolveJitter } from '../store/jitter.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
@@ -205,4 +204,11 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
     jitter: o.jitter === undefined ? CACHE_DEFAULTS.jitter : resolveJitter(o.jitter),
   };
+}
+
+/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */
+export function checkThrowOrLoad(value: unknown, option: string): void {
+  if (value !== undefined && value !== 'throw' && value !== 'load') {
+    throw new InvalidOptionError(option, `expected 'throw' or 'load', got ${String(value)}`);
+  }
 }

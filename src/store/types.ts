@@ -1,5 +1,13 @@
 import type { EntryKind } from './entry.js';
-import type { TagStamp } from './tags.js';
+
+/**
+ * When a tag was last invalidated (ms since the epoch, 0: never): `hard` by
+ * `invalidateTags(tags)`, `stale` by `invalidateTags(tags, { stale: true })`.
+ */
+export interface TagStamp {
+  hard: number;
+  stale: number;
+}
 
 /** A stored entry, decoded. */
 export interface StoredEntry {
