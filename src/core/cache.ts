@@ -50,7 +50,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** Whether a `hit` listener is attached (read by the hit paths). */
   private readonly hits = new ListenerFlag(this as EventEmitter, 'hit');
   /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
-  private readonly clock = (): number => this.backend.now();
+  private readonly clock: () => number;
 
   /**
    * `scope` is internal: how `namespace()` makes a cache inside this one.
@@ -61,6 +61,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.scope = scope ?? rootScope(this.options);
     this.scoped = scopedBackend(this.scope);
     this.backend = this.scoped;
+    this.clock = this.backend.now;
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);

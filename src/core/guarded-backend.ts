@@ -40,6 +40,7 @@ export class GuardedBackend {
     private readonly onKeyFault: (key: string) => void,
   ) {
     this.breaker = new CircuitBreaker(options.backendCooldown);
+    this.now = backend.now;
   }
 
   get distributed(): boolean {
@@ -93,10 +94,8 @@ export class GuardedBackend {
     return this.backend.withKnownTags(entry);
   }
 
-  /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock. */
-  now(): number {
-    return this.backend.now();
-  }
+  /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock (the store's own function). */
+  readonly now: () => number;
 
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
     return this.timed(key, 'lead', this.backend.tryLead(key, token, lockTtl));

@@ -81,6 +81,7 @@ export class RedisBackend implements Backend {
   ) {
     this.commands = commandClient(client);
     this.clock = new ServerClock(this.commands);
+    this.now = this.clock.now.bind(this.clock);
     this.values = valueReader(client, this.commands);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
     this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key), options.l1.maxSize) : undefined;
@@ -92,9 +93,7 @@ export class RedisBackend implements Backend {
   }
 
   /** The Redis server's time (ms since the epoch), estimated without a round trip: the one clock of the fleet. */
-  now(): number {
-    return this.clock.now();
-  }
+  readonly now: () => number;
 
   /** No tags checked at this layer (TaggedBackend does). */
   withKnownTags(entry: StoredEntry): StoredEntry {

@@ -40,6 +40,7 @@ export class ScopedBackend implements Backend {
     private readonly rules: ScopeRules,
   ) {
     this.distributed = inner.distributed;
+    this.now = inner.now;
     this.peekLayer = inner.peekLayer;
     this.tagStamps = inner.tagStamps;
   }
@@ -56,9 +57,8 @@ export class ScopedBackend implements Backend {
     return this.inner.available();
   }
 
-  now(): number {
-    return this.inner.now();
-  }
+  /** The inner store's clock itself (no call through this layer). */
+  readonly now: () => number;
 
   live(key: string): boolean {
     return this.inner.live(key);

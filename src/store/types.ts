@@ -118,7 +118,7 @@ export interface Backend {
    * delete and every tag stamp is measured on. For Redis, the server's clock (read without a
    * round trip), so the processes' own wall clocks do not matter; in process, this process's.
    */
-  now(): number;
+  readonly now: () => number;
   /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
