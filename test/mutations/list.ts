@@ -134,7 +134,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'l1-deleted',
     breaks: 'the L1 ignores the "deleted" announcement',
-    file: 'src/store/redis-backend.ts',
+    file: 'src/store/l1-links.ts',
     search: "      case 'deleted':\n        l1.heard(key, outcome.at);\n        return;",
     replace: "      case 'deleted':\n        return;",
     tests: ['test/coherence-processes.test.ts'],
@@ -143,7 +143,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'l1-value',
     breaks: 'the L1 ignores a value announcement',
-    file: 'src/store/redis-backend.ts',
+    file: 'src/store/l1-links.ts',
     search: '        if (!outcome.stored) return;',
     replace: '        return;',
     tests: ['test/coherence-processes.test.ts'],
@@ -152,7 +152,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'l1-reconnect',
     breaks: 'the L1 keeps trusting its copies after the subscriber reconnected',
-    file: 'src/store/redis-backend.ts',
+    file: 'src/store/l1-links.ts',
     search: '      l1.untrust(key);\n      link.liveAt = existingSharedSubscriber',
     replace: '      link.liveAt = existingSharedSubscriber',
     tests: ['test/coherence-processes.test.ts'],
