@@ -90,10 +90,11 @@ export interface TagStamps {
   close(): void;
 }
 
-/** Where entries live and how a miss is coordinated. Backends encode and decode entries themselves. */
-export interface Backend {
-  /** True when other processes share this backend (waiting and locks go through it). */
-  readonly distributed: boolean;
+/**
+ * The entry store role: entries by key, read and written (encoded and decoded by the store
+ * itself), with the copies this process holds in memory.
+ */
+export interface EntryStore {
   /** Which layer `peek` reads: the store itself (in process) or an L1 in front of a shared store. */
   readonly peekLayer: 'store' | 'l1';
   /** Synchronous hit path: an entry held in process memory, or undefined (no promise per hit). */
@@ -106,6 +107,33 @@ export interface Backend {
   /** An entry held in process memory, fresh or stale (the fallback while the store is unreachable). */
   peekStale(key: string): StoredEntry | undefined;
   /**
+   * The store's clock (ms since the epoch, fractional): what every entry's `createdAt`, every
+   * delete and every tag stamp is measured on. For Redis, the server's clock (read without a
+   * round trip), so the processes' own wall clocks do not matter; in process, this process's.
+   */
+  readonly now: () => number;
+  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
+  /**
+   * Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be
+   * encoded. A `write` (the default: the application's own `set`) supersedes every run of the
+   * key begun before it: its lead is dropped, so that run's older value is never stored over
+   * it. A value a loader computed (`write` false) stores beside running leads, as they do.
+   */
+  set(key: string, entry: StoredEntry, write?: boolean): Promise<void>;
+  delete(key: string): Promise<boolean>;
+  /** Whether calls can be attempted right now (e.g. the client is connected). */
+  available(): boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * The miss coordinator role (steps 2–5 of the miss protocol): look up or lead, store and
+ * release (commit), renew the lead, and hear what leaders announce.
+ */
+export interface MissCoordinator {
+  /** True when other processes share this backend (waiting and locks go through it). */
+  readonly distributed: boolean;
+  /**
    * Step 2: the value, or the lead, or the leader's remaining lock time. `skipValue`: look
    * past a stored value (`true`), or past it only if it was created at or before that time
    * (a number, ms since the epoch: the value the caller found invalidated). A value past its
@@ -113,12 +141,6 @@ export interface Backend {
    * as `stale`, and the lead lock is tried in the same call unless `tryLead` is false.
    */
   lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup>;
-  /**
-   * The store's clock (ms since the epoch, fractional): what every entry's `createdAt`, every
-   * delete and every tag stamp is measured on. For Redis, the server's clock (read without a
-   * round trip), so the processes' own wall clocks do not matter; in process, this process's.
-   */
-  readonly now: () => number;
   /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
@@ -131,19 +153,12 @@ export interface Backend {
   live(key: string): boolean;
   /** Subscribes to the key's outcomes; resolves once the subscription is live. */
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void>;
-  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   /** The value a leader shared (not stored) and announced as too big to inline. */
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
-  /**
-   * Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be
-   * encoded. A `write` (the default: the application's own `set`) supersedes every run of the
-   * key begun before it: its lead is dropped, so that run's older value is never stored over
-   * it. A value a loader computed (`write` false) stores beside running leads, as they do.
-   */
-  set(key: string, entry: StoredEntry, write?: boolean): Promise<void>;
-  delete(key: string): Promise<boolean>;
-  /** Whether calls can be attempted right now (e.g. the client is connected). */
-  available(): boolean;
+}
+
+/** Where entries live and how a miss is coordinated: both roles, and the tag stamps entries are checked against. */
+export interface Backend extends EntryStore, MissCoordinator {
   /** The invalidation stamps of tags. */
   readonly tagStamps: TagStamps;
   /**
@@ -154,5 +169,4 @@ export interface Backend {
   withKnownTags(entry: StoredEntry): StoredEntry | undefined;
   /** Behind a layer that checks tags: the backend it wraps (read by the hit fast path, which checks tags itself). */
   readonly untagged?: Backend;
-  close(): Promise<void>;
 }
