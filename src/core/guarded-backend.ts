@@ -33,7 +33,7 @@ export class GuardedBackend {
   private sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly backend: Backend,
+    private readonly backend: Backend,
     private readonly options: GuardOptions,
     private readonly events: CacheEmitter,
     /** Called for a failure that concerns only `key` (before it is reported as `corrupt`). */

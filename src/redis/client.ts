@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Redis, Cluster } from 'ioredis';
 import { InvalidOptionError } from '../shared/errors.js';
-import type { CommandArg, CommandClient } from './commands.js';
+import type { CommandClient } from './commands.js';
 import { closeNodeRedis, isNodeRedis, NodeRedisCommands, nodeRedisMasters, type NodeRedis } from './node-redis.js';
 
 /** An ioredis (v5, v6) or iovalkey `Redis` or `Cluster`: one interface, typed here as ioredis 5's. */
