@@ -16,7 +16,7 @@ import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
 import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE } from './cache-scripts.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
+import type { Backend, Commit, Lookup, Outcome, StoredEntry, MissCoordinator, OwnCoordination } from './types.js';
 
 export interface RedisBackendOptions {
   prefix: string;
@@ -46,7 +46,9 @@ const EMPTY = Buffer.alloc(0);
  * one to store, release and announce; waiters listen on the key's channel through the
  * client's shared subscriber connection.
  */
-export class RedisBackend implements Backend {
+export class RedisBackend implements Backend, MissCoordinator {
+  /** Its own coordination steps: this backend itself. */
+  readonly coordination: OwnCoordination = this;
   readonly distributed = true;
   readonly peekLayer = 'l1';
 

@@ -1,7 +1,7 @@
 import { generationVerdict } from './generations.js';
 import { spreadTtl } from './jitter.js';
 import { staleSince, type TagStamp } from './tags.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry, TagStamps } from './types.js';
+import type { Backend, Commit, Lookup, OwnCoordination, StoredEntry, TagStamps } from './types.js';
 
 /** What a cache adds to the backend it writes through: its generations and its write rules. */
 export interface ScopeRules {
@@ -31,6 +31,8 @@ export class ScopedBackend implements Backend {
   readonly distributed: boolean;
   readonly peekLayer: 'store' | 'l1';
   readonly tagStamps: TagStamps;
+  /** The store's own coordination steps: not passed through this layer. */
+  readonly coordination: OwnCoordination;
   private loading: Promise<TagStamp[]> | undefined;
   private reading: Promise<TagStamp[]> | undefined;
   private plain: ScopedBackend | undefined;
@@ -43,6 +45,7 @@ export class ScopedBackend implements Backend {
     this.now = inner.now;
     this.peekLayer = inner.peekLayer;
     this.tagStamps = inner.tagStamps;
+    this.coordination = inner.coordination;
   }
 
   /** The backend's reads past tag checks (the hit fast path), still judged by the generations. */
@@ -60,9 +63,6 @@ export class ScopedBackend implements Backend {
   /** The inner store's clock itself (no call through this layer). */
   readonly now: () => number;
 
-  live(key: string): boolean {
-    return this.inner.live(key);
-  }
 
   withKnownTags(entry: StoredEntry): StoredEntry | undefined {
     const checked = this.inner.withKnownTags(entry);
@@ -117,22 +117,13 @@ export class ScopedBackend implements Backend {
     return typeof newer === 'number' ? { ...again, entry: staleSince(again.entry, newer) } : again;
   }
 
-  tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.inner.tryLead(key, token, lockTtl);
-  }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
     if (commit.mode === 'store') spreadTtl(commit.entry, this.rules.jitter, this.rules.tagStampTtl);
     return this.inner.commit(key, token, commit);
   }
 
-  renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.inner.renew(key, token, lockTtl);
-  }
 
-  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.inner.listen(key, listener);
-  }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     this.follow();
@@ -142,10 +133,6 @@ export class ScopedBackend implements Backend {
       if (Array.isArray(stamps)) return judged(found, generationVerdict(found, stamps));
       return stamps.then((read) => judged(found, generationVerdict(found, read)));
     });
-  }
-
-  getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.inner.getShared(key);
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {

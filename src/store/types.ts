@@ -157,8 +157,18 @@ export interface MissCoordinator {
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
 }
 
-/** Where entries live and how a miss is coordinated: both roles, and the tag stamps entries are checked against. */
-export interface Backend extends EntryStore, MissCoordinator {
+/** The miss coordinator's steps that no layer above the store changes: the store's own. */
+export type OwnCoordination = Pick<MissCoordinator, 'tryLead' | 'renew' | 'listen' | 'live' | 'getShared'>;
+
+/**
+ * Where entries live and how a miss is coordinated, as the core sees it: the entry store, the
+ * coordinator's steps that tags and generations judge (lookup, commit), the tag stamps entries
+ * are checked against, and `coordination`, the rest of the coordinator, which the layers above
+ * the store (tags, generations) hand on as the store's own object instead of passing each call.
+ */
+export interface Backend extends EntryStore, Omit<MissCoordinator, keyof OwnCoordination> {
+  /** The store's own coordination steps (the innermost backend's). */
+  readonly coordination: OwnCoordination;
   /** The invalidation stamps of tags. */
   readonly tagStamps: TagStamps;
   /**

@@ -14,7 +14,7 @@ import { freshId, sleep, waitUntil } from '../../tools/basics.js';
 
 export interface BackendHarness {
   /** The backend under test, its codec on the v8 serializer. */
-  backend: Backend;
+  backend: Backend & MissCoordinator;
   /** Values whose encoding is larger than this are announced without the bytes. */
   inlineMax?: number;
   /** Direct access to the store, for faults no cache call produces. */
