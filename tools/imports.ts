@@ -3,13 +3,14 @@
  * redis → shared, and the optional entries over them) and no file cycle exists, type-only
  * imports included. Prints every violation and exits 1 if there is one.
  *
- *   node --import tsx tools/imports.ts
+ *   node --import tsx tools/imports.ts [--src <dir>]   (default: this tree's src/)
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { root } from './child-process.js';
 
-const src = path.join(root, 'src');
+const srcAt = process.argv.indexOf('--src');
+const src = srcAt === -1 ? path.join(root, 'src') : path.resolve(process.argv[srcAt + 1]!);
 
 /** What each folder may import, besides itself. */
 const MAY_IMPORT: Record<string, readonly string[]> = {
