@@ -28,7 +28,7 @@ const L1_TTL = 1000;
  */
 async function redisHarness(prefix: string, l1: { max: number; ttl: number } | undefined, client?: RedisClient): Promise<BackendHarness> {
   const redis = server.client();
-  const backend = new RedisBackend(client ?? (await server.libraryClient()), { prefix, codec: codec(), inlineMax: INLINE_MAX, l1, ownsClient: false });
+  const backend = new RedisBackend(client ?? (await server.libraryClient()), { prefix, codec: codec(), inlineMax: INLINE_MAX, l1 });
   return {
     backend,
     inlineMax: INLINE_MAX,

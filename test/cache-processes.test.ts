@@ -144,7 +144,7 @@ describe('getOrCompute across processes', () => {
     expect(all.every((r) => !r.ok)).toBe(true);
     expect(await redis.get(`${key}:runs`)).toBe('1');
     const local = all.filter((r) => r.name === 'TypeError');
-    const remote = all.filter((r) => r.name === 'LoaderError');
+    const remote = all.filter((r) => r.name === 'RemoteLoaderError');
     expect(local.length).toBe(25); // the leader's process gets the original error
     expect(remote.length).toBe(75);
     for (const r of remote) {

@@ -14,6 +14,7 @@ import {
   CacheClosedError,
   LockLostError,
   LoaderError,
+  RemoteLoaderError,
   RedisLock,
   type CacheEvents,
 } from '../src/index.js';
@@ -484,6 +485,9 @@ describe('coordination through Redis (two caches = two processes)', () => {
             expect(r.status).toBe('rejected');
             expect((r as PromiseRejectedResult).reason).toBeInstanceOf(LoaderError);
             expect(((r as PromiseRejectedResult).reason as LoaderError).code).toBe('E_LOADER');
+            // Its own class, exported from the package, with the remote error's name and message.
+            expect((r as PromiseRejectedResult).reason).toBeInstanceOf(RemoteLoaderError);
+            expect((r as PromiseRejectedResult).reason).toMatchObject({ name: 'RemoteLoaderError', remoteMessage: 'database down' });
           }
         } else {
           expect(runs).toBe(1);

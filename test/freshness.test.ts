@@ -128,6 +128,72 @@ describe('the embedded store follows the same rules in process', () => {
   });
 });
 
+describe('hardTimeout bounds every loader run, the local ones too', () => {
+  /**
+   * A loader that rejects with its signal's reason when the signal aborts, else resolves 'late'
+   * after 2 s (twenty times the hardTimeout of these calls): a run hardTimeout does not reach.
+   */
+  function hangingLoader() {
+    const seen: { signal?: AbortSignal } = {};
+    let release: () => void = () => {};
+    const loader = ({ signal }: { signal: AbortSignal }) => {
+      seen.signal = signal;
+      return new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => resolve('late'), 2000);
+        release = () => clearTimeout(timer);
+        signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        }, { once: true });
+      });
+    };
+    return { seen, loader, release: () => release() };
+  }
+
+  it("a caller's own run after its waitTimeout (onWaitTimeout: 'load') is aborted by hardTimeout with LoaderTimeoutError", async () => {
+    const cache = createCache();
+    const loaderErrors: unknown[] = [];
+    cache.on('loaderError', ({ error }) => loaderErrors.push(error));
+    cache.on('waitTimeout', () => {});
+    const key = freshId('local-hard');
+    let openLead: (v: string) => void = () => {};
+    const lead = cache.getOrCompute(key, () => new Promise<string>((resolve) => (openLead = resolve)), 60_000);
+    const own = hangingLoader();
+    const timedOut = cache.getOrCompute(key, own.loader, { ttl: 60_000, waitTimeout: 20, onWaitTimeout: 'load', hardTimeout: 100 });
+    const outcome = await timedOut.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
+    own.release();
+    expect(outcome).toMatchObject({ error: expect.any(LoaderTimeoutError) });
+    expect(own.seen.signal?.aborted).toBe(true);
+    expect(own.seen.signal?.reason).toBeInstanceOf(LoaderTimeoutError);
+    expect(loaderErrors.some((e) => e instanceof LoaderTimeoutError)).toBe(true);
+    openLead('lead');
+    expect(await lead).toBe('lead');
+    await cache.close();
+  });
+
+  it('a degraded run while Redis is unreachable is aborted by hardTimeout with LoaderTimeoutError', async () => {
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client({ maxRetriesPerRequest: 0, enableOfflineQueue: false }), commandTimeout: 200, backendCooldown: 60_000 });
+    cache.on('backendError', () => {});
+    cache.on('loaderError', () => {});
+    await own.kill();
+    const key = freshId('degraded-hard');
+    const run = hangingLoader();
+    const outcome = await cache.getOrCompute(key, run.loader, { ttl: 60_000, hardTimeout: 100 }).then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
+    run.release();
+    expect(outcome).toMatchObject({ error: expect.any(LoaderTimeoutError) });
+    expect(run.seen.signal?.reason).toBeInstanceOf(LoaderTimeoutError);
+    await cache.close();
+    await own.stop();
+  });
+});
+
 describe('diagnostics channels', () => {
   it('a stale answer is traced with outcome stale (failSafe when its refresh failed), and the background refresh as a background loader run', async () => {
     const calls: Record<string, unknown>[] = [];

@@ -349,7 +349,7 @@ describe('errors', () => {
     // DogpileError, an internal signal caught before it leaves the library, a stream's error.
     const allowed = new Map<string, string>([
       ['src/lock/renewal.ts', "new Error('the last renewal has not been answered')"], // the cause of a LockLostError
-      ['src/core/miss-protocol.ts', 'new Error(outcome.message)'], // a remote loader error rebuilt as a LoaderError's cause
+      ['src/shared/errors.ts', 'new Error(remote.message)'], // a remote loader error rebuilt as a RemoteLoaderError's cause
       ['src/core/settled.ts', 'class AbandonedLoad extends Error'], // internal: a lead handed back without a result
       ['src/nest/dogpile-interceptor.ts', 'class HandlerError extends Error'], // internal: unwrapped to the handler's own error
       ['src/http/capture.ts', "new Error('the response stream closed before its end')"], // destroys a response stream

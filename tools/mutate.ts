@@ -21,6 +21,7 @@
  * test/mutations/REPORT.md.
  *
  *   node --import tsx tools/mutate.ts [--only id,id] [--no-baseline] [--no-report]
+ *   node --import tsx tools/mutate.ts --check    (only: does every search string still apply once? no test runs)
  */
 import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -134,8 +135,23 @@ function occurrences(text: string, search: string): number {
   return n;
 }
 
+/** `--check`: every mutation's search string is found exactly once in its file (nothing is run). */
+function check(list: Mutation[]): void {
+  let stale = 0;
+  for (const m of list) {
+    const found = occurrences(readFileSync(path.join(root, m.file), 'utf8'), m.search);
+    if (found !== 1) {
+      stale++;
+      console.log(`${m.id}: stale (search string found ${found} times in ${m.file})`);
+    }
+  }
+  console.log(`${list.length - stale} of ${list.length} mutations apply`);
+  process.exitCode = stale === 0 ? 0 : 1;
+}
+
 async function main(): Promise<void> {
   const list = MUTATIONS.filter((m) => !only || only.has(m.id));
+  if (flag('--check')) return check(list);
   const started = performance.now();
   const dir = scratchCopy();
   scratch = dir;

@@ -3,12 +3,14 @@ import { InvalidOptionError, SerializationError } from '../shared/errors.js';
 import { EntryKind } from '../store/entry.js';
 import { validateTags } from '../shared/tag-names.js';
 import type { Backend, StoredEntry } from '../store/types.js';
-import { checkTaggedLifetime } from './call-options.js';
+import { checkTaggedLifetime, setArguments } from './call-options.js';
+import { validateKey } from '../store/key.js';
 import type { CacheEmitter } from './events.js';
 import { isFreshNow, staleWindow } from './freshness.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import type { ResolvedCacheOptions } from './options.js';
+import type { SetOptions } from './types.js';
 
 /** One entry of `setMany`. */
 export interface SetManyEntry<T = unknown> {
@@ -37,6 +39,30 @@ export interface BulkHost {
   assertOpen(): void;
   /** `key` was written or deleted: later callers join no run or stale answer from before. */
   wrote(key: string): void;
+  /** Called before a write: invalidations kept during an outage are replayed first (`autoRecovery`). */
+  beforeWrite(): Promise<void>;
+}
+
+/** `set`; with `computedFor` (ms), a value computed for that long, stored like a loader's (see `setComputed`). */
+export async function storeOne<T>(host: BulkHost, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedFor: number | undefined): Promise<void> {
+  validateKey(key);
+  const { ttl, tags } = setArguments(ttlOrOptions);
+  const stale = staleWindow(host.options.freshness);
+  if (tags) checkTaggedLifetime(ttl, host.options.freshness, host.options.tagStampTtl);
+  host.assertOpen();
+  // Created at the store's time (Redis stamps it again with its own when it stores it).
+  const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: host.backend.now(), ttl, stale };
+  // A value computed by a handler (the HTTP layer says how long it ran) stores like a
+  // loader's value; any other set is the application's write, newer than every run begun before.
+  if (tags) {
+    entry.tags = tags;
+    entry.delta = computedFor ?? 0;
+  }
+  const write = computedFor === undefined;
+  await host.beforeWrite();
+  await host.guarded.set(key, entry, write);
+  if (write) host.wrote(key);
+  host.hints.remember(key, entry);
 }
 
 /** Checks a list of keys (`InvalidOptionError` naming `keys`): an array of non-empty strings. */
@@ -140,6 +166,7 @@ export async function setMany(host: BulkHost, entries: readonly SetManyEntry[], 
     prepared.push({ key, entry });
   }
   host.assertOpen();
+  await host.beforeWrite();
   const now = host.backend.now();
   for (const p of prepared) p.entry.createdAt = now;
   await Promise.all(prepared.map((p) => host.guarded.set(p.key, p.entry)));

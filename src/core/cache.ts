@@ -1,27 +1,28 @@
 import { EventEmitter } from 'node:events';
-import { toMs, type Duration } from '../shared/duration.js';
+import type { Duration } from '../shared/duration.js';
 import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../store/key.js';
 import type { ScopedBackend } from '../store/scoped-backend.js';
-import type { Backend, StoredEntry } from '../store/types.js';
-import { checkSetOptions, checkTaggedLifetime, computedFor, isComputed, isPlainCall, resolveCallOptions, resolveInvalidateOptions, type CallOptions } from './call-options.js';
-import type { CacheEvents } from './events.js';
+import type { Backend } from '../store/types.js';
+import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
+import { ListenerFlag, type CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
-import { RecoveryQueue, type RecoveryHost } from './recovery.js';
+import { RecoveryQueue, type Invalidation, type RecoveryHost } from './recovery.js';
 import { FreshnessHints } from './hints.js';
-import { isRemoteLoaderError, MissProtocol } from './miss-protocol.js';
+import { MissProtocol } from './miss-protocol.js';
+import { registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
-import { isFreshNow, staleWindow } from './freshness.js';
+import { isFreshNow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
-import { Joiners, type Answer } from './joiners.js';
+import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { getOrComputeMany, type BatchLoader } from './batch.js';
-import { deleteMany, getMany, readStored, setMany, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deleteMany, getMany, readStored, setMany, storeOne, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -48,33 +49,35 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly flights = new Flights();
   /** Forced refreshes (`forceRefresh`) in flight: joined by forced calls only, so plain callers keep reading what is stored. */
   private readonly forced = new Flights();
-  /** Loader runs after a loader failed in another process (`onRemoteError: 'load'`), one per key. */
-  private readonly reruns = new Flights();
+  /** Callers that join a flight, and those that end up running their own loader. */
+  private readonly callers: Callers;
   private closed = false;
-  /**
-   * Whether a `hit` listener is attached, kept up to date as listeners come and go: the hit
-   * paths read it instead of counting listeners at every hit (a count costs as much as half
-   * of an L1 hit).
-   */
-  private hitListened = false;
+  /** Whether a `hit` listener is attached (read by the hit paths). */
+  private readonly hits = new ListenerFlag(this as EventEmitter, 'hit');
   /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
-  private readonly clock = (): number => this.backend.now();
+  private readonly clock: () => number;
 
   /**
    * `scope` is internal: how `namespace()` makes a cache inside this one.
    */
   constructor(options: CacheOptions = {}, scope?: CacheScope) {
     super();
-    this.watchHitListeners();
     this.options = scope === undefined ? resolveCacheOptions(options) : scope.options;
     this.scope = scope ?? rootScope(this.options);
     this.scoped = scopedBackend(this.scope);
     this.backend = this.scoped;
+    this.clock = this.backend.now;
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl));
+    registerInternals(this, {
+      resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline),
+      set: (key, value, ttlOrOptions, computedForMs) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs),
+    });
     if (this.options.autoRecovery && this.backend.distributed) {
-      const recovery = new RecoveryQueue(this.recoveryHost(), this.options.autoRecovery.maxQueue, Math.max(this.options.backendCooldown, 50));
+      const host: RecoveryHost = { forget: (keys) => this.forgetCopies(keys), unreachable: (error) => this.guarded.unreachable(error) };
+      const recovery = new RecoveryQueue(host, this.options.autoRecovery.maxQueue, Math.max(this.options.backendCooldown, 50));
       this.recovery = recovery;
       this.guarded.hold = () => recovery.held;
     }
@@ -83,27 +86,21 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** Invalidations made while Redis was unreachable, replayed when it is back (`autoRecovery`). */
   private readonly recovery: RecoveryQueue | undefined;
 
-  private recoveryHost(): RecoveryHost {
-    return {
-      apply: (op) => {
-        if (op.kind === 'delete') return op.keys.length === 1 ? this.guarded.delete(op.keys[0]!) : deleteMany(this.bulk, op.keys);
-        if (op.kind === 'tags') return this.guarded.invalidateTags(op.tags, op.stale, this.options.tagStampTtl);
-        return clearScope(this.scoped, op.stale, this.options.commandTimeout, this);
-      },
-      forget: (keys) => {
-        if (keys === undefined) {
-          this.hints.clear();
-          this.backend.forget();
-          for (const child of this.children.values()) child.recoveryHost().forget(undefined);
-          return;
-        }
-        for (const key of keys) {
-          this.hints.forget(key);
-          this.backend.forget(key);
-        }
-      },
-      unreachable: (error) => this.guarded.unreachable(error),
-    };
+  /** Sends an invalidation; with `autoRecovery`, one that finds Redis unreachable is kept and replayed (answered `queued`). */
+  private invalidate<R>(invalidation: Invalidation, send: () => Promise<R>, queued: R): Promise<R> {
+    return this.recovery ? this.recovery.run(invalidation, send, queued) : send();
+  }
+
+  /** Drops what process memory holds of `keys` (all: of this cache and its namespaces). */
+  private forgetCopies(keys: readonly string[] | undefined): void {
+    for (const key of keys ?? []) {
+      this.hints.forget(key);
+      this.backend.forget(key);
+    }
+    if (keys !== undefined) return;
+    this.hints.clear();
+    this.backend.forget();
+    for (const child of this.children.values()) child.forgetCopies(undefined);
   }
 
   /** Removes listeners as EventEmitter does; the `hit` flag follows, and keeps following new listeners. */
@@ -111,27 +108,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // EventEmitter tells "all" from an event named undefined by the number of arguments.
     if (eventName === undefined) super.removeAllListeners();
     else super.removeAllListeners(eventName);
-    this.hitListened = this.listenerCount('hit') > 0;
-    // The watchers themselves may have gone (all listeners, or those of the watchers' events).
-    if ((this as EventEmitter).listenerCount('newListener') === 0 || (this as EventEmitter).listenerCount('removeListener') === 0) this.watchHitListeners();
+    this.hits.rewatch();
     return this;
   }
-
-  private watchHitListeners(): void {
-    const emitter = this as EventEmitter;
-    emitter.off('newListener', this.onNewListener);
-    emitter.off('removeListener', this.onRemoveListener);
-    emitter.on('newListener', this.onNewListener);
-    emitter.on('removeListener', this.onRemoveListener);
-  }
-
-  private readonly onNewListener = (event: string | symbol): void => {
-    if (event === 'hit') this.hitListened = true;
-  };
-
-  private readonly onRemoveListener = (event: string | symbol): void => {
-    if (event === 'hit') this.hitListened = this.listenerCount('hit') > 0;
-  };
 
   /**
    * The cache's clock, in ms since the epoch: the Redis server's (estimated without a round
@@ -159,7 +138,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
       const local = this.backend.peek(key);
       if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
-        if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
+        if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
       }
@@ -168,7 +147,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // A loader of this process is running for the key: join it as a small record (the common
       // case of a stampede: thousands of callers, one answer).
       const flight = this.flights.get(key);
-      if (flight !== undefined && typeof ttlOrOptions !== 'object') return this.joinPlain(key, loader, ttlOrOptions, flight);
+      if (flight !== undefined && typeof ttlOrOptions !== 'object') return this.callers.joinPlain(key, loader, ttlOrOptions, flight);
       // A value this process saw in Redis and that has not expired: one bounded GET, shared by
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
@@ -177,7 +156,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
           (found) => {
             // An entry with tags is not answered here: the full path checks them.
             if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found, this.clock)) {
-              if (this.hitListened) this.emit('hit', { key, layer: 'store' });
+              if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
               return found.value as T;
             }
@@ -200,27 +179,32 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (this.closed) return undefined;
     const local = this.backend.peek(key);
     if (local === undefined || local.kind !== EntryKind.Value || !isFreshNow(local, this.clock)) return undefined;
-    if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
+    if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
     return local.value as T;
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
-    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions);
+    return this.resolveTraced(key, loader, ttlOrOptions, false);
+  }
+
+  /** `resolve`; `inline`: a caller that wins a stale value's refresh lead runs it itself (see `resolveInline`). */
+  private resolveTraced<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>> {
+    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline);
     // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
     // synchronously, so a hit it answers was read from the layer this peek finds.
     const hitLayer = typeof key === 'string' && key !== '' && this.backend.peek(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
-    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions));
+    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline));
   }
 
-  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
-    const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions);
+  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline = false): Promise<CacheResult<T>> {
+    const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions, inline);
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
 
     const local = opts.forceRefresh ? undefined : this.backend.peek(key);
     if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
-      if (this.hitListened) this.emit('hit', { key, layer: this.backend.peekLayer });
+      if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
@@ -236,11 +220,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       try {
         settled = await flights.join(existing, key, opts);
       } catch (error) {
-        return this.afterRemoteError(error, key, loader, opts);
+        return this.callers.afterRemoteError(error, key, loader, opts);
       }
       if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
-      if (settled.private) return this.pass(key, loader, opts, settled.degraded);
-      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions);
+      if (settled.private) return this.callers.pass(key, loader, opts, settled.degraded);
+      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions, inline);
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
 
@@ -248,7 +232,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // heard (from the subscriber's listener), not after the hops back to this flight.
     const started: { joined?: Promise<Settled<unknown>> } = {};
     const flight = this.protocol.fly(key, loader, opts, (settled) => {
-      if (started.joined !== undefined) this.joiners.answer(started.joined, settled);
+      if (started.joined !== undefined) this.callers.answerEarly(started.joined, settled);
     });
     started.joined = flights.start(key, flight);
     let settled;
@@ -257,58 +241,11 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // This caller leads an inline refresh (its flight's other callers took the stale value).
       if (settled.inline) settled = await withSignal(settled.inline, opts.signal, key);
     } catch (error) {
-      return this.afterRemoteError(error, key, loader, opts);
+      return this.callers.afterRemoteError(error, key, loader, opts);
     }
-    if (settled.marker) return this.pass(key, loader, opts, false);
+    if (settled.marker) return this.callers.pass(key, loader, opts, false);
     return result(settled);
   }
-
-  /**
-   * A plain caller (no signal, the cache's waitTimeout) joins this process's flight: answered
-   * with the flight's value, or, for the rare endings, as `resolveCall` would answer it.
-   */
-  private joinPlain<T>(key: string, loader: Loader<T>, ttl: Duration, flight: Promise<Settled<unknown>>): Promise<T> {
-    const opts = this.plainOptions(key, loader, ttl);
-    const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
-    if (stale) return Promise.resolve(stale.value);
-    if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
-    if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
-    return this.joiners.join(key, flight, opts.waitTimeout, loader as Loader<unknown>, ttl) as Promise<T>;
-  }
-
-  /** Answers a plain caller of a settled flight (see `joinPlain`). */
-  private readonly answerJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration, settled: Settled<unknown> | undefined, error: unknown): void => {
-    let result: Promise<CacheResult<unknown>>;
-    if (settled === undefined) result = this.afterRemoteError(error, key, loader, this.plainOptions(key, loader, ttl));
-    else if (settled.private) result = this.pass(key, loader, this.plainOptions(key, loader, ttl), settled.degraded);
-    else if (settled.abandoned) result = this.resolveCall(key, loader, ttl);
-    else {
-      answer(settled.value);
-      return;
-    }
-    // Resolved with a promise: the caller's settles as it does, rejection included.
-    answer(result.then(valueOf));
-  };
-
-  /** A plain caller's waitTimeout passed before the flight settled. */
-  private readonly expireJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration): void => {
-    answer(this.protocol.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then(settledValue));
-  };
-
-  private readonly joiners = new Joiners<Loader<unknown>, Duration>(this.answerJoiner, this.expireJoiner);
-
-  /** The options of a plain call (a key, a loader, a TTL), shared by calls with the same TTL. */
-  private plainOptions<T>(key: string, loader: Loader<T>, ttl: Duration): CallOptions<T> {
-    let opts = this.plainCalls.get(ttl);
-    if (opts === undefined) {
-      opts = resolveCallOptions(this.options, key, loader, ttl) as CallOptions<unknown>;
-      if (this.plainCalls.size >= 64) this.plainCalls.clear();
-      this.plainCalls.set(ttl, opts);
-    }
-    return opts as CallOptions<T>;
-  }
-
-  private readonly plainCalls = new Map<Duration, CallOptions<unknown>>();
 
   /** The cached value of `key`, or `undefined`. Rejects with `BackendError` if Redis fails. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
@@ -323,26 +260,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * Stores `value` under `key` for `ttl` (or `{ ttl, tags }`), and announces it: waiters take
    * it, other processes' L1 copies follow. Rejects with `SerializationError` / `BackendError`.
    */
-  async set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions): Promise<void> {
-    validateKey(key);
-    const { ttl, tags } = setOptions(ttlOrOptions);
-    const stale = staleWindow(this.options.freshness);
-    if (tags) checkTaggedLifetime(ttl, this.options.freshness, this.options.tagStampTtl);
-    this.assertOpen();
-    // Created at the store's time (Redis stamps it again with its own when it stores it).
-    const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: this.backend.now(), ttl, stale };
-    // A value computed by a handler (the HTTP layer says how long it ran) stores like a
-    // loader's value; any other set is the application's write, newer than every run begun before.
-    const computed = computedFor(ttlOrOptions);
-    if (tags) {
-      entry.tags = tags;
-      entry.delta = computed;
-    }
-    const write = !isComputed(ttlOrOptions);
-    await this.recovery?.before();
-    await this.guarded.set(key, entry, write);
-    if (write) this.wrote(key);
-    this.hints.remember(key, entry);
+  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions): Promise<void> {
+    return storeOne(this.bulk, key, value, ttlOrOptions, undefined);
   }
 
   /**
@@ -353,7 +272,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     validateKey(key);
     this.assertOpen();
     this.hints.forget(key);
-    const deleted = this.recovery ? await this.recovery.run({ kind: 'delete', keys: [key] }, () => this.guarded.delete(key), false) : await this.guarded.delete(key);
+    const deleted = await this.invalidate({ kind: 'delete', keys: [key] }, () => this.guarded.delete(key), false);
     this.wrote(key);
     return deleted;
   }
@@ -373,8 +292,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (list.length === 0) return;
     // The stamp is the store's time when it is written (the Redis server's, to the microsecond):
     // a run that began before it counts as older, one that begins after it as newer.
-    if (this.recovery) await this.recovery.run({ kind: 'tags', tags: list, stale }, () => this.guarded.invalidateTags(list, stale, this.options.tagStampTtl), undefined);
-    else await this.guarded.invalidateTags(list, stale, this.options.tagStampTtl);
+    await this.invalidate({ kind: 'tags', tags: list, stale }, () => this.guarded.invalidateTags(list, stale, this.options.tagStampTtl), undefined);
   }
 
   /**
@@ -419,8 +337,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async clear(options?: ClearOptions): Promise<void> {
     const stale = clearStale(options);
     this.assertOpen();
-    if (this.recovery) await this.recovery.run({ kind: 'clear', stale }, () => clearScope(this.scoped, stale, this.options.commandTimeout, this), undefined);
-    else await clearScope(this.scoped, stale, this.options.commandTimeout, this);
+    await this.invalidate({ kind: 'clear', stale }, () => clearScope(this.scoped, stale, this.options.commandTimeout, this), undefined);
   }
 
   /**
@@ -445,15 +362,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * anything is written. Rejects with `InvalidOptionError` / `SerializationError` (nothing
    * written) or `BackendError` (some entries may have been written).
    */
-  async setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
-    await this.recovery?.before();
+  setMany(entries: readonly SetManyEntry[], options?: SetManyOptions): Promise<void> {
     return setMany(this.bulk, entries, options);
   }
 
   /** Deletes `keys` as `delete` does, in one round trip; resolves with how many held a value. */
   deleteMany(keys: readonly string[]): Promise<number> {
-    if (!this.recovery || !Array.isArray(keys)) return deleteMany(this.bulk, keys);
-    return this.recovery.run({ kind: 'delete', keys: [...keys] }, () => deleteMany(this.bulk, keys), 0);
+    return Array.isArray(keys) ? this.invalidate({ kind: 'delete', keys: [...keys] }, () => deleteMany(this.bulk, keys), 0) : deleteMany(this.bulk, keys);
   }
 
   /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */
@@ -473,60 +388,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       clock: this.clock,
       assertOpen: () => this.assertOpen(),
       wrote: (key) => this.wrote(key),
+      beforeWrite: () => this.recovery?.before() ?? Promise.resolve(),
     };
     return this.bulkHost;
   }
-
   private bulkHost: BulkHost | undefined;
-
-  /** This caller runs its own loader (a private result or a marker); `degraded` carries over from the flight. */
-  private async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<CacheResult<T>> {
-    const settled = await this.protocol.pass(key, loader, opts);
-    return { value: settled.value, status: 'pass', createdAt: settled.createdAt, degraded: degraded || settled.degraded };
-  }
-
-  /**
-   * The flight failed. When its loader failed in another process and this caller asked for
-   * `onRemoteError: 'load'`, it runs its loader itself, once per key for the callers of this
-   * process that do the same; any other error is passed on.
-   */
-  private async afterRemoteError<T>(error: unknown, key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<CacheResult<T>> {
-    if (opts.onRemoteError !== 'load' || !isRemoteLoaderError(error)) throw error;
-    const running = this.reruns.get<T>(key);
-    if (running) {
-      const settled = await withSignal(running, opts.signal, key);
-      if (settled.private) return this.pass(key, loader, opts, false);
-      return result(settled, 'coalesced');
-    }
-    const flight = this.protocol.loadAfterRemoteError(key, loader, opts);
-    this.reruns.start(key, flight);
-    return result(await withSignal(flight, opts.signal, key));
-  }
 
   private assertOpen(): void {
     if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');
   }
-}
-
-/** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
-function setOptions(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
-  if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
-    checkSetOptions(ttlOrOptions);
-    const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
-    return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
-  }
-  return { ttl: toMs(ttlOrOptions, 'ttl'), tags: undefined };
-}
-
-function result<T>(settled: Settled<T>, status = settled.status): CacheResult<T> {
-  if (settled.status === 'stale') return { value: settled.value, status: 'stale', staleReason: settled.staleReason, createdAt: settled.createdAt, degraded: settled.degraded };
-  return { value: settled.value, status, createdAt: settled.createdAt, degraded: settled.degraded };
-}
-
-function valueOf<T>(r: CacheResult<T>): T {
-  return r.value;
-}
-
-function settledValue<T>(s: Settled<T>): T {
-  return s.value;
 }

@@ -4,40 +4,12 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import { validateKey } from '../store/key.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { FRESHNESS_OPTION_NAMES, resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
-import type { ResolvedCacheOptions } from './options.js';
+import { checkThrowOrLoad, type ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
-
-/**
- * Internal (the HTTP adapters): a caller that wins the lead of a stale value inside
- * `staleWhileRevalidate` runs the refresh itself and waits for it (its request's handler
- * answers it), instead of starting it in the background; every other caller still gets the
- * stale value at once.
- */
-export const INLINE_REFRESH = Symbol('dogpile-guard.inlineRefresh');
-
-/**
- * Internal (the HTTP adapters), a `set` option: how long (ms, on the monotonic clock) the
- * value took to compute before this `set`. A tagged entry's computation then counts as started
- * that long before its `createdAt`, as for a loader's value: one whose tag was invalidated
- * while it was being computed is older than the invalidation.
- */
-export const COMPUTED_FOR = Symbol('dogpile-guard.computedFor');
-
-/** True for `set` options of a computed value (they carry `COMPUTED_FOR`): stored like a loader's value, not as the application's write. */
-export function isComputed(ttlOrOptions: unknown): boolean {
-  return ttlOrOptions !== null && typeof ttlOrOptions === 'object' && COMPUTED_FOR in ttlOrOptions;
-}
-
-/** The `COMPUTED_FOR` of `set` options: a finite duration of 0 or more, else 0. */
-export function computedFor(ttlOrOptions: unknown): number {
-  if (ttlOrOptions === null || typeof ttlOrOptions !== 'object') return 0;
-  const value = (ttlOrOptions as { [COMPUTED_FOR]?: unknown })[COMPUTED_FOR];
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
-}
 
 /** One call's options, with the cache's defaults applied. */
 export interface CallOptions<T> {
-  /** See `INLINE_REFRESH`. */
+  /** A caller that wins the lead of a stale value inside `staleWhileRevalidate` runs the refresh itself and waits for it (see `resolveInline` in internal.ts). */
   inlineRefresh?: boolean;
   /** A refresh no caller waits for (internal: traced as a background loader run). */
   background?: boolean;
@@ -100,6 +72,7 @@ export function resolveCallOptions<T>(
   key: string,
   loader: Loader<T>,
   ttlOrOptions: Duration | GetOrComputeOptions<T>,
+  inline = false,
 ): CallOptions<T> {
   validateKey(key);
   if (typeof loader !== 'function') throw new InvalidOptionError('loader', `expected a function, got ${loader === null ? 'null' : typeof loader}`);
@@ -118,6 +91,7 @@ export function resolveCallOptions<T>(
       hitForMissTtl: defaults.hitForMissTtl,
       freshness: defaults.freshness,
       tagStampTtl: defaults.tagStampTtl,
+      inlineRefresh: inline,
     };
   }
   const o = ttlOrOptions;
@@ -144,7 +118,7 @@ export function resolveCallOptions<T>(
     freshness,
     tags: tags && tags.length > 0 ? tags : undefined,
     tagStampTtl: defaults.tagStampTtl,
-    inlineRefresh: (o as { [INLINE_REFRESH]?: boolean })[INLINE_REFRESH] === true,
+    inlineRefresh: inline,
   };
 }
 
@@ -169,9 +143,12 @@ export function checkTaggedLifetime(ttl: number, freshness: FreshnessRules, tagS
   }
 }
 
-/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */
-export function checkThrowOrLoad(value: unknown, option: string): void {
-  if (value !== undefined && value !== 'throw' && value !== 'load') {
-    throw new InvalidOptionError(option, `expected 'throw' or 'load', got ${String(value)}`);
+/** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
+export function setArguments(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
+  if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
+    checkSetOptions(ttlOrOptions);
+    const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
+    return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
   }
+  return { ttl: toMs(ttlOrOptions, 'ttl'), tags: undefined };
 }

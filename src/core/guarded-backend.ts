@@ -1,7 +1,7 @@
 import { monotonicNow } from '../shared/clock.js';
-import { isKeyError } from '../redis/errors.js';
 import { debug, publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, SerializationError } from '../shared/errors.js';
+import { faultOf } from '../store/open-store.js';
 import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import type { CacheEmitter } from './events.js';
@@ -33,13 +33,14 @@ export class GuardedBackend {
   private sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly backend: Backend,
+    private readonly backend: Backend,
     private readonly options: GuardOptions,
     private readonly events: CacheEmitter,
     /** Called for a failure that concerns only `key` (before it is reported as `corrupt`). */
     private readonly onKeyFault: (key: string) => void,
   ) {
     this.breaker = new CircuitBreaker(options.backendCooldown);
+    this.now = backend.now;
   }
 
   get distributed(): boolean {
@@ -75,7 +76,7 @@ export class GuardedBackend {
   }
 
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', this.backend.getShared(key));
+    return this.timed(key, 'get', this.backend.coordination.getShared(key));
   }
 
   lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
@@ -84,16 +85,24 @@ export class GuardedBackend {
 
   /** True while the key's channel reaches this process (see `Backend.live`). */
   live(key: string): boolean {
-    return this.backend.live(key);
+    return this.backend.coordination.live(key);
   }
 
-  /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock. */
-  now(): number {
-    return this.backend.now();
+  /** An entry held in process memory, fresh or stale (the fallback while the store is unusable); no call to the store. */
+  peekStale(key: string): StoredEntry | undefined {
+    return this.backend.peekStale(key);
   }
+
+  /** `entry` as the tag stamps held in this process make it (see `Backend.withKnownTags`); no call to the store. */
+  withKnownTags(entry: StoredEntry): StoredEntry | undefined {
+    return this.backend.withKnownTags(entry);
+  }
+
+  /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock (the store's own function). */
+  readonly now: () => number;
 
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'lead', this.backend.tryLead(key, token, lockTtl));
+    return this.timed(key, 'lead', this.backend.coordination.tryLead(key, token, lockTtl));
   }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
@@ -101,11 +110,11 @@ export class GuardedBackend {
   }
 
   renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'renew', this.backend.renew(key, token, lockTtl));
+    return this.timed(key, 'renew', this.backend.coordination.renew(key, token, lockTtl));
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.timed(key, 'subscribe', this.backend.listen(key, listener));
+    return this.timed(key, 'subscribe', this.backend.coordination.listen(key, listener));
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
@@ -125,7 +134,7 @@ export class GuardedBackend {
     return error instanceof BackendError && !this.keyErrors.has(error);
   }
 
-  /** Reports a failure that concerns only `key` (see redis/errors.ts) as `corrupt`; false for any other failure. */
+  /** Reports a failure that concerns only `key` (a key fault) as `corrupt`; false for any other failure. */
   keyFault(key: string, error: unknown): boolean {
     if (!(error instanceof Error) || !this.keyErrors.has(error)) return false;
     this.onKeyFault(key);
@@ -149,7 +158,7 @@ export class GuardedBackend {
           return;
         }
         const error = err instanceof BackendError ? err : new BackendError(`Redis ${operation} failed: ${errorMessage(err)}`, { key, cause: err });
-        if (isKeyError(err)) {
+        if (faultOf(err) === 'key') {
           // The server answered, about this key only: the breaker stays closed, no backendError.
           this.keyErrors.add(error);
           reject(error);

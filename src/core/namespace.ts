@@ -1,17 +1,9 @@
-import { commandClient, createClientFromUrl, type RedisClient } from '../redis/client.js';
-import { processNow } from '../shared/clock.js';
 import { publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, InvalidOptionError } from '../shared/errors.js';
 import { bounded } from '../shared/wait.js';
-import { EntryCodec } from '../store/codec.js';
-import { GENERATION_KEEP_MS, MemoryGenerations, ROOT_GENERATION } from '../store/generations.js';
-import { MemoryBackend } from '../store/memory-backend.js';
-import { RedisBackend } from '../store/redis-backend.js';
-import { RedisTagStamps } from '../store/redis-tags.js';
-import { ScopedBackend, type ScopeRules } from '../store/scoped-backend.js';
-import { tagKeys } from '../store/key.js';
-import { parseStamp } from '../store/tags.js';
-import { TaggedBackend } from '../store/tagged-backend.js';
+import { GENERATION_KEEP_MS, ROOT_GENERATION } from '../store/generations.js';
+import { openBackend, openGenerations, openRedis, type RedisConnection } from '../store/open-store.js';
+import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { TagStamps } from '../store/types.js';
 import type { CacheEmitter } from './events.js';
 import type { ResolvedCacheOptions } from './options.js';
@@ -28,9 +20,10 @@ export const MAX_NAMESPACE_LENGTH = 256;
 export interface CacheScope {
   /** The cache's options, its `prefix` being where its keys live. */
   readonly options: ResolvedCacheOptions;
-  readonly client: RedisClient | undefined;
-  /** True for the root cache when it made the client from a URL (it closes it). */
-  readonly ownsClient: boolean;
+  /** The Redis connection the cache and its namespaces share (none: in process). */
+  readonly connection: RedisConnection | undefined;
+  /** True for the root cache: its backend closes the connection (a client made from a URL). */
+  readonly closesConnection: boolean;
   /** The generation stamps of the root and every namespace (closed by the root). */
   readonly stamps: TagStamps;
   /** The generation names of the chain, root first (see store/generations.ts). */
@@ -49,17 +42,11 @@ export function validateNamespaceName(name: unknown): string {
   return name;
 }
 
-/** Where the generation stamps of a cache and its namespaces live: `<prefix>:g:t:{/name}` (tag stamps under their own prefix). */
-function generationPrefix(rootPrefix: string): string {
-  return `${rootPrefix}:g`;
-}
-
 /** The scope of a cache made by `createCache(options)`: the client (made from a URL if one was given) and the generation stamps. */
 export function rootScope(options: ResolvedCacheOptions): CacheScope {
-  const { redis } = options;
-  const client = redis === undefined ? undefined : typeof redis === 'string' ? createClientFromUrl(redis) : redis;
-  const stamps = client === undefined ? new MemoryGenerations(processNow) : new RedisTagStamps(client, commandClient(client), generationPrefix(options.prefix));
-  return { options, client, ownsClient: typeof redis === 'string', stamps, generations: [ROOT_GENERATION], rootPrefix: options.prefix };
+  const connection = options.redis === undefined ? undefined : openRedis(options.redis);
+  const stamps = openGenerations(connection, options.prefix);
+  return { options, connection, closesConnection: true, stamps, generations: [ROOT_GENERATION], rootPrefix: options.prefix };
 }
 
 /** The scope of the namespace `name` inside `parent`. */
@@ -67,8 +54,8 @@ export function childScope(parent: CacheScope, name: string, detach: () => void)
   const own = parent.generations.length === 1 ? `/${name}` : `${parent.generations[parent.generations.length - 1]}/${name}`;
   return {
     options: { ...parent.options, prefix: `${parent.rootPrefix}:n${own}` },
-    client: parent.client,
-    ownsClient: false,
+    connection: parent.connection,
+    closesConnection: false,
     stamps: parent.stamps,
     generations: [...parent.generations, own],
     rootPrefix: parent.rootPrefix,
@@ -78,29 +65,7 @@ export function childScope(parent: CacheScope, name: string, detach: () => void)
 
 /** The backend of a cache in `scope`: Redis or in process, tags checked, generations checked, TTLs spread. */
 export function scopedBackend(scope: CacheScope): ScopedBackend {
-  const o = scope.options;
-  const codec = new EntryCodec(o.serializer, scope.client === undefined ? undefined : o.compression);
-  const inner =
-    scope.client === undefined
-      ? new MemoryBackend(o.maxEntries, codec)
-      : new RedisBackend(scope.client, {
-          prefix: o.prefix,
-          codec,
-          inlineMax: o.inlineMax,
-          l1: o.l1,
-          ownsClient: scope.ownsClient,
-          replication: o.replication,
-          writeTimeout: o.commandTimeout,
-        });
-  const rules: ScopeRules = { generations: scope.generations, stamps: scope.stamps, jitter: o.jitter, tagStampTtl: o.tagStampTtl };
-  const client = scope.client;
-  if (client !== undefined) {
-    // One GET per stamp, for a read that finds a value before the stamps are followed here.
-    const commands = commandClient(client);
-    const stampPrefix = generationPrefix(scope.rootPrefix);
-    rules.readOnce = (names) => Promise.all(names.map(async (name) => parseStamp((await commands.getBuffer(tagKeys(stampPrefix, name).stamp))?.toString('latin1'))));
-  }
-  return new ScopedBackend(new TaggedBackend(inner), rules);
+  return openBackend(scope.connection, scope.closesConnection, scope.options, scope);
 }
 
 /** `clear()`'s options, checked (`InvalidOptionError` naming the option): whether to mark stale. */

@@ -1,12 +1,9 @@
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
-import { isNodeRedis } from '../redis/node-redis.js';
-import { resolveReplication, type Replication, type ReplicasOption } from '../redis/replication.js';
+import { checkRedisOption, resolveReplication, type RedisClient, type Replication, type ReplicasOption } from '../store/open-store.js';
 import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
-import { checkThrowOrLoad } from './call-options.js';
 import { resolveJitter } from '../store/jitter.js';
 import { resolveCompression, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
@@ -198,12 +195,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   if (typeof o !== 'object' || o === null) throw new InvalidOptionError('options', 'expected an object');
   if (Array.isArray(o)) throw new InvalidOptionError('options', 'expected an object, got an array');
   checkKnownOptions(o, CACHE_OPTION_NAMES);
-  if (o.redis !== undefined && typeof o.redis !== 'string' && !isRedisClient(o.redis)) {
-    throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
-  }
-  if (typeof o.redis === 'string' && !/^rediss?:\/\//.test(o.redis)) {
-    throw new InvalidOptionError('redis', `expected a URL starting with redis:// or rediss://, got ${JSON.stringify(o.redis)}`);
-  }
+  checkRedisOption(o.redis, false);
   let l1: ResolvedCacheOptions['l1'];
   if (o.l1 === true) l1 = { max: CACHE_DEFAULTS.l1Max, ttl: CACHE_DEFAULTS.l1Ttl };
   else if (o.l1 && typeof o.l1 === 'object' && !Array.isArray(o.l1)) {
@@ -223,9 +215,7 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
   const compression = resolveCompression(o.compression);
   const commandTimeout = o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout');
   const replication = resolveReplication(o.replicas, o.replicaTimeout);
-  if (replication && o.redis !== undefined && typeof o.redis !== 'string' && isNodeRedis(o.redis)) {
-    throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lead); with node-redis, leave replicas at 0');
-  }
+  if (replication) checkRedisOption(o.redis, true);
   if (replication && replication.timeout >= commandTimeout) {
     throw new InvalidOptionError('replicaTimeout', `must be shorter than commandTimeout (${commandTimeout} ms), got ${replication.timeout} ms`);
   }
@@ -250,4 +240,11 @@ export function resolveCacheOptions(options: CacheOptions | undefined): Resolved
     autoRecovery: resolveAutoRecovery(o.autoRecovery),
     ...(compression === undefined ? {} : { compression }),
   };
+}
+
+/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */
+export function checkThrowOrLoad(value: unknown, option: string): void {
+  if (value !== undefined && value !== 'throw' && value !== 'load') {
+    throw new InvalidOptionError(option, `expected 'throw' or 'load', got ${String(value)}`);
+  }
 }

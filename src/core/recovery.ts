@@ -9,8 +9,6 @@ export type Invalidation =
 
 /** What the queue needs of its cache. */
 export interface RecoveryHost {
-  /** Sends one invalidation to Redis (as the call that queued it would have). */
-  apply(invalidation: Invalidation): Promise<unknown>;
   /** Drops the copies process memory holds in front of Redis: of these keys, or all. */
   forget(keys?: readonly string[]): void;
   /** True when `error` says Redis is unusable (not an answer about one key, not bad input). */
@@ -27,7 +25,8 @@ export interface RecoveryHost {
  * the queue, so writes reach Redis in the order they were made.
  */
 export class RecoveryQueue {
-  private readonly queue: Invalidation[] = [];
+  /** Each invalidation with what sends it to Redis (the call that queued it, made again). */
+  private readonly queue: { invalidation: Invalidation; send: () => Promise<unknown> }[] = [];
   private timer: NodeJS.Timeout | undefined;
   private draining: Promise<boolean> | undefined;
   private closed = false;
@@ -54,12 +53,12 @@ export class RecoveryQueue {
    * it to process memory, queues it, and resolves with `queued`; other failures reject as usual.
    */
   async run<R>(invalidation: Invalidation, send: () => Promise<R>, queued: R): Promise<R> {
-    if (this.queue.length > 0 && !(await this.drain())) return this.enqueue(invalidation, queued, undefined);
+    if (this.queue.length > 0 && !(await this.drain())) return this.enqueue(invalidation, send, queued, undefined);
     try {
       return await send();
     } catch (error) {
       if (!this.host.unreachable(error)) throw error;
-      return this.enqueue(invalidation, queued, error);
+      return this.enqueue(invalidation, send, queued, error);
     }
   }
 
@@ -79,12 +78,12 @@ export class RecoveryQueue {
     this.queue.length = 0;
   }
 
-  private enqueue<R>(invalidation: Invalidation, queued: R, error: unknown): R {
+  private enqueue<R>(invalidation: Invalidation, send: () => Promise<unknown>, queued: R, error: unknown): R {
     if (this.queue.length >= this.max) {
       throw new BackendError(`Redis is unreachable and the autoRecovery queue is full (${this.max} invalidations, autoRecovery.maxQueue); this one was not accepted`, { cause: error });
     }
     this.host.forget(invalidation.kind === 'delete' ? invalidation.keys : undefined);
-    this.queue.push(invalidation);
+    this.queue.push({ invalidation, send });
     if (debug.enabled) debug('autoRecovery: Redis unreachable; %s queued (%d waiting)', invalidation.kind, this.queue.length);
     this.schedule();
     return queued;
@@ -107,11 +106,11 @@ export class RecoveryQueue {
       try {
         while (this.queue.length > 0 && !this.closed) {
           try {
-            await this.host.apply(this.queue[0]!);
+            await this.queue[0]!.send();
           } catch (error) {
             if (this.host.unreachable(error)) return false;
             // Redis answered and refused it (it concerns one key's contents): nothing to retry.
-            if (debug.enabled) debug('autoRecovery: a queued %s was refused: %s', this.queue[0]!.kind, String(error));
+            if (debug.enabled) debug('autoRecovery: a queued %s was refused: %s', this.queue[0]!.invalidation.kind, String(error));
           }
           this.queue.shift();
         }

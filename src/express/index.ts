@@ -8,7 +8,7 @@ import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import { LoaderError } from '../shared/errors.js';
 import type { Replay } from '../http/pipeline.js';
-import { expressReplay, isReplay, type ExpressLikeApp } from './replay.js';
+import { expressReplay, isReplay, type ExpressLikeApp } from '../http/node-replay.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 

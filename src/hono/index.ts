@@ -1,6 +1,6 @@
 import type { Context, Env, Input, MiddlewareHandler } from 'hono';
 import type { HttpCacheOptions } from '../http/options.js';
-import { WebGuard } from '../fetch/web-exchange.js';
+import { WebGuard } from '../http/web-exchange.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 

@@ -2,12 +2,12 @@
  * Every call from the HTTP layer into the cache that needs more than its public API: the
  * internal call options live here and nowhere else in `http/`.
  */
-import { COMPUTED_FOR, INLINE_REFRESH } from '../core/call-options.js';
 import type { DogpileCache, GetOrComputeOptions, Loader, CacheResult } from '../core/cache.js';
+import { resolveInline, setComputed } from '../core/internal.js';
 import { monotonicNow } from '../shared/clock.js';
 
-/** `cache.set` options of a stored response; `COMPUTED_FOR`: how long its handler ran before the write. */
-export type StoreOptions = { ttl: number; tags?: readonly string[]; [COMPUTED_FOR]: number };
+/** A stored response's `set`: its ttl and tags, and how long its handler ran before the write (ms). */
+export type StoreOptions = { ttl: number; tags?: readonly string[]; computedFor: number };
 
 /**
  * `cache.set` options for a response written outside the miss protocol, made at the moment of
@@ -19,7 +19,13 @@ export function storeOptions(ttl: number, tags: readonly string[] | undefined, s
   // Stamps and `createdAt` are whole milliseconds, rounded down: one more keeps a handler that
   // started in the invalidation's own millisecond older than it.
   const computed = Math.max(0, Math.ceil(monotonicNow() - startedAt)) + 1;
-  return tags === undefined || tags.length === 0 ? { ttl, [COMPUTED_FOR]: computed } : { ttl, tags, [COMPUTED_FOR]: computed };
+  return tags === undefined || tags.length === 0 ? { ttl, computedFor: computed } : { ttl, tags, computedFor: computed };
+}
+
+/** Stores a response computed for `options.computedFor` ms: like a loader's value, not as the application's write. */
+export function storeComputed(cache: DogpileCache, key: string, value: unknown, options: StoreOptions): Promise<void> {
+  const { computedFor, ...setOptions } = options;
+  return setComputed(cache, key, value, setOptions, computedFor);
 }
 
 /**
@@ -29,6 +35,5 @@ export function storeOptions(ttl: number, tags: readonly string[] | undefined, s
  * caller and they all get the stale response at once.
  */
 export function resolveResponse<T>(cache: DogpileCache, key: string, loader: Loader<T>, options: GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>> {
-  const call: GetOrComputeOptions<T> = inline ? ({ ...options, [INLINE_REFRESH]: true } as GetOrComputeOptions<T>) : options;
-  return cache.resolve(key, loader, call);
+  return inline ? resolveInline(cache, key, loader, options) : cache.resolve(key, loader, options);
 }

@@ -8,7 +8,7 @@ import { responseFreshness, storeDecisionOf, type Freshness } from './freshness.
 import { headerValue, parseVary, storableHeaders } from './headers.js';
 import { formatHttpDate } from './http-date.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
-import { storeOptions, type StoreOptions } from './cache-calls.js';
+import { storeComputed, storeOptions, type StoreOptions } from './cache-calls.js';
 import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { encodeResponse } from './response-format.js';
 import { ORIGIN_ERROR_STATUSES, ownStaleIfError, routeWindow } from './stale-on-error.js';
@@ -118,7 +118,7 @@ export abstract class ResponseStore<Req> {
     if (response.status !== 304) {
       const shared = this.finish(plan, response);
       const decision = shared?.decision;
-      if (shared !== null && typeof decision === 'object') void this.cache.set(plan.key, shared.bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
+      if (shared !== null && typeof decision === 'object') void storeComputed(this.cache, plan.key, shared.bytes, this.setOptions(plan, decision.ttl, response.startedAt)).catch(() => {});
       // A response that may not be stored removes the stale one (RFC 9111 §4.4 allows it).
       else if (shared === null) void this.cache.delete(plan.key).catch(() => {});
       // Stored by the revalidation itself: the lead only shares it.
@@ -131,7 +131,7 @@ export abstract class ResponseStore<Req> {
     }
     const ttl = typeof shared.decision === 'object' ? shared.decision.ttl : 1;
     // Renewed with the tags of the request and of the 304's own Dogpile-Tags.
-    void this.cache.set(plan.key, shared.bytes, this.setOptions(plan, ttl, response.startedAt)).catch(() => {});
+    void storeComputed(this.cache, plan.key, shared.bytes, this.setOptions(plan, ttl, response.startedAt)).catch(() => {});
     return { bytes: shared.bytes, decision: 'share' };
   }
 
@@ -241,12 +241,12 @@ export abstract class ResponseStore<Req> {
     let writingNow = record;
     try {
       const [, current] = await Promise.all([
-        this.cache.set(variantKey(plan.base, record, plan.headers), bytes, this.setOptions(plan, ttl, startedAt)),
+        storeComputed(this.cache, variantKey(plan.base, record, plan.headers), bytes, this.setOptions(plan, ttl, startedAt)),
         known ? undefined : this.cache.get(plan.base).then(toVaryRecord, () => undefined),
       ]);
       if (current !== undefined && current.gen !== record.gen && sameNames(current.names, names)) {
         if (this.writingRecords.get(plan.base) === record) this.writingRecords.set(plan.base, (writingNow = current));
-        await this.cache.set(variantKey(plan.base, current, plan.headers), bytes, this.setOptions(plan, ttl, startedAt));
+        await storeComputed(this.cache, variantKey(plan.base, current, plan.headers), bytes, this.setOptions(plan, ttl, startedAt));
         await this.cache.set(plan.base, encodeVaryRecord(current), this.options.maxTtl);
       } else {
         await this.cache.set(plan.base, encodeVaryRecord(record), this.options.maxTtl);

@@ -10,7 +10,7 @@ import { watchClientGone, type ResponseCapture } from '../http/capture.js';
 import type { PreparedResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import { isTargetedField } from '../http/targeted-fields.js';
-import { answerLeader, answerLeaderError, type ClientAnswer, type HandlerAnswer } from '../fetch/leader-answer.js';
+import { answerLeader, answerLeaderError, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 

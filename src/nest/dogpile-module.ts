@@ -1,20 +1,17 @@
 import { Inject, Logger, Module, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
-import { closeClient, createClientFromUrl, type RedisClient } from '../redis/client.js';
 import { DogpileCache } from '../core/cache.js';
-import { createCache } from '../core/default-cache.js';
-import { resolveCacheOptions } from '../core/options.js';
+import { openCache } from '../core/open-cache.js';
 import { DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { cacheProviderMethods } from './method-caching.js';
 import { checkCachedOverCache } from './check-cached.js';
 import { DogpileConfigurableModule, DOGPILE_MODULE_OPTIONS } from './module-definition.js';
 import { splitModuleOptions, type DogpileDefaults, type DogpileModuleOptions } from './options.js';
 
-/** The module's cache, whether the module created it, and the Redis client it made from a URL. */
+/** The module's cache, and how to close it when the module made it (with the Redis connection it made from a URL). */
 interface CacheHandle {
   cache: DogpileCache;
-  owned: boolean;
-  client: RedisClient | undefined;
+  close: (() => Promise<void>) | undefined;
 }
 
 const CACHE_HANDLE = Symbol('dogpile-guard:cache-handle');
@@ -23,37 +20,6 @@ const CACHE_HANDLE = Symbol('dogpile-guard:cache-handle');
 export const REDIS_CONNECT_WAIT_MS = 5000;
 
 const logger = new Logger('DogpileModule');
-
-/**
- * The client for a Redis URL, connected: startup waits for it (up to `REDIS_CONNECT_WAIT_MS`),
- * so the first requests are coordinated through Redis rather than answered without it. If
- * Redis is not there, the app starts anyway; requests run their handlers (with in-process
- * coalescing) until it is.
- */
-async function connect(url: string): Promise<RedisClient> {
-  // The offline queue stays on (see createClientFromUrl): the cache's subscriber connection is
-  // a duplicate of this client, and a waiter's SUBSCRIBE sent while that duplicate is still
-  // connecting must not fail. While Redis is down the cache skips it (the client is
-  // 'reconnecting') and bounds every call by its commandTimeout.
-  const client = createClientFromUrl(url);
-  let lastError: Error | undefined;
-  client.on('error', (error: Error) => {
-    lastError = error;
-  });
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(() => {
-      client.off('ready', ready);
-      logger.warn(`Redis at ${redact(url)} is not reachable yet (${lastError?.message ?? 'no answer'}); starting without it, it will be used once it answers`);
-      resolve();
-    }, REDIS_CONNECT_WAIT_MS);
-    const ready = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    client.once('ready', ready);
-  });
-  return client;
-}
 
 function redact(url: string): string {
   return url.replace(/\/\/[^@/]*@/, '//***@');
@@ -64,14 +30,15 @@ const providers: Provider[] = [
     provide: CACHE_HANDLE,
     useFactory: async (options: DogpileModuleOptions | undefined): Promise<CacheHandle> => {
       const { cache, cacheOptions } = splitModuleOptions(options);
-      if (cache) return { cache, owned: false, client: undefined };
-      if (typeof cacheOptions.redis === 'string') {
-        // Validate the rest before connecting, so a bad option does not leave a client open.
-        resolveCacheOptions({ ...cacheOptions, redis: undefined });
-        const client = await connect(cacheOptions.redis);
-        return { cache: createCache({ ...cacheOptions, redis: client }), owned: true, client };
-      }
-      return { cache: createCache(cacheOptions), owned: true, client: undefined };
+      if (cache) return { cache, close: undefined };
+      // With a URL, startup waits (up to REDIS_CONNECT_WAIT_MS) for Redis, so the first requests
+      // are coordinated through it; if it is not there, the app starts anyway and requests run
+      // their handlers (with in-process coalescing) until it is.
+      const redis = cacheOptions.redis;
+      const opened = await openCache(cacheOptions, REDIS_CONNECT_WAIT_MS, (reason) => {
+        logger.warn(`Redis at ${redact(typeof redis === 'string' ? redis : '')} is not reachable yet (${reason}); starting without it, it will be used once it answers`);
+      });
+      return { cache: opened.cache, close: opened.close };
     },
     inject: [{ token: DOGPILE_MODULE_OPTIONS, optional: true }],
   },
@@ -131,9 +98,6 @@ export class DogpileModule extends DogpileConfigurableModule implements OnModule
   }
 
   async onModuleDestroy(): Promise<void> {
-    if (!this.handle.owned) return;
-    await this.handle.cache.close();
-    const { client } = this.handle;
-    if (client) await closeClient(client);
+    await this.handle.close?.();
   }
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision } from '../core/cache.js';
-import { expressReplay, type ExpressLikeApp } from '../express/replay.js';
+import { expressReplay, type ExpressLikeApp } from '../http/node-replay.js';
 import { requestHost, UNKEYED_INPUT_HEADERS } from '../http/cache-key.js';
 import { headerValue } from '../http/headers.js';
 import type { Replay, ReplayRequest } from '../http/pipeline.js';

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Redis, Cluster } from 'ioredis';
 import { InvalidOptionError } from '../shared/errors.js';
+import type { CommandClient } from './commands.js';
 import { closeNodeRedis, isNodeRedis, NodeRedisCommands, nodeRedisMasters, type NodeRedis } from './node-redis.js';
 
 /** An ioredis (v5, v6) or iovalkey `Redis` or `Cluster`: one interface, typed here as ioredis 5's. */
@@ -34,21 +35,7 @@ export type RedisClient = IoRedisLike | NodeRedis;
 export const ACCEPTED_CLIENTS =
   'an ioredis or iovalkey Redis or Cluster instance, or a node-redis client (createClient() or createCluster())';
 
-export type CommandArg = string | number | Buffer;
-
-/**
- * The narrow part of the client that the lock and the store call: exactly these commands.
- * ioredis' `Redis` and `Cluster` both fit it as they are.
- */
-export interface CommandClient {
-  call(command: string, ...args: CommandArg[]): Promise<unknown>;
-  /** Like `call`, but bulk replies come back as Buffers. */
-  callBuffer(command: string, ...args: CommandArg[]): Promise<unknown>;
-  get(key: string): Promise<string | null>;
-  getBuffer(key: string): Promise<Buffer | null>;
-  set(key: string, value: Buffer, px: 'PX', ms: number): Promise<unknown>;
-  del(key: string): Promise<number>;
-}
+export type { CommandArg, CommandClient } from './commands.js';
 
 export function isRedisClient(value: unknown): value is RedisClient {
   return isIoRedis(value) || isNodeRedis(value);

@@ -41,3 +41,14 @@ export function isKeyError(error: unknown): boolean {
   const code = /^-?([A-Z]+)\b/.exec(error.message)?.[1];
   return code !== undefined && !UNAVAILABLE.has(code);
 }
+
+/**
+ * What a failed store call means for the caller: `'key'`, the server refused the command for
+ * what that one key holds; `'connection'`, the store is unusable for now (every other failure).
+ */
+export type Fault = 'key' | 'connection';
+
+/** The `Fault` of a failed store call. */
+export function faultOf(error: unknown): Fault {
+  return isKeyError(error) ? 'key' : 'connection';
+}

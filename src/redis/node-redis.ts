@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { CommandArg, CommandClient } from './client.js';
+import type { CommandArg, CommandClient } from './commands.js';
 import { SubscriberClosedError } from '../shared/errors.js';
 
 /**

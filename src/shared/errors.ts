@@ -65,6 +65,27 @@ export class LoaderError extends DogpileError {
   override readonly code = 'E_LOADER' as const;
 }
 
+/**
+ * The loader a caller waited for failed in another process (what `onRemoteError` is about):
+ * a `LoaderError` (`E_LOADER`) whose `cause` is an `Error` rebuilt from what the leader
+ * published, and whose `remoteName` and `remoteMessage` are that error's name and message.
+ * Exported from the package beside `LoaderError`; the `errors` map holds one class per code, so
+ * it lists `LoaderError`, which `instanceof` matches this with.
+ */
+export class RemoteLoaderError extends LoaderError {
+  /** The name of the error the loader threw in the other process. */
+  readonly remoteName: string;
+  /** The message of the error the loader threw in the other process. */
+  readonly remoteMessage: string;
+  constructor(message: string, remote: { name: string; message: string }, options: DogpileErrorOptions = {}) {
+    const cause = new Error(remote.message);
+    cause.name = remote.name;
+    super(message, { ...options, cause: options.cause ?? cause });
+    this.remoteName = remote.name;
+    this.remoteMessage = remote.message;
+  }
+}
+
 /** A waiter waited `waitTimeout` for another caller's loader and gave up. */
 export class WaitTimeoutError extends DogpileError {
   override readonly code = 'E_WAIT_TIMEOUT' as const;

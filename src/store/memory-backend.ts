@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { processNow } from '../shared/clock.js';
 import type { EntryCodec } from './codec.js';
 import { MemoryTagStamps } from './memory-tags.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
+import type { Backend, Commit, Lookup, Outcome, StoredEntry, MissCoordinator, OwnCoordination } from './types.js';
 
 /**
  * The embedded default: entries in an lru-cache in this process, values kept as they are
@@ -16,7 +16,9 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
 /** How many keys' last `set`/`delete` the store remembers (for leads still running when they were written). */
 const WRITES_REMEMBERED = 10_000;
 
-export class MemoryBackend implements Backend {
+export class MemoryBackend implements Backend, MissCoordinator {
+  /** Its own coordination steps: this backend itself. */
+  readonly coordination: OwnCoordination = this;
   readonly distributed = false;
   readonly peekLayer = 'store';
   readonly tagStamps = new MemoryTagStamps(processNow);
@@ -40,9 +42,7 @@ export class MemoryBackend implements Backend {
   }
 
   /** The store is in this process: its clock is this process's (monotonic, in ms since the epoch). */
-  now(): number {
-    return processNow();
-  }
+  readonly now: () => number = processNow;
 
   /** No tags checked at this layer (TaggedBackend does). */
   withKnownTags(entry: StoredEntry): StoredEntry {

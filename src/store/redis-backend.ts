@@ -3,9 +3,11 @@ import { CorruptEntryError } from './entry.js';
 import { ForeignEntries, forKey } from './foreign-entries.js';
 import { cacheKeys, valueKey } from './key.js';
 import { L1 } from './l1.js';
+import { L1Links } from './l1-links.js';
+import { parseOutcome } from './outcome-message.js';
 import { RedisTagStamps } from './redis-tags.js';
 import { monotonicNow } from '../shared/clock.js';
-import { clientAvailable, closeClient, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
+import { clientAvailable, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
 import { existingSharedSubscriber, sharedSubscriber } from '../redis/subscriber.js';
 import { knownPubSubMode, publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
@@ -14,7 +16,7 @@ import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
 import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE, TRY_LEAD } from './cache-scripts.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry } from './types.js';
+import type { Backend, Commit, Lookup, Outcome, StoredEntry, MissCoordinator, OwnCoordination } from './types.js';
 
 export interface RedisBackendOptions {
   prefix: string;
@@ -22,8 +24,8 @@ export interface RedisBackendOptions {
   inlineMax: number;
   /** A copy in process memory of the values this process saw (`peek` reads it), kept coherent through the keys' channels. */
   l1: { max: number; ttl: number; maxSize?: number | undefined } | undefined;
-  /** Close the client in `close()` (only when the cache created it). */
-  ownsClient: boolean;
+  /** Closes the client in `close()`: given only when the library made it (see redis/connection.ts). */
+  closeClient?: (() => Promise<void>) | undefined;
   /** Replicas that must confirm a lead before it counts (none when undefined). */
   replication?: Replication | undefined;
   /**
@@ -39,20 +41,14 @@ const LEAD_STARTS_MAX = 10_000;
 
 const EMPTY = Buffer.alloc(0);
 
-/** A key whose channel this process follows, for its L1 copy. */
-interface Link {
-  /** Since when (monotonic ms) every announcement on the channel reaches this process; undefined while subscribing. */
-  liveAt: number | undefined;
-  unlisten: (() => void) | undefined;
-  dropped: boolean;
-}
-
 /**
  * Entries in Redis, coordinated across processes: one Lua round trip to look up or lead,
  * one to store, release and announce; waiters listen on the key's channel through the
  * client's shared subscriber connection.
  */
-export class RedisBackend implements Backend {
+export class RedisBackend implements Backend, MissCoordinator {
+  /** Its own coordination steps: this backend itself. */
+  readonly coordination: OwnCoordination = this;
   readonly distributed = true;
   readonly peekLayer = 'l1';
 
@@ -62,8 +58,8 @@ export class RedisBackend implements Backend {
   /** Where the GETs of values go (the GETs of one tick share a write on a standalone ioredis-like client). */
   private readonly values: Pick<CommandClient, 'getBuffer'>;
   private readonly l1: L1 | undefined;
-  /** Keys held in L1 whose channel this process follows. */
-  private readonly links = new Map<string, Link>();
+  /** The channels this process follows for its L1 copies. */
+  private readonly links: L1Links | undefined;
   /** When (monotonic ms) the read or write that produced an entry was sent, for entries that may go to L1. */
   private readonly sentAt = new WeakMap<StoredEntry, number>();
   /** One message, parsed once for every listener of its channel (waiters and the L1 link). */
@@ -81,9 +77,11 @@ export class RedisBackend implements Backend {
   ) {
     this.commands = commandClient(client);
     this.clock = new ServerClock(this.commands);
+    this.now = this.clock.now.bind(this.clock);
     this.values = valueReader(client, this.commands);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
-    this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.unlink(key), options.l1.maxSize) : undefined;
+    this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.links?.unlink(key), options.l1.maxSize) : undefined;
+    this.links = this.l1 ? new L1Links(client, options.prefix, this.l1, this.sentAt, this.now, (message) => this.parseMessage(message)) : undefined;
   }
 
   /** False while the client is known to be disconnected; a client still connecting is given its chance. */
@@ -92,9 +90,7 @@ export class RedisBackend implements Backend {
   }
 
   /** The Redis server's time (ms since the epoch), estimated without a round trip: the one clock of the fleet. */
-  now(): number {
-    return this.clock.now();
-  }
+  readonly now: () => number;
 
   /** No tags checked at this layer (TaggedBackend does). */
   withKnownTags(entry: StoredEntry): StoredEntry {
@@ -127,12 +123,12 @@ export class RedisBackend implements Backend {
    */
   keep(key: string, entry: StoredEntry, left: number, staleLeft = left): void {
     const l1 = this.l1;
-    if (!l1) return;
+    if (!l1 || !this.links) return;
     const link = this.links.get(key);
     const sent = this.sentAt.get(entry);
     const followed = link?.liveAt !== undefined && sent !== undefined && sent >= link.liveAt;
     l1.keep(key, entry, followed || !this.available() ? left : 0, staleLeft);
-    if (!link) this.follow(key);
+    if (!link) this.links.follow(key);
   }
 
   async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
@@ -140,7 +136,7 @@ export class RedisBackend implements Backend {
     // A value this process may keep in L1 is coming (a lead's result, a waiter's announcement,
     // a stale value's refresh): follow the key's channel from now on, so that it can be served
     // from L1 as soon as it arrives.
-    if (this.l1 && !this.links.has(key)) this.follow(key);
+    if (this.links && !this.links.has(key)) this.links.follow(key);
     const sent = monotonicNow();
     const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', expired ? '1' : '0', tryLead ? '1' : '0', this.notAfter()]);
     const time = Number(String(reply[1]));
@@ -370,82 +366,7 @@ export class RedisBackend implements Backend {
   async close(): Promise<void> {
     this.l1?.clear();
     this.tagStamps.close();
-    if (this.options.ownsClient) {
-      await closeClient(this.client);
-    }
-  }
-
-  /** Follows the channel of `key` (held in L1): its announcements update or drop the copy. */
-  private follow(key: string): void {
-    const link: Link = { liveAt: undefined, unlisten: undefined, dropped: false };
-    this.links.set(key, link);
-    // The link lives as long as the key has a place in L1 (bounded by `l1.max`).
-    if (!this.l1!.has(key)) this.l1!.heard(key, 0);
-    sharedSubscriber(this.client)
-      .listen(cacheKeys(this.options.prefix, key).channel, (message) => this.heard(key, link, message))
-      .then(
-        (unlisten) => {
-          if (link.dropped) {
-            unlisten();
-            return;
-          }
-          link.unlisten = unlisten;
-          link.liveAt = monotonicNow();
-        },
-        () => {
-          // Not followed (the subscriber failed): the copy stays a fallback; the next keep tries again.
-          if (this.links.get(key) === link) this.links.delete(key);
-        },
-      );
-  }
-
-  /** `key` left L1: stop following its channel. */
-  private unlink(key: string): void {
-    const link = this.links.get(key);
-    if (!link) return;
-    this.links.delete(key);
-    link.dropped = true;
-    link.unlisten?.();
-  }
-
-  private heard(key: string, link: Link, message: Buffer | null): void {
-    const l1 = this.l1;
-    if (link.dropped || !l1) return;
-    if (message === null) {
-      // The subscriber closed or reconnected: announcements may have been missed. The copy is
-      // no hit until read again, and only reads sent while the channel is live are followed.
-      l1.untrust(key);
-      link.liveAt = existingSharedSubscriber(this.client)?.isLive(cacheKeys(this.options.prefix, key).channel) ? monotonicNow() : undefined;
-      return;
-    }
-    const outcome = this.parseMessage(message);
-    switch (outcome.kind) {
-      case 'value': {
-        if (!outcome.stored) return;
-        const entry = outcome.entry;
-        // It came through the followed channel: every later announcement follows it.
-        this.sentAt.set(entry, monotonicNow());
-        l1.heard(key, entry.createdAt);
-        const left = Math.min(entry.createdAt + entry.ttl - this.clock.now(), entry.ttl);
-        if (entry.kind === 1 /* value */ && left > 0) l1.keep(key, entry, left, left + (entry.stale ?? 0));
-        return;
-      }
-      case 'stored':
-        if (outcome.createdAt !== undefined) l1.heard(key, outcome.createdAt);
-        else l1.untrust(key);
-        return;
-      case 'deleted':
-        l1.heard(key, outcome.at);
-        return;
-      case 'uncacheable':
-      case 'corrupt':
-        // The last run's result was not cacheable (a marker may now be stored), or a value this
-        // process cannot read was written: ask Redis again.
-        l1.untrust(key);
-        return;
-      default:
-        return;
-    }
+    await this.options.closeClient?.();
   }
 
   private decode(bytes: Buffer, sent?: number): StoredEntry | { error: Error } {
@@ -454,45 +375,14 @@ export class RedisBackend implements Backend {
     return decoded;
   }
 
+  /** One message, parsed once for every listener of its channel (waiters and the L1 link). */
   private parseMessage(message: Buffer): Outcome {
     let outcome = this.parsed.get(message);
     if (outcome === undefined) {
-      outcome = this.parseOnce(message);
+      outcome = parseOutcome(message, this.options.codec);
       this.parsed.set(message, outcome);
     }
     return outcome;
-  }
-
-  private parseOnce(message: Buffer): Outcome {
-    switch (message[0]) {
-      case 0x76: /* v: stored and inline */
-      case 0x73: /* s: shared, not stored */ {
-        const decoded = this.decode(message.subarray(1));
-        if ('error' in decoded && decoded.error instanceof UnknownSerializerError) {
-          // Another serializer's value: stored ('v'), as if too big to inline (waiters look it up); shared ('s'), a release.
-          return message[0] === 0x76 ? { kind: 'stored', createdAt: decoded.error.entry?.createdAt ?? message.readDoubleBE(5) } : { kind: 'released' };
-        }
-        return 'error' in decoded ? { kind: 'corrupt', error: decoded.error } : { kind: 'value', entry: decoded, stored: message[0] === 0x76 };
-      }
-      case 0x56: /* V (+ created-at) */
-        return message.length >= 9 ? { kind: 'stored', createdAt: message.readDoubleBE(1) } : { kind: 'stored' };
-      case 0x64: /* d + time of the delete */
-        return message.length >= 9 ? { kind: 'deleted', at: message.readDoubleBE(1) } : { kind: 'deleted', at: Number.POSITIVE_INFINITY };
-      case 0x53: /* S */
-        return { kind: 'shared' };
-      case 0x65: /* e */ {
-        try {
-          const { name, message: text } = JSON.parse(message.subarray(1).toString('utf8')) as { name: string; message: string };
-          return { kind: 'error', name: String(name), message: String(text) };
-        } catch {
-          return { kind: 'error', name: 'Error', message: 'the loader failed in another process' };
-        }
-      }
-      case 0x75: /* u */
-        return { kind: 'uncacheable' };
-      default:
-        return { kind: 'released' };
-    }
   }
 }
 

@@ -1,7 +1,7 @@
 import { generationVerdict } from './generations.js';
 import { spreadTtl } from './jitter.js';
 import { staleSince, type TagStamp } from './tags.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry, TagStamps } from './types.js';
+import type { Backend, Commit, Lookup, OwnCoordination, StoredEntry, TagStamps } from './types.js';
 
 /** What a cache adds to the backend it writes through: its generations and its write rules. */
 export interface ScopeRules {
@@ -31,6 +31,8 @@ export class ScopedBackend implements Backend {
   readonly distributed: boolean;
   readonly peekLayer: 'store' | 'l1';
   readonly tagStamps: TagStamps;
+  /** The store's own coordination steps: not passed through this layer. */
+  readonly coordination: OwnCoordination;
   private loading: Promise<TagStamp[]> | undefined;
   private reading: Promise<TagStamp[]> | undefined;
   private plain: ScopedBackend | undefined;
@@ -40,8 +42,10 @@ export class ScopedBackend implements Backend {
     private readonly rules: ScopeRules,
   ) {
     this.distributed = inner.distributed;
+    this.now = inner.now;
     this.peekLayer = inner.peekLayer;
     this.tagStamps = inner.tagStamps;
+    this.coordination = inner.coordination;
   }
 
   /** The backend's reads past tag checks (the hit fast path), still judged by the generations. */
@@ -56,13 +60,9 @@ export class ScopedBackend implements Backend {
     return this.inner.available();
   }
 
-  now(): number {
-    return this.inner.now();
-  }
+  /** The inner store's clock itself (no call through this layer). */
+  readonly now: () => number;
 
-  live(key: string): boolean {
-    return this.inner.live(key);
-  }
 
   withKnownTags(entry: StoredEntry): StoredEntry | undefined {
     const checked = this.inner.withKnownTags(entry);
@@ -121,22 +121,13 @@ export class ScopedBackend implements Backend {
     return typeof newer === 'number' ? { ...again, entry: staleSince(again.entry, newer) } : again;
   }
 
-  tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.inner.tryLead(key, token, lockTtl);
-  }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
     if (commit.mode === 'store') spreadTtl(commit.entry, this.rules.jitter, this.rules.tagStampTtl);
     return this.inner.commit(key, token, commit);
   }
 
-  renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.inner.renew(key, token, lockTtl);
-  }
 
-  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.inner.listen(key, listener);
-  }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     this.follow();
@@ -146,10 +137,6 @@ export class ScopedBackend implements Backend {
       if (Array.isArray(stamps)) return judged(found, generationVerdict(found, stamps));
       return stamps.then((read) => judged(found, generationVerdict(found, read)));
     });
-  }
-
-  getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.inner.getShared(key);
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {

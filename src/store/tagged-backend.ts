@@ -1,5 +1,5 @@
 import { staleSince, tagVerdict, type TagStamp } from './tags.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry, TagStamps } from './types.js';
+import type { Backend, Commit, Lookup, OwnCoordination, StoredEntry, TagStamps } from './types.js';
 
 /**
  * A backend whose reads respect tag invalidations: an entry carrying a tag invalidated after
@@ -16,11 +16,15 @@ export class TaggedBackend implements Backend {
   readonly distributed: boolean;
   readonly peekLayer: 'store' | 'l1';
   readonly tagStamps: TagStamps;
+  /** The store's own coordination steps: not passed through this layer. */
+  readonly coordination: OwnCoordination;
 
   constructor(private readonly inner: Backend) {
     this.distributed = inner.distributed;
     this.peekLayer = inner.peekLayer;
     this.tagStamps = inner.tagStamps;
+    this.coordination = inner.coordination;
+    this.now = inner.now;
   }
 
   /** The backend itself, for reads that check tags themselves (the hit fast path: an entry with tags goes the full way). */
@@ -32,13 +36,9 @@ export class TaggedBackend implements Backend {
     return this.inner.available();
   }
 
-  now(): number {
-    return this.inner.now();
-  }
+  /** The inner store's clock itself (no call through this layer). */
+  readonly now: () => number;
 
-  live(key: string): boolean {
-    return this.inner.live(key);
-  }
 
   withKnownTags(entry: StoredEntry): StoredEntry | undefined {
     return entry.tags === undefined ? entry : this.knownVerdict(entry, false);
@@ -102,21 +102,12 @@ export class TaggedBackend implements Backend {
     return typeof newer === 'number' ? { ...again, entry: staleSince(again.entry, newer) } : again;
   }
 
-  tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.inner.tryLead(key, token, lockTtl);
-  }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
     return this.inner.commit(key, token, commit);
   }
 
-  renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.inner.renew(key, token, lockTtl);
-  }
 
-  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.inner.listen(key, listener);
-  }
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     const found = await this.inner.get(key);
@@ -124,10 +115,6 @@ export class TaggedBackend implements Backend {
     const verdict = await this.verdict(found);
     if (verdict === 'ok') return found;
     return verdict === 'gone' ? undefined : staleSince(found, verdict);
-  }
-
-  getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.inner.getShared(key);
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {

@@ -1,13 +1,6 @@
-import type { StoredEntry } from './types.js';
+import type { StoredEntry, TagStamp } from './types.js';
 
-/**
- * When a tag was last invalidated (ms since the epoch, 0: never): `hard` by
- * `invalidateTags(tags)`, `stale` by `invalidateTags(tags, { stale: true })`.
- */
-export interface TagStamp {
-  hard: number;
-  stale: number;
-}
+export type { TagStamp } from './types.js';
 
 export const NO_STAMP: TagStamp = Object.freeze({ hard: 0, stale: 0 });
 

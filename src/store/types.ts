@@ -1,5 +1,13 @@
 import type { EntryKind } from './entry.js';
-import type { TagStamp } from './tags.js';
+
+/**
+ * When a tag was last invalidated (ms since the epoch, 0: never): `hard` by
+ * `invalidateTags(tags)`, `stale` by `invalidateTags(tags, { stale: true })`.
+ */
+export interface TagStamp {
+  hard: number;
+  stale: number;
+}
 
 /** A stored entry, decoded. */
 export interface StoredEntry {
@@ -82,10 +90,11 @@ export interface TagStamps {
   close(): void;
 }
 
-/** Where entries live and how a miss is coordinated. Backends encode and decode entries themselves. */
-export interface Backend {
-  /** True when other processes share this backend (waiting and locks go through it). */
-  readonly distributed: boolean;
+/**
+ * The entry store role: entries by key, read and written (encoded and decoded by the store
+ * itself), with the copies this process holds in memory.
+ */
+export interface EntryStore {
   /** Which layer `peek` reads: the store itself (in process) or an L1 in front of a shared store. */
   readonly peekLayer: 'store' | 'l1';
   /** Synchronous hit path: an entry held in process memory, or undefined (no promise per hit). */
@@ -104,6 +113,33 @@ export interface Backend {
    */
   forget(key?: string): void;
   /**
+   * The store's clock (ms since the epoch, fractional): what every entry's `createdAt`, every
+   * delete and every tag stamp is measured on. For Redis, the server's clock (read without a
+   * round trip), so the processes' own wall clocks do not matter; in process, this process's.
+   */
+  readonly now: () => number;
+  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
+  /**
+   * Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be
+   * encoded. A `write` (the default: the application's own `set`) supersedes every run of the
+   * key begun before it: its lead is dropped, so that run's older value is never stored over
+   * it. A value a loader computed (`write` false) stores beside running leads, as they do.
+   */
+  set(key: string, entry: StoredEntry, write?: boolean): Promise<void>;
+  delete(key: string): Promise<boolean>;
+  /** Whether calls can be attempted right now (e.g. the client is connected). */
+  available(): boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * The miss coordinator role (steps 2–5 of the miss protocol): look up or lead, store and
+ * release (commit), renew the lead, and hear what leaders announce.
+ */
+export interface MissCoordinator {
+  /** True when other processes share this backend (waiting and locks go through it). */
+  readonly distributed: boolean;
+  /**
    * Step 2: the value, or the lead, or the leader's remaining lock time. `skipValue`: look
    * past a stored value (`true`), or past it only if it was created at or before that time
    * (a number, ms since the epoch: the value the caller found invalidated). A value past its
@@ -111,12 +147,6 @@ export interface Backend {
    * as `stale`, and the lead lock is tried in the same call unless `tryLead` is false.
    */
   lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup>;
-  /**
-   * The store's clock (ms since the epoch, fractional): what every entry's `createdAt`, every
-   * delete and every tag stamp is measured on. For Redis, the server's clock (read without a
-   * round trip), so the processes' own wall clocks do not matter; in process, this process's.
-   */
-  now(): number;
   /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
@@ -129,19 +159,22 @@ export interface Backend {
   live(key: string): boolean;
   /** Subscribes to the key's outcomes; resolves once the subscription is live. */
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void>;
-  get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   /** The value a leader shared (not stored) and announced as too big to inline. */
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
-  /**
-   * Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be
-   * encoded. A `write` (the default: the application's own `set`) supersedes every run of the
-   * key begun before it: its lead is dropped, so that run's older value is never stored over
-   * it. A value a loader computed (`write` false) stores beside running leads, as they do.
-   */
-  set(key: string, entry: StoredEntry, write?: boolean): Promise<void>;
-  delete(key: string): Promise<boolean>;
-  /** Whether calls can be attempted right now (e.g. the client is connected). */
-  available(): boolean;
+}
+
+/** The miss coordinator's steps that no layer above the store changes: the store's own. */
+export type OwnCoordination = Pick<MissCoordinator, 'tryLead' | 'renew' | 'listen' | 'live' | 'getShared'>;
+
+/**
+ * Where entries live and how a miss is coordinated, as the core sees it: the entry store, the
+ * coordinator's steps that tags and generations judge (lookup, commit), the tag stamps entries
+ * are checked against, and `coordination`, the rest of the coordinator, which the layers above
+ * the store (tags, generations) hand on as the store's own object instead of passing each call.
+ */
+export interface Backend extends EntryStore, Omit<MissCoordinator, keyof OwnCoordination> {
+  /** The store's own coordination steps (the innermost backend's). */
+  readonly coordination: OwnCoordination;
   /** The invalidation stamps of tags. */
   readonly tagStamps: TagStamps;
   /**
@@ -152,5 +185,4 @@ export interface Backend {
   withKnownTags(entry: StoredEntry): StoredEntry | undefined;
   /** Behind a layer that checks tags: the backend it wraps (read by the hit fast path, which checks tags itself). */
   readonly untagged?: Backend;
-  close(): Promise<void>;
 }

@@ -134,7 +134,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'l1-deleted',
     breaks: 'the L1 ignores the "deleted" announcement',
-    file: 'src/store/redis-backend.ts',
+    file: 'src/store/l1-links.ts',
     search: "      case 'deleted':\n        l1.heard(key, outcome.at);\n        return;",
     replace: "      case 'deleted':\n        return;",
     tests: ['test/coherence-processes.test.ts'],
@@ -143,7 +143,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'l1-value',
     breaks: 'the L1 ignores a value announcement',
-    file: 'src/store/redis-backend.ts',
+    file: 'src/store/l1-links.ts',
     search: '        if (!outcome.stored) return;',
     replace: '        return;',
     tests: ['test/coherence-processes.test.ts'],
@@ -152,7 +152,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'l1-reconnect',
     breaks: 'the L1 keeps trusting its copies after the subscriber reconnected',
-    file: 'src/store/redis-backend.ts',
+    file: 'src/store/l1-links.ts',
     search: '      l1.untrust(key);\n      link.liveAt = existingSharedSubscriber',
     replace: '      link.liveAt = existingSharedSubscriber',
     tests: ['test/coherence-processes.test.ts'],
@@ -273,8 +273,8 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'refreshing-tagged-stale',
     breaks: 'a value refreshed in this process is answered stale after one of its tags was invalidated',
-    file: 'src/core/miss-protocol.ts',
-    search: 'const entry = running.entry.tags === undefined ? running.entry : this.backend.backend.withKnownTags(running.entry);',
+    file: 'src/core/refresh.ts',
+    search: 'const entry = running.entry.tags === undefined ? running.entry : backend.withKnownTags(running.entry);',
     replace: 'const entry = running.entry;',
     tests: ['test/core-hardening.test.ts'],
     filter: 'invalidated stale value',

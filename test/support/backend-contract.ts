@@ -9,12 +9,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEntry, EntryKind } from '../../src/store/entry.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../../src/store/types.js';
+import type { Backend, Commit, EntryStore, Lookup, MissCoordinator, Outcome, StoredEntry } from '../../src/store/types.js';
 import { freshId, sleep, waitUntil } from '../../tools/basics.js';
 
 export interface BackendHarness {
   /** The backend under test, its codec on the v8 serializer. */
-  backend: Backend;
+  backend: Backend & MissCoordinator;
   /** Values whose encoding is larger than this are announced without the bytes. */
   inlineMax?: number;
   /** Direct access to the store, for faults no cache call produces. */
@@ -49,10 +49,17 @@ export interface BackendTraits {
   l1Ttl?: number;
 }
 
+/** Both role contracts, on one backend. */
 export function backendContract(name: string, traits: BackendTraits, setup: () => Promise<BackendHarness>): void {
-  describe(`Backend contract: ${name}`, () => {
+  entryStoreContract(name, traits, setup);
+  missCoordinatorContract(name, traits, setup);
+}
+
+/** The entry store role (`EntryStore`): get, set, delete, peek and keep, encoding. The suite sees the backend as that role only. */
+export function entryStoreContract(name: string, traits: BackendTraits, setup: () => Promise<BackendHarness>): void {
+  describe(`Entry store contract: ${name}`, () => {
     let h: BackendHarness;
-    let backend: Backend;
+    let backend: EntryStore;
     beforeAll(async () => {
       h = await setup();
       backend = h.backend;
@@ -61,21 +68,10 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
       await h?.close();
     });
 
-    const store = (e: StoredEntry): Commit => ({ mode: 'store', entry: e, sharedTtl: 1_000 });
-    const share = (e: StoredEntry, sharedTtl = 1_000): Commit => ({ mode: 'share', entry: e, sharedTtl });
-    const lead = async (key: string, token = freshId('t')) => {
-      expect(await backend.lookup(key, token, LOCK_TTL, false)).toEqual({ kind: 'lead' });
-      return token;
-    };
     const expectEntry = (found: unknown, expected: StoredEntry) => {
       expect(found).toMatchObject({ kind: expected.kind, createdAt: expected.createdAt, ttl: expected.ttl });
       expect((found as StoredEntry).value).toEqual(expected.value);
     };
-
-    it('is available while open, and says whether it is distributed', () => {
-      expect(backend.available()).toBe(true);
-      expect(backend.distributed).toBe(traits.distributed);
-    });
 
     describe('get / set / delete', () => {
       it('an unknown key is undefined', async () => {
@@ -111,8 +107,121 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         const e = entry('a');
         await backend.set(a, e);
         expect(await backend.get(b)).toBeUndefined();
-        expect((await backend.lookup(b, 't', LOCK_TTL, false)).kind).toBe('lead');
+        expectEntry(await backend.get(a), e);
       });
+    });
+
+    describe('peek and keep', () => {
+      const withL1 = it.runIf(traits.peekLayer === 'l1' && traits.l1Ttl !== undefined);
+      const withoutL1 = it.runIf(traits.peekLayer === 'l1' && traits.l1Ttl === undefined);
+
+      /**
+       * Keeps what a read of `key` returns, read again until the key's channel is followed: only
+       * then is a copy served as a hit (every later write or delete of the key is heard of).
+       */
+      async function keepRead(key: string, left = 60_000): Promise<StoredEntry> {
+        return waitUntil('a copy kept after the key is followed', async () => {
+          const found = await backend.get(key);
+          if (found === undefined || 'corrupt' in found) throw new Error(`nothing readable under ${key}`);
+          backend.keep(key, found, left);
+          return backend.peek(key);
+        }, 5_000);
+      }
+
+      it('says which layer peek reads', () => {
+        expect(backend.peekLayer).toBe(traits.peekLayer);
+      });
+
+      it('peek of an unknown key is undefined, synchronously', () => {
+        expect(backend.peek(freshId('k'))).toBeUndefined();
+      });
+
+      withL1('a kept value lasts the L1 ttl, or less when the entry has less left', async () => {
+        const l1Ttl = traits.l1Ttl!;
+        const long = freshId('k');
+        const short = freshId('k');
+        await backend.set(long, entry('long'));
+        await backend.set(short, entry('short'));
+        // Both keys followed and kept first; then kept again in one tick: the long one for
+        // longer than the L1 ttl, the short one for 30 ms.
+        const l = await keepRead(long);
+        const s = await keepRead(short);
+        backend.keep(long, l, 60_000);
+        backend.keep(short, s, 30);
+        const kept = performance.now();
+        // By order: the short copy goes first, and the long one is still there when it does
+        // (both read in the same tick). Only a loop stalled for the L1 ttl less 30 ms between
+        // two polls could see both gone at once.
+        const whenShortWent = await waitUntil('the short-lived kept value to go', () => backend.peek(short) === undefined && { long: backend.peek(long) }, 5_000);
+        expect(whenShortWent.long).toBeDefined();
+        await waitUntil('the kept value to go after the L1 ttl', () => backend.peek(long) === undefined, l1Ttl + 5_000);
+        expect(performance.now() - kept).toBeGreaterThanOrEqual(l1Ttl - 5);
+      });
+
+      withL1('delete drops the kept copy too', async () => {
+        const key = freshId('k');
+        const e = entry('both');
+        await backend.set(key, e);
+        expectEntry(await keepRead(key), e);
+        expect(await backend.delete(key)).toBe(true);
+        expect(backend.peek(key)).toBeUndefined();
+        expect(await backend.get(key)).toBeUndefined();
+      });
+
+      withoutL1('without an L1, keep is a no-op and peek finds nothing, not even a stored value', async () => {
+        const key = freshId('k');
+        const e = entry('stored');
+        await backend.set(key, e);
+        backend.keep(key, e, 60_000);
+        expect(backend.peek(key)).toBeUndefined();
+        expectEntry(await backend.get(key), e);
+      });
+    });
+
+    describe('encoding (the backend encodes entries itself)', () => {
+      const unencodable = () => entry({ fn: () => 1 });
+
+      it('set rejects a value that cannot be encoded with SerializationError naming the key, and stores nothing', async () => {
+        const key = freshId('k');
+        await expect(backend.set(key, unencodable())).rejects.toMatchObject({ name: 'SerializationError', code: 'E_SERIALIZATION', key });
+        expect(await backend.get(key)).toBeUndefined();
+        expect(backend.peek(key)).toBeUndefined();
+      });
+    });
+  });
+}
+
+/**
+ * The miss coordinator role (`MissCoordinator`): lookup-or-lead, commit, renew, listen, what
+ * they leave in process memory, and the store's faults met by a lookup; what a commit stored is
+ * read back through the entry store.
+ */
+export function missCoordinatorContract(name: string, traits: BackendTraits, setup: () => Promise<BackendHarness>): void {
+  describe(`Miss coordinator contract: ${name}`, () => {
+    let h: BackendHarness;
+    let backend: EntryStore & MissCoordinator;
+    beforeAll(async () => {
+      h = await setup();
+      backend = h.backend;
+    });
+    afterAll(async () => {
+      await h?.close();
+    });
+
+    const store = (e: StoredEntry): Commit => ({ mode: 'store', entry: e, sharedTtl: 1_000 });
+    const share = (e: StoredEntry, sharedTtl = 1_000): Commit => ({ mode: 'share', entry: e, sharedTtl });
+    const lead = async (key: string, token = freshId('t')) => {
+      expect(await backend.lookup(key, token, LOCK_TTL, false)).toEqual({ kind: 'lead' });
+      return token;
+    };
+    const expectEntry = (found: unknown, expected: StoredEntry) => {
+      expect(found).toMatchObject({ kind: expected.kind, createdAt: expected.createdAt, ttl: expected.ttl });
+      expect((found as StoredEntry).value).toEqual(expected.value);
+    };
+
+    it('is available while open, and says whether it is distributed', () => {
+      expect(backend.available()).toBe(true);
+      expect(backend.distributed).toBe(traits.distributed);
     });
 
     describe('lookup and commit', () => {
@@ -372,18 +481,22 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
       });
     });
 
-    describe('peek and keep', () => {
+    describe('peek and keep (through the protocol)', () => {
       const inStore = it.runIf(traits.peekLayer === 'store');
       const withL1 = it.runIf(traits.peekLayer === 'l1' && traits.l1Ttl !== undefined);
-      const withoutL1 = it.runIf(traits.peekLayer === 'l1' && traits.l1Ttl === undefined);
 
-      it('says which layer peek reads', () => {
-        expect(backend.peekLayer).toBe(traits.peekLayer);
-      });
-
-      it('peek of an unknown key is undefined, synchronously', () => {
-        expect(backend.peek(freshId('k'))).toBeUndefined();
-      });
+      /**
+       * Keeps what a read of `key` returns, read again until the key's channel is followed: only
+       * then is a copy served as a hit (every later write or delete of the key is heard of).
+       */
+      async function keepRead(key: string, left = 60_000): Promise<StoredEntry> {
+        return waitUntil('a copy kept after the key is followed', async () => {
+          const found = await backend.get(key);
+          if (found === undefined || 'corrupt' in found) throw new Error(`nothing readable under ${key}`);
+          backend.keep(key, found, left);
+          return backend.peek(key);
+        }, 5_000);
+      }
 
       inStore('peek reads the store synchronously: what set and commit stored, nothing once deleted or expired', async () => {
         const key = freshId('k');
@@ -416,19 +529,6 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
       });
 
-      /**
-       * Keeps what a read of `key` returns, read again until the key's channel is followed: only
-       * then is a copy served as a hit (every later write or delete of the key is heard of).
-       */
-      async function keepRead(key: string, left = 60_000): Promise<StoredEntry> {
-        return waitUntil('a copy kept after the key is followed', async () => {
-          const found = await backend.get(key);
-          if (found === undefined || 'corrupt' in found) throw new Error(`nothing readable under ${key}`);
-          backend.keep(key, found, left);
-          return backend.peek(key);
-        }, 5_000);
-      }
-
       withL1('peek reads only what was kept, not the shared store; keep writes nothing to the store', async () => {
         const key = freshId('k');
         const e = entry({ stored: true });
@@ -450,58 +550,10 @@ export function backendContract(name: string, traits: BackendTraits, setup: () =
         expect(await backend.get(keptOnly)).toBeUndefined();
         expect((await backend.lookup(keptOnly, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
       });
-
-      withL1('a kept value lasts the L1 ttl, or less when the entry has less left', async () => {
-        const l1Ttl = traits.l1Ttl!;
-        const long = freshId('k');
-        const short = freshId('k');
-        await backend.set(long, entry('long'));
-        await backend.set(short, entry('short'));
-        // Both keys followed and kept first; then kept again in one tick: the long one for
-        // longer than the L1 ttl, the short one for 30 ms.
-        const l = await keepRead(long);
-        const s = await keepRead(short);
-        backend.keep(long, l, 60_000);
-        backend.keep(short, s, 30);
-        const kept = performance.now();
-        // By order: the short copy goes first, and the long one is still there when it does
-        // (both read in the same tick). Only a loop stalled for the L1 ttl less 30 ms between
-        // two polls could see both gone at once.
-        const whenShortWent = await waitUntil('the short-lived kept value to go', () => backend.peek(short) === undefined && { long: backend.peek(long) }, 5_000);
-        expect(whenShortWent.long).toBeDefined();
-        await waitUntil('the kept value to go after the L1 ttl', () => backend.peek(long) === undefined, l1Ttl + 5_000);
-        expect(performance.now() - kept).toBeGreaterThanOrEqual(l1Ttl - 5);
-      });
-
-      withL1('delete drops the kept copy too', async () => {
-        const key = freshId('k');
-        const e = entry('both');
-        await backend.set(key, e);
-        expectEntry(await keepRead(key), e);
-        expect(await backend.delete(key)).toBe(true);
-        expect(backend.peek(key)).toBeUndefined();
-        expect(await backend.get(key)).toBeUndefined();
-      });
-
-      withoutL1('without an L1, keep is a no-op and peek finds nothing, not even a stored value', async () => {
-        const key = freshId('k');
-        const e = entry('stored');
-        await backend.set(key, e);
-        backend.keep(key, e, 60_000);
-        expect(backend.peek(key)).toBeUndefined();
-        expectEntry(await backend.get(key), e);
-      });
     });
 
-    describe('encoding (the backend encodes entries itself)', () => {
+    describe('encoding (the backend encodes entries itself) (through the protocol)', () => {
       const unencodable = () => entry({ fn: () => 1 });
-
-      it('set rejects a value that cannot be encoded with SerializationError naming the key, and stores nothing', async () => {
-        const key = freshId('k');
-        await expect(backend.set(key, unencodable())).rejects.toMatchObject({ name: 'SerializationError', code: 'E_SERIALIZATION', key });
-        expect(await backend.get(key)).toBeUndefined();
-        expect(backend.peek(key)).toBeUndefined();
-      });
 
       it.each(['store', 'share'] as const)('commit "%s" rejects such a value before anything is sent: nothing stored or announced, the lead kept', async (mode) => {
         const key = freshId('k');

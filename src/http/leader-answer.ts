@@ -1,9 +1,9 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import type { CachePlan, HttpGuard } from '../http/guard.js';
-import { capturePayload, isRepresentationHeader, type ResponseCapture } from '../http/capture.js';
-import { appendCacheStatus } from '../http/cache-status.js';
-import { isTargetedField } from '../http/targeted-fields.js';
+import type { CachePlan, HttpGuard } from './guard.js';
+import { capturePayload, isRepresentationHeader, type ResponseCapture } from './capture.js';
+import { appendCacheStatus } from './cache-status.js';
+import { isTargetedField } from './targeted-fields.js';
 import { LoaderError } from '../shared/errors.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Replay } from '../http/pipeline.js';
+import type { Replay } from './pipeline.js';
 
 /** Set on a request injected for a background refresh: every guard in the app lets it through. */
 const REPLAYED = Symbol.for('dogpile-guard.replayed');

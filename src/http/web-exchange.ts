@@ -1,11 +1,11 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
-import { HttpGuard, type CachePlan, type HttpRequestInfo } from '../http/guard.js';
-import type { ResponseCapture } from '../http/capture.js';
-import type { PreparedResponse } from '../http/serve.js';
-import type { HttpCacheOptions } from '../http/options.js';
-import type { Replay } from '../http/pipeline.js';
+import { HttpGuard, type CachePlan, type HttpRequestInfo } from './guard.js';
+import type { ResponseCapture } from './capture.js';
+import type { PreparedResponse } from './serve.js';
+import type { HttpCacheOptions } from './options.js';
+import type { Replay } from './pipeline.js';
 import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */

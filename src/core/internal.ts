@@ -1,0 +1,48 @@
+import type { Duration } from '../shared/duration.js';
+import type { CacheResult, GetOrComputeOptions, Loader, SetOptions } from './types.js';
+
+/*
+ * Entry points of a cache for the library's own layers (the HTTP pipeline, Nest), not part of
+ * the public API: what a request's handler needs beyond `resolve` and `set`.
+ */
+
+/** What a cache hands this module when it is made: its internal entry points. */
+export interface CacheInternals {
+  resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>>;
+  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void>;
+}
+
+/** The key under which a cache keeps its internal entry points (a property the public type does not declare). */
+const INTERNALS = Symbol('dogpile-guard.internals');
+
+/** Called by a cache's constructor: its internal entry points, kept on the cache itself. */
+export function registerInternals(cache: object, entry: CacheInternals): void {
+  Object.defineProperty(cache, INTERNALS, { value: entry, enumerable: false });
+}
+
+function of(cache: object): CacheInternals {
+  const found = (cache as { [INTERNALS]?: CacheInternals })[INTERNALS];
+  if (found === undefined) throw new TypeError('not a cache made by createCache()');
+  return found;
+}
+
+/**
+ * `cache.resolve`, where a caller that wins the lead of a stale value inside
+ * `staleWhileRevalidate` runs the refresh itself and waits for it (its request's handler
+ * answers it) instead of starting it in the background; every other caller still gets the
+ * stale value at once.
+ */
+export function resolveInline<T>(cache: object, key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
+  return of(cache).resolve(key, loader, ttlOrOptions, true);
+}
+
+/**
+ * `cache.set` of a value computed for `computedForMs` (ms, on the monotonic clock) before this
+ * write: stored like a loader's value, beside the runs of the key, not as the application's
+ * write. A tagged entry's computation counts as started that long before its `createdAt`, so
+ * one whose tag was invalidated while it was being computed is older than the invalidation.
+ */
+export function setComputed<T>(cache: object, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void> {
+  const computed = Number.isFinite(computedForMs) && computedForMs > 0 ? computedForMs : 0;
+  return of(cache).set(key, value, ttlOrOptions, computed);
+}
