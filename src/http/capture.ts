@@ -1,6 +1,9 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { PassThrough, Readable } from 'node:stream';
-import { AbandonedLoad, type StoreDecision } from '../core/cache.js';
+import { AbandonedLoad } from '../core/cache.js';
+import type { CaptureSink, SharedResponse } from './plan-types.js';
+
+export type { CaptureSink, SharedResponse } from './plan-types.js';
 import { CACHE_DEFAULTS } from '../core/options.js';
 import { monotonicNow } from '../shared/clock.js';
 import { absorbWriteHeadHeaders, dropTargetedFields } from './targeted-fields.js';
@@ -13,26 +16,6 @@ export interface CapturedResponse {
   body: Buffer[];
   /** When the handler started (the monotonic clock, `monotonicNow()`): what it computed counts from there. */
   startedAt: number;
-}
-
-/** A captured response to share: its stored-response bytes, and what the cache does with them. */
-export interface SharedResponse {
-  bytes: Buffer;
-  /** Stored with its own lifetime, or `'share'`: handed to the requests waiting now, not stored by the cache (written otherwise, or not at all). */
-  decision: StoreDecision | 'share';
-}
-
-/** What the functions that feed a capture use of it, whatever the value it settles with. */
-export interface CaptureSink {
-  readonly settled: boolean;
-  readonly clientLeft: boolean;
-  original?: { status: number; headers: OutgoingHttpHeaders };
-  push(chunk: unknown, encoding?: BufferEncoding): void;
-  complete(status: number, headers: OutgoingHttpHeaders): void;
-  broken(): void;
-  clientGone(): void;
-  /** Settles with nothing to share. */
-  share(value: null): void;
 }
 
 /**
@@ -283,7 +266,6 @@ function setOrDelete(headers: OutgoingHttpHeaders, name: string, value: unknown)
  * that it has already. A response that finished (a HEAD answered with headers only while the
  * body it was given is still being read for the capture) is not a client gone.
  */
-/** Tells the capture when `res` closes before the response is complete (the client left), or that it has already. */
 export function watchClientGone(res: ServerResponse, capture: CaptureSink): void {
   // Gone before the handler was reached (a slow middleware or hook ran first): 'close' is past.
   if (res.destroyed && !res.writableFinished) {
