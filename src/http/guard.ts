@@ -22,7 +22,7 @@ import { hasValidator } from './response-store.js';
 export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
-const handled = new RequestClaims();
+const handled = new RequestClaims('handled');
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 

@@ -45,17 +45,23 @@ export function ageSeconds(createdAt: number, now = Date.now()): number {
 }
 
 /**
- * Requests (raw `IncomingMessage`s, or argument lists outside HTTP) already handled: the
- * first guard or interceptor that claims a request handles it, the others let it through.
+ * Requests (raw `IncomingMessage`s, `Request`s, or argument lists outside HTTP) already
+ * handled: the first guard or interceptor that claims a request handles it, the others let it
+ * through. The claim is a hidden property on the request object.
  */
 export class RequestClaims {
-  private readonly claimed = new WeakSet<object>();
+  /** The mark this kind of claim leaves on a request. */
+  private readonly mark: symbol;
+
+  constructor(name: string) {
+    this.mark = Symbol(`dogpile-guard.${name}`);
+  }
 
   has(marker: object): boolean {
-    return this.claimed.has(marker);
+    return (marker as Record<symbol, unknown>)[this.mark] === true;
   }
 
   claim(marker: object): void {
-    this.claimed.add(marker);
+    if (Object.isExtensible(marker)) Object.defineProperty(marker, this.mark, { value: true, enumerable: false });
   }
 }

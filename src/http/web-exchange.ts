@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
 import { HttpGuard, type CachePlan, type HttpRequestInfo } from './guard.js';
+import { RequestClaims } from './request-plan.js';
 import type { ResponseCapture } from './capture.js';
 import type { PreparedResponse } from './serve.js';
 import type { HttpCacheOptions } from './options.js';
@@ -129,12 +130,12 @@ function leaderRequest(request: Request, plan: CachePlan): Request {
   // when its own client leaves (a client leaving mid-body cancels only its copy of the stream).
   // Deno's signal also aborts once a response has been sent, so it says nothing either way.
   const rebuilt = new Request(request.url, { method: 'GET', headers });
-  leaderRequests.add(rebuilt);
+  leaderRequests.claim(rebuilt);
   return rebuilt;
 }
 
 /** Requests made for a leader's handler: another guard on the way (app-wide and per route) lets them through. */
-const leaderRequests = new WeakSet<Request>();
+const leaderRequests = new RequestClaims('leader');
 
 /**
  * A background refresh: the handler runs for the reconstructed request (at the origin of the
@@ -144,7 +145,7 @@ function replayWith(live: Request, run: RunHandler): Replay {
   const origin = new URL(live.url).origin;
   return async (replayed) => {
     const request = new Request(new URL(replayed.url, origin), { method: 'GET', headers: replayed.headers });
-    leaderRequests.add(request);
+    leaderRequests.claim(request);
     const response = await run(request);
     const headers = responseHeaders(response);
     const body = response.body;

@@ -42,7 +42,7 @@ class HandlerError extends Error {
 }
 
 /** Requests (or, outside HTTP, argument lists) one DogpileInterceptor already handles. */
-const handled = new RequestClaims();
+const handled = new RequestClaims('nest-handled');
 
 const decide = (value: unknown): CacheDecision => {
   // Streams are consumed by the one response they are sent to: never shared, never stored.
