@@ -35,10 +35,10 @@ export interface CacheScope {
 }
 
 /** Checks a namespace name: a non-empty string without `/`, `{` or `}`, at most `MAX_NAMESPACE_LENGTH` characters. */
-export function validateNamespaceName(name: unknown): string {
-  if (typeof name !== 'string' || name.length === 0) throw new InvalidOptionError('name', `expected a non-empty string, got ${name === null ? 'null' : typeof name === 'string' ? 'an empty string' : typeof name}`);
-  if (/[/{}]/.test(name)) throw new InvalidOptionError('name', `must not contain "/", "{" or "}", got ${JSON.stringify(name)}`);
-  if (name.length > MAX_NAMESPACE_LENGTH) throw new InvalidOptionError('name', `is ${name.length} characters long; the limit is ${MAX_NAMESPACE_LENGTH}`);
+export function validateNamespaceName(name: unknown, option = 'name'): string {
+  if (typeof name !== 'string' || name.length === 0) throw new InvalidOptionError(option, `expected a non-empty string, got ${name === null ? 'null' : typeof name === 'string' ? 'an empty string' : typeof name}`);
+  if (/[/{}]/.test(name)) throw new InvalidOptionError(option, `must not contain "/", "{" or "}", got ${JSON.stringify(name)}`);
+  if (name.length > MAX_NAMESPACE_LENGTH) throw new InvalidOptionError(option, `is ${name.length} characters long; the limit is ${MAX_NAMESPACE_LENGTH}`);
   return name;
 }
 

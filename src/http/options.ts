@@ -1,4 +1,5 @@
 import type { DogpileCache } from '../core/cache.js';
+import { validateNamespaceName } from '../core/namespace.js';
 import { toMs, describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
@@ -21,6 +22,12 @@ export interface HttpCacheOptions<Req = unknown> extends FreshnessOptions {
    * @default the default cache (`getDefaultCache()`: in this process, read at each request)
    */
   cache?: DogpileCache;
+  /**
+   * Stores the responses in this namespace of the cache (`cache.namespace(name)`): their keys
+   * and tags live apart, and `cache.namespace(name).clear()` drops exactly them, in every
+   * process. A name of 1 to 256 characters without `/`, `{` or `}`. @default none (the cache itself)
+   */
+  namespace?: string;
   /**
    * How long a response that says nothing about its own freshness stays cached (no
    * `s-maxage`, `max-age` or `Expires` in `Dogpile-Cache-Control`, `CDN-Cache-Control` or
@@ -112,6 +119,7 @@ export interface HttpCacheOptions<Req = unknown> extends FreshnessOptions {
 
 export interface ResolvedHttpCacheOptions<Req = unknown> {
   cache: DogpileCache | undefined;
+  namespace: string | undefined;
   ttl: number;
   maxTtl: number;
   cacheStatusName: string;
@@ -159,7 +167,7 @@ export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders')
   return [...names];
 }
 
-const KNOWN = new Set(['cache', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'tags', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', 'refresh', 'replayHeaders', ...FRESHNESS_OPTION_NAMES]);
+const KNOWN = new Set(['cache', 'namespace', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'tags', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', 'refresh', 'replayHeaders', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
@@ -203,6 +211,7 @@ export function resolveHttpCacheOptions<Req>(
   }
   return {
     cache,
+    namespace: o.namespace === undefined ? undefined : validateNamespaceName(o.namespace, 'namespace'),
     ttl: o.ttl === undefined ? HTTP_CACHE_DEFAULTS.ttl : toMs(o.ttl, 'ttl', { allowZero: true }),
     maxTtl: o.maxTtl === undefined ? HTTP_CACHE_DEFAULTS.maxTtl : toMs(o.maxTtl, 'maxTtl'),
     cacheStatusName,

@@ -39,7 +39,8 @@ export abstract class ResponseStore<Req> {
 
   /** The cache in use: the one given, or the default cache at the time of the call. */
   get cache(): DogpileCache {
-    return this.options.cache ?? getDefaultCache();
+    const cache = this.options.cache ?? getDefaultCache();
+    return this.options.namespace === undefined ? cache : cache.namespace(this.options.namespace);
   }
 
   /** This cache's `Cache-Status` member for an entry. */

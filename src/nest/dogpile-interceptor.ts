@@ -127,6 +127,12 @@ export class DogpileInterceptor implements NestInterceptor {
     return this.givenCache ?? getDefaultCache();
   }
 
+  /** The cache a handler's values live in: the module's, or its namespace named by `@Cached({ namespace })`. */
+  protected cacheFor(context: ExecutionContext): DogpileCache {
+    const { namespace } = this.optionsFor(context);
+    return namespace === undefined ? this.cache : this.cache.namespace(namespace);
+  }
+
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const http = context.getType() === 'http';
     let marker: object;
@@ -276,7 +282,7 @@ export class DogpileInterceptor implements NestInterceptor {
           // Refused in front of the handler (a guard): nothing is stored, the stale value is dropped.
           if (outcome === undefined) {
             ctx.decide('private');
-            await this.cache.delete(key).catch(() => false);
+            await this.cacheFor(context).delete(key).catch(() => false);
             return ctx.stale.value;
           }
           if ('error' in outcome) throw new HandlerError(outcome.error);
@@ -313,7 +319,7 @@ export class DogpileInterceptor implements NestInterceptor {
         onRemoteError: 'load' as const,
         ...freshness,
       };
-      result = await resolveResponse(this.cache, key, loader, options, replay === undefined);
+      result = await resolveResponse(this.cacheFor(context), key, loader, options, replay === undefined);
       answered = !ran;
     } catch (error) {
       // The handler failed here (this request's run, or the one it waited for in this process).

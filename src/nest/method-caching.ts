@@ -68,7 +68,8 @@ function cachedMethod(
     }
     const ttl = await ttlFor(options, defaults, context);
     const tags = await tagsFor(options.tags, context);
-    return cache.getOrCompute(key, () => original.apply(this, args), { ttl, ...options.freshness, ...(tags === undefined ? {} : { tags }) });
+    const scoped = options.namespace === undefined ? cache : cache.namespace(options.namespace);
+    return scoped.getOrCompute(key, () => original.apply(this, args), { ttl, ...options.freshness, ...(tags === undefined ? {} : { tags }) });
   };
   Object.defineProperty(cached, 'name', { value: name });
   return cached;

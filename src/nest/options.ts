@@ -7,6 +7,7 @@ import { CACHE_OPTION_NAMES, type CacheOptions } from '../core/options.js';
 import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders, resolveRefreshMode } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 import { validateTags } from '../shared/tag-names.js';
+import { validateNamespaceName } from '../core/namespace.js';
 
 /** A TTL, or a function of the request's execution context that returns one. */
 export type CachedTtl = Duration | ((context: ExecutionContext) => Duration | Promise<Duration>);
@@ -57,6 +58,12 @@ export interface CachedOptions extends FreshnessOptions {
    * is applied). A handler's `tags` replace its controller's.
    */
   tags?: CachedTags;
+  /**
+   * Keeps the cached values in this namespace of the module's cache (`cache.namespace(name)`):
+   * their keys and tags live apart, and that namespace's `clear()` drops exactly them. A
+   * handler's `namespace` replaces its controller's. @default none (the cache itself)
+   */
+  namespace?: string;
 }
 
 /** `@Cached` options after validation; a static TTL is in ms. */
@@ -69,6 +76,7 @@ export interface ResolvedCachedOptions {
   freshness?: FreshnessOptions;
   /** Validated when a list. */
   tags?: CachedTags | undefined;
+  namespace?: string | undefined;
 }
 
 /** Options of `DogpileModule.forRoot()` / what `forRootAsync()`'s factory returns. */
@@ -118,7 +126,7 @@ export const NEST_DEFAULTS = {
   privateHeaders: HTTP_CACHE_DEFAULTS.privateHeaders,
 } as const;
 
-const CACHED_KEYS = new Set<string>(['ttl', 'key', 'privateHeaders', 'tags', ...FRESHNESS_OPTION_NAMES]);
+const CACHED_KEYS = new Set<string>(['ttl', 'key', 'privateHeaders', 'tags', 'namespace', ...FRESHNESS_OPTION_NAMES]);
 
 /** Validates what `@Cached(...)` was given, when the decorator is applied. */
 export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefined): ResolvedCachedOptions {
@@ -138,6 +146,7 @@ export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefine
     freshness: pickFreshness(input),
   };
   if (tags !== undefined) resolved.tags = resolveTags(tags);
+  if (input.namespace !== undefined) resolved.namespace = validateNamespaceName(input.namespace, 'namespace');
   return resolved;
 }
 
@@ -152,6 +161,7 @@ export function mergeCachedOptions(
     privateHeaders: onHandler?.privateHeaders ?? onClass?.privateHeaders,
     freshness: { ...onClass?.freshness, ...onHandler?.freshness },
     tags: onHandler?.tags ?? onClass?.tags,
+    namespace: onHandler?.namespace ?? onClass?.namespace,
   };
 }
 
