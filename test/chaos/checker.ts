@@ -180,7 +180,7 @@ export function check(h: History): Violation[] {
         const tookLong = c.hardTimeout !== undefined && a.end - a.start >= c.hardTimeout - EXPIRY_SLACK_MS;
         const early = a.ok === true && !tookLong && b.start > a.end && b.start < a.start + c.ttl - EXPIRY_SLACK_MS;
         if (!together && !early) continue;
-        if (disturbed(a.start, b.start, degraded) || writesOn(key, ledFrom(a), b.start)) continue;
+        if (disturbed(a.start, b.start, degraded) || writesOn(key, Math.min(ledFrom(a), ledFrom(b)), b.start)) continue;
         out.push({
           rule: 'loader-runs',
           message: together
