@@ -8,12 +8,12 @@ import type {
 import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
-import { InvalidOptionError, LoaderError } from '../shared/errors.js';
-import { capturePayload, isRepresentationHeader, watchClientGone, type ResponseCapture } from '../http/capture.js';
-import { dropTargetedFieldsOnWrite, takeTagsField, takeTargetedField } from '../http/targeted-fields.js';
-import { Readable } from 'node:stream';
-import { HttpGuard, type CachePlan } from '../http/guard.js';
-import { appendCacheStatus } from '../http/cache-status.js';
+import { InvalidOptionError } from '../shared/errors.js';
+import { watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
+import { HttpGuard, type CachePlan, type PassThrough } from '../http/guard.js';
+import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/leader-answer.js';
+import { servedInstructions } from '../http/pipeline.js';
 import { freshnessOver, pickFreshness, type HttpCacheOptions } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 import type { DogpileCache } from '../core/cache.js';
@@ -63,19 +63,6 @@ function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptio
   return { ttl: ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true }), freshness };
 }
 
-/** Whether `capturePayload` can keep this payload (anything else is sent and not shared). */
-function capturable(payload: unknown): boolean {
-  return payload === null || payload === undefined || typeof payload === 'string' || payload instanceof Uint8Array || payload instanceof Readable;
-}
-
-/** The size of a payload in hand (bytes), or undefined for a stream. */
-function payloadSize(payload: unknown): number | undefined {
-  if (payload === null || payload === undefined) return 0;
-  if (typeof payload === 'string') return Buffer.byteLength(payload);
-  if (payload instanceof Uint8Array) return payload.byteLength;
-  return undefined;
-}
-
 function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {
   if (existing === undefined || existing === null) return [hook];
   return [...(Array.isArray(existing) ? (existing as RouteHook[]) : [existing as RouteHook]), hook];
@@ -97,15 +84,10 @@ function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
 
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
-  const captures = new WeakMap<FastifyRequest, ResponseCapture>();
-  /** Requests this guard handles: the plan, for the leader's `Cache-Status`. */
-  const plans = new WeakMap<FastifyRequest, CachePlan>();
-  /** `Cache-Status` of requests a rule made pass. */
-  const bypassed = new WeakMap<FastifyRequest, string>();
-  /** `Dogpile-Cache-Control` values taken off responses by the app-wide hook below. */
-  const targeted = new WeakMap<FastifyRequest, string>();
-  /** `Dogpile-Tags` values, likewise. */
-  const tagFields = new WeakMap<FastifyRequest, string>();
+  /** Requests whose handler leads: the plan, and the capture when the response is shared. */
+  const leads = new WeakMap<FastifyRequest, { plan: CachePlan; capture: ResponseCapture | undefined }>();
+  /** Requests the cache does not answer: what the pipeline does around their handler. */
+  const passing = new WeakMap<FastifyRequest, PassThrough>();
   /** Background refreshes: requests injected to run a route's handler, which this plugin lets through. */
   const replays = replayer(fastify);
 
@@ -117,26 +99,18 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     done();
   });
 
-  // App-wide onSend hooks run before the route's, so the values are kept for the capture; the
-  // route's onSend below takes those set after this hook (by a later app hook, or the route's own).
+  // A request the cache does not answer (an uncached route's too): the pipeline's header fields,
+  // and a successful write's invalidation before the response is sent.
   fastify.addHook('onSend', (request, reply, payload, done) => {
-    if (replays.has(request.raw)) {
+    if (replays.has(request.raw) || leads.has(request) || HttpGuard.claimed(request.raw)) {
       done(null, payload);
       return;
     }
-    const value = takeTargetedField(reply);
-    if (value !== undefined) targeted.set(request, value);
-    const tags = takeTagsField(reply);
-    if (tags !== undefined) tagFields.set(request, tags);
-    const bypass = bypassed.get(request);
-    if (bypass !== undefined) void reply.header('cache-status', bypass);
-    // A successful write: the stored responses it invalidates are deleted before it is sent.
-    if (HttpGuard.unsafe(request.method) && reply.statusCode >= 200 && reply.statusCode <= 399) {
-      const info = { method: request.method, url: request.url, headers: request.headers };
-      void guard.invalidate(info, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders, request).then(() => done(null, payload));
-      return;
-    }
-    done(null, payload);
+    const pass = passing.get(request) ?? guard.passing({ method: request.method, url: request.url, headers: request.headers }, request, false);
+    for (const [name, value] of pass.headers) void reply.header(name, value);
+    const after = pass.afterHandler(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+    if (after === undefined) done(null, payload);
+    else void after.then(() => done(null, payload));
   });
 
   // The route's handler is wrapped: a hit is served, a wait happens and a leader's handler runs
@@ -166,11 +140,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       // Throws only for a bad `key` result; Fastify sends a handler's throw to its error handler.
       const plan = guard.plan(request, { method: request.method, url: request.url, headers: request.headers }, request.raw, ttl, freshness);
       if (plan === undefined) {
-        const bypass = guard.bypassStatus({ method: request.method, url: request.url, headers: request.headers });
-        if (bypass !== undefined) bypassed.set(request, bypass);
+        passing.set(request, guard.passing({ method: request.method, url: request.url, headers: request.headers }, request));
         return handler(request, reply);
       }
-      plans.set(request, plan);
       // Resolving with the reply (a thenable that settles once the response is sent) tells
       // Fastify the response is handled; with a value, Fastify sends it, as for an async handler.
       return new Promise<unknown>((resolve, reject) => {
@@ -178,12 +150,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
           headAsGet,
           replay: replays.replay,
           proceed(capture, active = plan) {
-            reply.header('x-cache', 'MISS');
-            if (capture) {
-              plans.set(request, active);
-              captures.set(request, capture);
-              watchClientGone(reply.raw, capture);
-            }
+            leads.set(request, { plan: active, capture });
+            if (capture) watchClientGone(reply.raw, capture);
             let result: unknown;
             try {
               result = handler(request, reply);
@@ -195,9 +163,10 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
             resolve(result === undefined ? reply : result);
           },
           serve(response) {
-            reply.code(response.status).headers(response.headerObject).header('x-cache', response.xCache).header('age', String(response.age));
-            if (response.cacheStatus) void reply.header('cache-status', response.cacheStatus);
-            reply.send(response.body);
+            const served = servedInstructions(response);
+            void reply.code(served.status);
+            for (const [name, value] of served.headers) void reply.header(name, value);
+            reply.send(served.body);
             // Sent already unless an async onSend hook is still running: then wait for it.
             resolve(reply.sent ? undefined : reply);
           },
@@ -207,77 +176,20 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     };
 
     const onSend = function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
-      if (replays.has(request.raw)) {
+      const lead = leads.get(request);
+      if (lead === undefined || replays.has(request.raw)) {
         done(null, payload);
         return;
       }
-      const capture = captures.get(request);
-      const plan = plans.get(request);
-      let notModified = false;
-      // Set after the app-wide hook took the earlier ones (the last value set wins).
-      const lateTargeted = takeTargetedField(reply);
-      if (lateTargeted !== undefined) targeted.set(request, lateTargeted);
-      const lateTags = takeTagsField(reply);
-      if (lateTags !== undefined) tagFields.set(request, lateTags);
-      const tags = tagFields.get(request);
-      if (plan !== undefined && tags !== undefined) plan.tagged = tags;
-      const answered = reply.statusCode;
-      const stale = plan !== undefined && capture !== undefined ? guard.staleOnError(plan, answered) : undefined;
-      if (plan !== undefined && capture !== undefined && stale !== undefined) {
-        // The origin failed (its error handler's reply included): its client gets the stored
-        // response it allows (stale-if-error), and so do the requests waiting for this run.
-        for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-        void reply.headers(Object.fromEntries(stale.headers)).header('x-cache', stale.xCache).header('age', String(stale.age)).header('cache-status', stale.cacheStatus).code(stale.status);
-        plans.delete(request);
-        captures.delete(request);
-        capture.fail(new LoaderError(`the handler answered ${answered}; the stored response was served instead`, { key: plan.key }));
-        // The handler's own body is not sent: a stream of it is read to its end and dropped.
-        if (payload instanceof Readable) payload.resume();
-        done(null, stale.body ?? null);
-        return;
-      }
-      const renewed = plan !== undefined && capture !== undefined ? guard.revalidated304(plan, reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders) : undefined;
-      if (plan !== undefined && capture !== undefined && renewed !== undefined) {
-        // The handler confirmed the stored response (a 304 to the revalidation): its client
-        // gets that, renewed; the capture renews the stored copy.
-        const member = guard.leaderHeaders(plan, 304, reply.getHeaders() as OutgoingHttpHeaders, targeted.get(request));
-        for (const name of Object.keys(reply.getHeaders())) if (name !== 'x-cache') reply.removeHeader(name);
-        void reply.headers(renewed.headers).header('cache-status', member).code(renewed.status);
-        plans.delete(request);
-        captures.delete(request);
-        capturePayload(capture, 304, { ...renewed.headers }, null);
-        done(null, renewed.body);
-        return;
-      }
-      if (plan !== undefined && reply.getHeader('x-cache') === 'MISS') {
-        // The handler ran for this request: its response, with this cache's status.
-        const value = targeted.get(request);
-        const headers = reply.getHeaders() as OutgoingHttpHeaders;
-        if (value !== undefined) plan.targeted = value;
-        const member = guard.leaderHeaders(plan, reply.statusCode, headers, value, capture !== undefined && capturable(payload), payloadSize(payload));
-        void reply.header('cache-status', appendCacheStatus(reply.getHeader('cache-status') as string | string[] | undefined, member));
-        notModified = capture !== undefined && guard.leaderNotModified(plan, reply.statusCode, headers);
-        plans.delete(request);
-      }
-      if (capture === undefined) {
-        done(null, payload);
-        return;
-      }
-      captures.delete(request);
-      const status = reply.statusCode;
-      const headers = { ...(reply.getHeaders() as OutgoingHttpHeaders) };
-      delete headers['cache-status'];
-      const captured = capturePayload(capture, status, headers, payload);
-      if (!notModified) {
-        done(null, captured);
-        return;
-      }
-      // This client's conditional request is answered with a 304; the full response is still
-      // captured (a stream read to its end) and stored.
-      if (captured instanceof Readable) captured.resume();
-      for (const name of Object.keys(reply.getHeaders())) if (isRepresentationHeader(name)) reply.removeHeader(name);
-      void reply.code(304);
-      done(null, null);
+      leads.delete(request);
+      const { plan, capture } = lead;
+      const headers = reply.getHeaders() as OutgoingHttpHeaders;
+      const head = leaderHead(guard, plan, capture, reply.statusCode, headers, capturable(payload), payloadSize(payload));
+      if (head.replaceAll) for (const name of Object.keys(headers)) reply.removeHeader(name);
+      for (const name of head.remove) reply.removeHeader(name);
+      for (const [name, value] of head.set) void reply.header(name, value);
+      void reply.code(head.status);
+      done(null, leaderPayload(head, capture, payload));
     };
 
     route.handler = guarded as RouteOptions['handler'];

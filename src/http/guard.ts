@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { LoaderContext } from '../core/cache.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { httpChannel, traceHttp } from '../shared/diagnostics.js';
@@ -20,6 +20,14 @@ import { LeaderRules, verdict } from './leader-rules.js';
 import { hasValidator } from './response-store.js';
 
 export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
+
+/** What the pipeline does for a request it does not answer from the cache: `HttpGuard.passing`. */
+export interface PassThrough {
+  /** Header fields to set on the handler's response. */
+  readonly headers: ReadonlyArray<readonly [name: string, value: string]>;
+  /** Called once the handler's status and header fields are final; a promise to wait for before the response is sent, or undefined. */
+  afterHandler(status: number, headers: OutgoingHttpHeaders): Promise<void> | undefined;
+}
 
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
 const handled = new RequestClaims('handled');
@@ -97,10 +105,23 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   }
 
   /**
-   * The `Cache-Status` value for a GET or HEAD that a request rule made pass the cache
-   * (`fwd=bypass; detail=authorization`), or undefined.
+   * What the pipeline does for a request it does not answer (not planned): the header fields to
+   * set on the handler's response (`Cache-Status: ...; fwd=bypass; detail=authorization` for a
+   * GET or HEAD that a request rule made pass), and its work once the handler's status and
+   * header fields are final: a successful write (RFC 9111 §4.4) deletes the stored responses it
+   * invalidates. The adapter holds the response until that settles (it never rejects).
+   * `cachedRoute` is false for a route the cache never covers (no bypass to report).
    */
-  bypassStatus(info: HttpRequestInfo): string | undefined {
+  passing(info: HttpRequestInfo, req?: Req, cachedRoute = true): PassThrough {
+    const bypass = cachedRoute ? this.bypassStatus(info) : undefined;
+    return {
+      headers: bypass === undefined ? [] : [['cache-status', bypass]],
+      afterHandler: (status, headers) => (HttpGuard.unsafe(info.method) && status >= 200 && status <= 399 ? this.invalidate(info, status, headers, req) : undefined),
+    };
+  }
+
+  /** The `Cache-Status` for a GET or HEAD that a request rule made pass the cache, or undefined. */
+  private bypassStatus(info: HttpRequestInfo): string | undefined {
     if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
     const reason = requestBypassReason(info.method, info.headers, this.options.key === undefined ? this.options.privateHeaders : []);
     return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });

@@ -4,7 +4,98 @@ import type { CachePlan, HttpGuard } from './guard.js';
 import { capturePayload, isRepresentationHeader, type ResponseCapture } from './capture.js';
 import { appendCacheStatus } from './cache-status.js';
 import { isTargetedField } from './targeted-fields.js';
+import { servedInstructions } from './pipeline.js';
 import { LoaderError } from '../shared/errors.js';
+
+/**
+ * What the leader's client gets, decided once its handler's status and header fields are final
+ * (Express's `writeHead`, Fastify's `onSend`, a `fetch` handler's `Response`). An adapter applies
+ * it in this order: removes every header the handler set (`replaceAll`) or the ones in `remove`,
+ * sets `set`, sends `status`, and sends the body `body` says.
+ */
+export interface LeaderHead {
+  status: number;
+  /** Every header the handler set is removed first: the response is replaced whole. */
+  replaceAll: boolean;
+  /** Header fields to set, lower-case names. */
+  set: Array<[name: string, value: string | string[]]>;
+  /** Header fields to remove (this cache's own `Dogpile-*` fields; representation fields for a 304). */
+  remove: string[];
+  /**
+   * `'handler'`: the handler's body goes out (and is captured as it goes); `'none'`: no body for
+   * this client, the handler's is still read to its end for the capture; bytes: these instead,
+   * the handler's body read and dropped.
+   */
+  body: 'handler' | 'none' | Buffer;
+  /**
+   * For a response that is captured as the handler produced it: its status and header fields
+   * (without this cache's own), which the capture records whatever this client gets.
+   */
+  stored?: { status: number; headers: OutgoingHttpHeaders };
+}
+
+/** The value of a header field as one string, or undefined. */
+function fieldValue(value: OutgoingHttpHeaders[string]): string | undefined {
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? value.join(', ') : String(value);
+}
+
+/**
+ * The pipeline's decision for the leader's response. `headers` are the handler's final fields
+ * (lower-case names, this cache's `Dogpile-*` fields still on them); `capture` is set when the
+ * response is to be shared; `storable` says whether the adapter can capture the body it has,
+ * `bodySize` its length when known. In order: a stored response standing in for an origin
+ * failure (`stale-if-error`; the capture fails, so waiters get the same), a handler's 304 that
+ * renews the stored response (its client gets the renewed one), else the handler's response with
+ * this cache's `X-Cache` and `Cache-Status`, as a 304 when the client's own conditional request
+ * is satisfied by it.
+ */
+export function leaderHead<Req>(
+  guard: HttpGuard<Req>,
+  plan: CachePlan,
+  capture: ResponseCapture | undefined,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  storable = true,
+  bodySize?: number,
+): LeaderHead {
+  const targeted = fieldValue(headers['dogpile-cache-control']);
+  const tagged = fieldValue(headers['dogpile-tags']);
+  if (tagged !== undefined) plan.tagged = tagged;
+  const own: OutgoingHttpHeaders = {};
+  const remove: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (isTargetedField(name)) remove.push(name);
+    else if (name !== 'x-cache' && name !== 'cache-status') own[name] = value;
+  }
+  if (capture !== undefined) {
+    const stale = guard.staleOnError(plan, status);
+    if (stale !== undefined) {
+      capture.fail(new LoaderError(`the handler answered ${status}; the stored response was served instead`, { key: plan.key }));
+      const served = servedInstructions(stale);
+      return { status: served.status, replaceAll: true, set: served.headers as LeaderHead['set'], remove: [], body: stale.body ?? Buffer.alloc(0) };
+    }
+    const renewed = guard.revalidated304(plan, status, own);
+    if (renewed !== undefined) {
+      const member = guard.leaderHeaders(plan, 304, own, targeted);
+      capture.complete(304, { ...renewed.headers });
+      const set: LeaderHead['set'] = [...Object.entries(renewed.headers), ['x-cache', 'MISS'], ['cache-status', member]];
+      return { status: renewed.status, replaceAll: true, set, remove: [], body: renewed.body };
+    }
+  }
+  const member = guard.leaderHeaders(plan, status, own, targeted, capture !== undefined && storable, bodySize);
+  const set: LeaderHead['set'] = [
+    ['x-cache', 'MISS'],
+    ['cache-status', appendCacheStatus(headers['cache-status'] as string | string[] | undefined, member)],
+  ];
+  if (capture === undefined) return { status, replaceAll: false, set, remove, body: 'handler' };
+  const stored = { status, headers: own };
+  if (!guard.leaderNotModified(plan, status, own)) return { status, replaceAll: false, set, remove, body: 'handler', stored };
+  // This client's conditional request is answered with a 304; the full response is still
+  // captured and stored.
+  for (const name of Object.keys(own)) if (isRepresentationHeader(name)) remove.push(name);
+  return { status: 304, replaceAll: false, set, remove, body: 'none', stored };
+}
 
 /**
  * A response as a handler produced it, in a form every adapter over a whole-response handler
@@ -26,19 +117,31 @@ export interface ClientAnswer {
 }
 
 /** The size of a payload in hand (bytes), or undefined for a stream. */
-function payloadSize(payload: HandlerAnswer['payload']): number | undefined {
-  if (payload === null) return 0;
+export function payloadSize(payload: unknown): number | undefined {
+  if (payload === null || payload === undefined) return 0;
   if (typeof payload === 'string') return Buffer.byteLength(payload);
   if (payload instanceof Uint8Array) return payload.byteLength;
   return undefined;
 }
 
-/** Takes one `Dogpile-*` field off `headers` and returns its value. */
-function take(headers: OutgoingHttpHeaders, name: string): string | undefined {
-  const value = headers[name];
-  delete headers[name];
-  if (value === undefined) return undefined;
-  return Array.isArray(value) ? value.join(', ') : String(value);
+/** Whether `capturePayload` can keep this payload (anything else is sent and not shared). */
+export function capturable(payload: unknown): boolean {
+  return payload === null || payload === undefined || typeof payload === 'string' || payload instanceof Uint8Array || payload instanceof Readable;
+}
+
+/**
+ * Applies a `LeaderHead` to a payload in hand (Fastify's `onSend`, a `Response`'s body, Koa's
+ * `ctx.body`): feeds the capture, and returns what this client is sent.
+ */
+export function leaderPayload(head: LeaderHead, capture: ResponseCapture | undefined, payload: unknown): unknown {
+  if (head.body instanceof Buffer) {
+    drain(payload);
+    return head.body;
+  }
+  const sent = capture !== undefined && head.stored !== undefined ? capturePayload(capture, head.stored.status, head.stored.headers, payload) : payload;
+  if (head.body === 'handler') return sent;
+  drain(sent);
+  return null;
 }
 
 /** Every `Dogpile-*` field off `headers` (read by this cache only, never sent). */
@@ -47,52 +150,22 @@ export function dropTargeted(headers: OutgoingHttpHeaders): OutgoingHttpHeaders 
   return headers;
 }
 
+/** A header object with a `LeaderHead` applied. */
+function headersAfter(head: LeaderHead, headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = head.replaceAll ? {} : { ...headers };
+  for (const name of head.remove) delete out[name];
+  for (const [name, value] of head.set) out[name] = value;
+  return out;
+}
+
 /**
- * The leader's handler answered (`capture` set when its response is to be shared): applies the
- * guard's decisions to what its client gets, in the order the other adapters apply them (a stale
- * response standing in for an origin failure, a 304 renewing the stored response, the
- * leader's own `Cache-Status`, a 304 for its own conditional request), and feeds the capture.
+ * The leader's handler answered (`capture` set when its response is to be shared): what its
+ * client gets, for an adapter that has the whole response in hand.
  */
 export function answerLeader<Req>(guard: HttpGuard<Req>, plan: CachePlan, capture: ResponseCapture | undefined, answer: HandlerAnswer): ClientAnswer {
-  const headers: OutgoingHttpHeaders = { ...answer.headers, 'x-cache': 'MISS' };
-  const targeted = take(headers, 'dogpile-cache-control');
-  const tagged = take(headers, 'dogpile-tags');
-  dropTargeted(headers);
-  if (tagged !== undefined) plan.tagged = tagged;
-  const { status, payload } = answer;
-  const stale = capture ? guard.staleOnError(plan, status) : undefined;
-  if (capture && stale) {
-    // The origin failed: its client gets the stored response it allows (stale-if-error), and so
-    // do the requests waiting for this run (the capture fails as a loader would).
-    drain(payload);
-    capture.fail(new LoaderError(`the handler answered ${status}; the stored response was served instead`, { key: plan.key }));
-    const replaced: OutgoingHttpHeaders = Object.fromEntries(stale.headers);
-    Object.assign(replaced, { 'x-cache': stale.xCache, age: String(stale.age), 'cache-status': stale.cacheStatus });
-    return { status: stale.status, headers: replaced, payload: stale.body ?? null };
-  }
-  const renewed = capture ? guard.revalidated304(plan, status, headers) : undefined;
-  if (capture && renewed) {
-    // The handler confirmed the stored response: its client gets that, renewed.
-    const member = guard.leaderHeaders(plan, 304, headers, targeted);
-    drain(payload);
-    capturePayload(capture, 304, { ...renewed.headers }, null);
-    return { status: renewed.status, headers: { ...renewed.headers, 'x-cache': 'MISS', 'cache-status': member }, payload: renewed.body };
-  }
-  const storable = capture !== undefined && (payload === null || typeof payload === 'string' || payload instanceof Uint8Array || payload instanceof Readable);
-  const member = guard.leaderHeaders(plan, status, headers, targeted, storable, payloadSize(payload));
-  const notModified = capture !== undefined && guard.leaderNotModified(plan, status, headers);
-  const own = { ...headers };
-  headers['cache-status'] = appendCacheStatus(headers['cache-status'] as string | string[] | undefined, member);
-  if (capture === undefined) return { status, headers, payload };
-  delete own['cache-status'];
-  delete own['x-cache'];
-  const captured = capturePayload(capture, status, own, payload) as ClientAnswer['payload'];
-  if (!notModified) return { status, headers, payload: captured };
-  // This client's conditional request is answered with a 304; the full response is still
-  // captured (a stream read to its end) and stored.
-  drain(captured);
-  for (const name of Object.keys(headers)) if (isRepresentationHeader(name)) delete headers[name];
-  return { status: 304, headers, payload: null };
+  const { status, headers, payload } = answer;
+  const head = leaderHead(guard, plan, capture, status, headers, capturable(payload), payloadSize(payload));
+  return { status: head.status, headers: headersAfter(head, headers), payload: leaderPayload(head, capture, payload) as ClientAnswer['payload'] };
 }
 
 /** A handler that failed (threw): its client gets the stored response `stale-if-error` allows, else the error goes on. */
@@ -104,9 +177,8 @@ export function answerLeaderError<Req>(guard: HttpGuard<Req>, plan: CachePlan, c
     throw error;
   }
   capture.fail(new LoaderError('the handler failed; the stored response was served instead', { key: plan.key, cause: error }));
-  const headers: OutgoingHttpHeaders = Object.fromEntries(stale.headers);
-  Object.assign(headers, { 'x-cache': stale.xCache, age: String(stale.age), 'cache-status': stale.cacheStatus });
-  return { status: stale.status, headers, payload: stale.body ?? null };
+  const served = servedInstructions(stale);
+  return { status: served.status, headers: Object.fromEntries(served.headers) as OutgoingHttpHeaders, payload: stale.body ?? null };
 }
 
 /** Reads a stream that is not sent to its end (its bytes may still feed a capture). */

@@ -1,12 +1,12 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
-import { HttpGuard, type CachePlan, type HttpRequestInfo } from './guard.js';
+import { HttpGuard, type CachePlan, type HttpRequestInfo, type PassThrough } from './guard.js';
 import { RequestClaims } from './request-plan.js';
 import type { ResponseCapture } from './capture.js';
 import type { PreparedResponse } from './serve.js';
 import type { HttpCacheOptions } from './options.js';
-import type { Replay } from './pipeline.js';
+import { servedInstructions, type Replay } from './pipeline.js';
 import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
@@ -93,24 +93,25 @@ function toResponse(answer: ClientAnswer, head: boolean): Response {
  * `@hono/node-server` writes without building a `Headers` or copying the body.
  */
 function served(response: PreparedResponse, head: boolean): Response {
+  const served = servedInstructions(response);
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(response.headerObject)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
-  headers['x-cache'] = response.xCache;
-  headers.age = String(response.age);
-  if (response.cacheStatus) headers['cache-status'] = response.cacheStatus;
-  const bodyless = head || response.body === undefined || response.status === 204 || response.status === 304;
-  return new Response(bodyless ? null : (response.body as unknown as Body), { status: response.status, headers });
+  for (const [name, value] of served.headers) {
+    const joined = typeof value === 'string' ? value : value.join(', ');
+    headers[name] = headers[name] === undefined ? joined : `${headers[name]}, ${joined}`;
+  }
+  const bodyless = head || served.body === undefined || served.status === 204 || served.status === 304;
+  return new Response(bodyless ? null : (served.body as unknown as Body), { status: served.status, headers });
 }
 
-/** The handler's own `Response`, with every `Dogpile-*` field off it (and `Cache-Status` when a rule made the request pass). */
-async function passed(response: Response, cacheStatus: string | undefined): Promise<Response> {
-  let dirty = cacheStatus !== undefined;
+/** The handler's own `Response`, with every `Dogpile-*` field off it and the pipeline's fields on it. */
+async function passed(response: Response, fields: PassThrough['headers']): Promise<Response> {
+  let dirty = fields.length > 0;
   response.headers.forEach((_value, name) => {
     if (name.startsWith('dogpile-')) dirty = true;
   });
   if (!dirty) return response;
   const headers = toHeaders(dropTargeted(responseHeaders(response)));
-  if (cacheStatus !== undefined) headers.set('cache-status', cacheStatus);
+  for (const [name, value] of fields) headers.set(name, value);
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
@@ -204,11 +205,9 @@ export class WebGuard<Req> {
   /** A request the cache does not answer: a write invalidates what it changed before its response goes out. */
   private async pass(info: HttpRequestInfo, req: Req, request: Request, run: RunHandler): Promise<Response> {
     if (HttpGuard.claimed(request) || leaderRequests.has(request)) return run(request);
-    const bypass = this.guard.bypassStatus(info);
+    const passing = this.guard.passing(info, req);
     const response = await run(request);
-    if (HttpGuard.unsafe(info.method) && response.status >= 200 && response.status <= 399) {
-      await this.guard.invalidate(info, response.status, responseHeaders(response), req);
-    }
-    return passed(response, bypass);
+    await passing.afterHandler(response.status, responseHeaders(response));
+    return passed(response, passing.headers);
   }
 }

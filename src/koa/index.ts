@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Replay } from '../http/pipeline.js';
+import { servedInstructions, type Replay } from '../http/pipeline.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
@@ -101,9 +101,8 @@ function apply(ctx: Context, answer: ClientAnswer): void {
 }
 
 function serve(ctx: Context, response: PreparedResponse): void {
-  const headers: OutgoingHttpHeaders = { ...response.headerObject, 'x-cache': response.xCache, age: String(response.age) };
-  if (response.cacheStatus) headers['cache-status'] = response.cacheStatus;
-  apply(ctx, { status: response.status, headers, payload: response.body ?? null });
+  const served = servedInstructions(response);
+  apply(ctx, { status: served.status, headers: Object.fromEntries(served.headers) as OutgoingHttpHeaders, payload: served.body ?? null });
 }
 
 /**
@@ -143,15 +142,13 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
 
   async function pass(ctx: Context, next: Next): Promise<void> {
     const info = { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers };
-    const bypass = HttpGuard.claimed(ctx.req) ? undefined : guard.bypassStatus(info);
+    const passing = HttpGuard.claimed(ctx.req) ? undefined : guard.passing(info, ctx);
     await next();
-    if (HttpGuard.claimed(ctx.req)) return;
-    if (HttpGuard.unsafe(ctx.method) && ctx.status >= 200 && ctx.status <= 399) {
-      await guard.invalidate(info, ctx.status, ctx.response.headers as OutgoingHttpHeaders, ctx);
-    }
+    if (passing === undefined || HttpGuard.claimed(ctx.req)) return;
+    await passing.afterHandler(ctx.status, ctx.response.headers as OutgoingHttpHeaders);
     // Dogpile-* fields are read by this cache only: never sent.
     for (const name of Object.keys(ctx.response.headers)) if (isTargetedField(name)) ctx.remove(name);
-    if (bypass !== undefined) ctx.set('cache-status', bypass);
+    for (const [name, value] of passing.headers) ctx.set(name, value);
   }
 
   const replays = new WeakMap<Koa, Replay>();
