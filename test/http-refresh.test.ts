@@ -12,8 +12,12 @@ import { dogpileGuardPlugin } from '../src/fastify/index.js';
 import { dogpileGuard } from '../src/express/index.js';
 import { createCache, InvalidOptionError, type DogpileCache } from '../src/index.js';
 import type { HttpCacheOptions } from '../src/http/options.js';
-import { sleep } from '../tools/basics.js';
+import { sleep, waitUntil } from '../tools/basics.js';
 import { fetchReply } from '../tools/http-client.js';
+import { monotonicNow } from '../src/shared/clock.js';
+import { useRedis } from './support/use-redis.js';
+
+const redis = useRedis();
 
 type Headers = Record<string, string | string[] | undefined>;
 interface Answer {
@@ -283,6 +287,33 @@ describe.each(['express', 'fastify'] as const)('%s: background refresh', (framew
       expect(reply.text).toBe('run 2');
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe.each(['express', 'fastify'] as const)('%s: the expiry edge', (framework) => {
+  it('a response whose lifetime ends a moment before its Redis entry does is answered at once (STALE), never by a run its client waits for', async () => {
+    const cache = createCache({ redis: redis.url, prefix: `edge-${framework}:` });
+    let runs = 0;
+    const app = await serve(framework, { cache, ttl: 200, staleWhileRevalidate: '30s' }, async () => {
+      const run = ++runs;
+      await sleep(40);
+      return { body: `run ${run}` };
+    });
+    try {
+      expect((await fetchReply(app.port, '/r')).headers['x-cache']).toBe('MISS');
+      // The first fill has landed once a request finds it (until then one may wait for its store).
+      await waitUntil('a HIT', async () => (await fetchReply(app.port, '/r')).headers['x-cache'] === 'HIT', 2000, 1);
+      // One request after another, back to back, across several expiries (each ~240 ms apart):
+      // the ones that land between the response's end of freshness and its entry's find it.
+      const seen: string[] = [];
+      const started = monotonicNow();
+      while (monotonicNow() - started < 1500) seen.push(String((await fetchReply(app.port, '/r')).headers['x-cache']));
+      expect(runs).toBeGreaterThanOrEqual(3);
+      expect(seen.filter((x) => x !== 'HIT' && x !== 'STALE')).toEqual([]);
+    } finally {
+      await app.close();
+      await cache.close();
     }
   });
 });

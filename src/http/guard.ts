@@ -18,6 +18,7 @@ import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor
 import type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 import { LeaderRules, verdict } from './leader-rules.js';
 import { hasValidator } from './response-store.js';
+import { routeWindow } from './stale-on-error.js';
 
 export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 
@@ -33,6 +34,9 @@ export interface PassThrough {
 const handled = new RequestClaims('handled');
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+
+/** How far past a response's lifetime its entry's own end may still come (the write's delay after `createdAt`). */
+const EXPIRY_EDGE_MS = 1000;
 
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
@@ -298,6 +302,10 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     // How long it has been stored, on the cache's clock (the one it was stored on).
     const now = this.cache.now();
     const remaining = remainingFreshness(stored, now);
+    // The response's lifetime counts from its `createdAt`, its entry's from the write that
+    // followed: for a moment the entry is fresh and the response is not. Inside a stale window
+    // it is served as stale, as it will be once the entry's end comes (its refresh follows then).
+    if (remaining <= 0 && xCache === 'HIT' && this.atExpiryEdge(plan, stored, -remaining)) xCache = 'STALE';
     if (remaining <= 0 && xCache !== 'STALE') {
       // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
       // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
@@ -325,6 +333,18 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const record: VaryRecord = { names, gen: plan.record?.gen ?? this.generationFor(plan.base, names) };
     // Made up here, not read from the store: the one that stores a response under it checks the store first.
     this.handle({ ...plan, record, madeUpRecord: plan.record === undefined, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
+  }
+
+  /**
+   * Whether a stored response `overdue` ms past its lifetime, whose entry the store still holds
+   * fresh, is at the edge of that entry's end (at most `EXPIRY_EDGE_MS` past it: an entry kept
+   * long past its lifetime, for revalidation, is revalidated) and may be served stale until then:
+   * it had a lifetime, its headers do not forbid serving it stale, and the route's
+   * `staleWhileRevalidate` window covers it.
+   */
+  private atExpiryEdge(plan: CachePlan, stored: ServableResponse, overdue: number): boolean {
+    if (overdue > EXPIRY_EDGE_MS || stored.freshFor === undefined || stored.freshFor < 1 || stored.staleIfError === 0) return false;
+    return routeWindow(plan.freshness, this.cache.options.freshness, 'staleWhileRevalidate') > overdue;
   }
 
   /** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4). */
