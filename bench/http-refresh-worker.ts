@@ -1,0 +1,133 @@
+/**
+ * Child process of `bench/http-refresh.bench.ts`: one Express or Fastify app.
+ *
+ *   node --import tsx bench/http-refresh-worker.ts <contender> <redis url> <handler ms>
+ *
+ * Contenders:
+ *
+ * - `cliff-background`, `cliff-foreground`: Express 5 + `dogpileGuard({ cache, ttl: '1s',
+ *   staleWhileRevalidate: '1m', refresh })` on `createCache({ redis: url })`, for the HTTP expiry
+ *   cliff. `GET /item/:id` takes <handler ms> (a timer) and counts its runs: those for a client
+ *   request (which carries `x-bench-client`) and the others (a background refresh runs the
+ *   route with a request reconstructed from the stored response, without that field).
+ * - `express-bytes`, `fastify-bytes`: no cache; `GET /hit` sends a ~1 KB JSON body prepared
+ *   once, the bytes a cache hit sends, the way the framework sends bytes.
+ * - `express-dogpile`, `fastify-dogpile` (in-process cache), `…-dogpile-redis` (the cache on
+ *   the given Redis), `…-dogpile-redis-l1` (on Redis with `l1`): `GET /hit` cached (ttl 60 s),
+ *   its handler builds the same JSON per call.
+ *
+ * Also `GET /ping` and `GET /cpu` (never cached; the CPU time this process has used in µs,
+ * and the handler runs so far). Prints `listening <port>`; closes everything and exits when
+ * stdin ends.
+ */
+import type { AddressInfo } from 'node:net';
+import express, { type RequestHandler } from 'express';
+import Fastify from 'fastify';
+import { createCache, type DogpileCache } from '../src/index.js';
+import { dogpileGuard } from '../src/express/index.js';
+import { dogpileGuardPlugin } from '../src/fastify/index.js';
+
+const [contender, redisUrl, handlerMs] = process.argv.slice(2);
+if (!contender || !redisUrl || !handlerMs) throw new Error('usage: http-refresh-worker.ts <contender> <redis url> <handler ms>');
+const HANDLER_MS = Number(handlerMs);
+const HIT_TTL_MS = 60_000;
+
+/** The /hit payload: a small product list, ~1 KB of JSON, built on every call as a real handler would. */
+function catalogue() {
+  return {
+    page: 1,
+    items: Array.from({ length: 14 }, (_, i) => ({ id: i + 1, name: `product ${i + 1}`, price: 1000 + i * 75, currency: 'EUR', tags: ['a', 'b'] })),
+  };
+}
+const catalogueBytes = Buffer.from(JSON.stringify(catalogue()));
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** Handler runs: for a client's request (`x-bench-client`) and for any other (a background refresh). */
+const runs = { client: 0, other: 0 };
+const countRun = (headers: Record<string, unknown>) => {
+  if (headers['x-bench-client'] !== undefined) runs.client++;
+  else runs.other++;
+};
+
+let cache: DogpileCache | undefined;
+if (contender.startsWith('cliff-')) cache = createCache({ redis: redisUrl, prefix: `bench-refresh-${contender}` });
+else if (contender.includes('dogpile')) {
+  cache = contender.includes('redis') ? createCache({ redis: redisUrl, prefix: `bench-refresh-${contender}`, l1: contender.endsWith('-l1') }) : createCache();
+}
+
+const cpu = () => {
+  const { user, system } = process.cpuUsage();
+  return { micros: user + system, runs };
+};
+
+let close: () => Promise<void>;
+let port: number;
+
+if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
+  const app = express();
+  if (contender.startsWith('cliff-')) {
+    const refresh = contender === 'cliff-foreground' ? 'foreground' : 'background';
+    const guard = dogpileGuard({ cache, ttl: '1s', staleWhileRevalidate: '1m', refresh });
+    app.get('/item/:id', guard, async (req, res) => {
+      countRun(req.headers);
+      await new Promise((resolve) => setTimeout(resolve, HANDLER_MS));
+      res.json({ id: req.params.id, name: `product ${req.params.id}`, price: 1999, computedAt: Date.now() });
+    });
+  } else if (contender === 'express-bytes') {
+    app.get('/hit', (req, res) => {
+      countRun(req.headers);
+      res.set('content-type', JSON_TYPE).send(catalogueBytes);
+    });
+  } else {
+    const guard: RequestHandler = dogpileGuard({ cache, ttl: HIT_TTL_MS });
+    app.get('/hit', guard, (req, res) => {
+      countRun(req.headers);
+      res.json(catalogue());
+    });
+  }
+  app.get('/ping', (_req, res) => {
+    res.send('pong');
+  });
+  app.get('/cpu', (_req, res) => {
+    res.json(cpu());
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  port = (server.address() as AddressInfo).port;
+  close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+} else if (contender.startsWith('fastify-')) {
+  const app = Fastify({ logger: false });
+  if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: HIT_TTL_MS });
+  if (contender === 'fastify-bytes') {
+    app.get('/hit', (req, reply) => {
+      countRun(req.headers);
+      void reply.header('content-type', JSON_TYPE).send(catalogueBytes);
+    });
+  } else {
+    app.get('/hit', async (req) => {
+      countRun(req.headers);
+      return catalogue();
+    });
+  }
+  app.get('/ping', { config: { dogpile: false } }, async () => 'pong');
+  app.get('/cpu', { config: { dogpile: false } }, async () => cpu());
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as AddressInfo).port;
+  close = () => app.close();
+} else {
+  throw new Error(`unknown contender ${contender}`);
+}
+
+process.stdout.write(`listening ${port}\n`);
+process.stdin.resume();
+process.stdin.on('end', () => {
+  void (async () => {
+    await close();
+    await cache?.close();
+    process.exit(0);
+  })();
+});
