@@ -30,6 +30,7 @@ export function withDogpile<Rest extends unknown[]>(handler: FetchHandler<Rest>,
   if (typeof handler !== 'function') throw new InvalidOptionError('handler', `withDogpile() wraps a function (request) => Response, got ${handler === null ? 'null' : typeof handler}`);
   const web = new WebGuard<Request>(options);
   return function dogpileHandler(request: Request, ...rest: Rest): Promise<Response> {
-    return web.handle(request, request, (req) => handler(req, ...rest), true);
+    const run = (req: Request) => handler(req, ...rest);
+    return web.handle(request, request, run, run);
   };
 }

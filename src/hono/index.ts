@@ -1,11 +1,22 @@
 import type { Context, Env, Input, MiddlewareHandler } from 'hono';
 import type { HttpCacheOptions } from '../http/options.js';
-import { WebGuard } from '../http/web-exchange.js';
+import { WebGuard, type RunHandler } from '../http/web-exchange.js';
+import { InvalidOptionError } from '../shared/errors.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
 /** Options of the Hono `dogpileGuard()`; `key`, `skip` and `tags` receive Hono's context. See `HttpCacheOptions` for each option and its default. */
-export type DogpileGuardOptions<E extends Env = Env, P extends string = string, I extends Input = Input> = HttpCacheOptions<Context<E, P, I>>;
+export interface DogpileGuardOptions<E extends Env = Env, P extends string = string, I extends Input = Input> extends HttpCacheOptions<Context<E, P, I>> {
+  /**
+   * The Hono app (anything with its `fetch(request)`): with it, a stale response inside its
+   * window is refreshed in the background, by `app.fetch()` with a request reconstructed from the
+   * stored one (docs/http-refresh.md says what it carries) and no `env`: a route that reads
+   * `c.env` (bindings, Node's `incoming`) should keep `refresh: 'foreground'`. Without it the
+   * request that wins a refresh runs the handler in the foreground (a middleware's `next` runs
+   * only for its own request).
+   */
+  app?: { fetch(request: Request): Response | Promise<Response> };
+}
 
 /**
  * Hono middleware that caches GET responses and coalesces concurrent misses: one request runs
@@ -15,13 +26,20 @@ export type DogpileGuardOptions<E extends Env = Env, P extends string = string, 
  * ```ts
  * app.use(dogpileGuard({ cache, ttl: '30s' }));                       // app-wide
  * app.get('/report', dogpileGuard({ ttl: '5m' }), (c) => c.json(r));  // one route
+ * app.use(dogpileGuard({ cache, staleWhileRevalidate: '1m', app }));  // refreshes in the background
  * ```
  *
- * A hit is answered where the middleware sits: the middleware before it still run. Responses say
+ * A hit is answered where the middleware sits: the middleware before it still run. With
+ * `{ app }`, stale responses are refreshed in the background. Responses say
  * `X-Cache: MISS | HIT | COALESCED | STALE`, `Cache-Status`, and `Age` when served from the cache.
  */
 export function dogpileGuard<E extends Env = Env, P extends string = string, I extends Input = Input>(options?: DogpileGuardOptions<E, P, I>): MiddlewareHandler<E, P, I> {
-  const web = new WebGuard<Context<E, P, I>>(options);
+  const { app, ...rest } = options ?? {};
+  if (app !== undefined && (app === null || typeof (app as { fetch?: unknown }).fetch !== 'function')) {
+    throw new InvalidOptionError('app', 'must be the Hono app (an object with a fetch(request) method), for background refreshes');
+  }
+  const web = new WebGuard<Context<E, P, I>>(options === undefined ? undefined : rest);
+  const replay: RunHandler | undefined = app === undefined ? undefined : (request) => app.fetch(request);
   return async function dogpileGuardMiddleware(c, next) {
     const original = c.req.raw;
     let ran = false;
@@ -36,7 +54,7 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
         c.req.raw = original;
       }
       return c.res;
-    });
+    }, replay);
     // The handler's own response is replaced as it is (headers it gained on the way included);
     // a response from the cache keeps what the middleware before this one set.
     if (ran) c.res = undefined;

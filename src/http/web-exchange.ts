@@ -162,16 +162,17 @@ function replayWith(live: Request, run: RunHandler): Replay {
 export class WebGuard<Req> {
   readonly guard: HttpGuard<Req>;
 
-  constructor(options?: HttpCacheOptions<Req>) {
-    this.guard = new HttpGuard<Req>(options);
+  constructor(options?: HttpCacheOptions<Req>, extra?: readonly string[]) {
+    this.guard = new HttpGuard<Req>(options, extra === undefined ? undefined : { extra });
   }
 
   /**
-   * Serves, waits or leads for `request`. With `replayable`, `run` may be called again, with no
-   * client behind it, for a background refresh (a `fetch` handler can; a middleware's `next`
-   * cannot, and its refreshes run in the foreground).
+   * Serves, waits or leads for `request`. `replay`, when given, runs the handler for a request
+   * with no client behind it, for a background refresh (a `fetch` handler itself; the app's
+   * `fetch` for a middleware, whose `next` runs only once); without it, refreshes run in the
+   * foreground.
    */
-  async handle(req: Req, request: Request, run: RunHandler, replayable = false): Promise<Response> {
+  async handle(req: Req, request: Request, run: RunHandler, replay?: RunHandler): Promise<Response> {
     if (leaderRequests.has(request)) return run(request);
     const info = requestInfo(request);
     const plan = this.guard.plan(req, info, request);
@@ -180,7 +181,7 @@ export class WebGuard<Req> {
     return new Promise<Response>((resolve, reject) => {
       this.guard.handle(plan, {
         headAsGet: true,
-        ...(replayable ? { replay: replayWith(request, run) } : {}),
+        ...(replay === undefined ? {} : { replay: replayWith(request, replay) }),
         proceed: (capture, active = plan) => {
           this.lead(request, active, capture, run).then(resolve, reject);
         },
