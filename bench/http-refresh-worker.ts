@@ -20,6 +20,7 @@
  * and the handler runs so far). Prints `listening <port>`; closes everything and exits when
  * stdin ends.
  */
+import { listenNode } from './lib/app-process.js';
 import type { AddressInfo } from 'node:net';
 import express, { type RequestHandler } from 'express';
 import Fastify from 'fastify';
@@ -91,14 +92,7 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
   app.get('/cpu', (_req, res) => {
     res.json(cpu());
   });
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  port = (server.address() as AddressInfo).port;
-  close = () =>
-    new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    });
+  ({ port, close } = await listenNode(app.listen(0, '127.0.0.1')));
 } else if (contender.startsWith('fastify-')) {
   const app = Fastify({ logger: false });
   if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: HIT_TTL_MS });

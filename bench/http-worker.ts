@@ -16,6 +16,7 @@
  * `GET /cpu` (uncached: CPU time this process has used, in µs). Prints `listening <port>`;
  * closes everything and exits when stdin ends.
  */
+import { listenNode } from './lib/app-process.js';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -84,14 +85,7 @@ if (contender.startsWith('express')) {
   app.get('/cpu', (_req, res) => {
     res.json(cpu());
   });
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  port = (server.address() as AddressInfo).port;
-  close = () =>
-    new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    });
+  ({ port, close } = await listenNode(app.listen(0, '127.0.0.1')));
 } else {
   const app = Fastify({ logger: false });
   let plugin = dogpileGuardPlugin;

@@ -62,3 +62,16 @@ export async function measureHits(port: number, urlPath: string, options: { seco
     bad: result.non2xx + result.errors + result.timeouts,
   };
 }
+
+/** Starts `server` listening on a free loopback port: its port, and a close that also drops keep-alive sockets. */
+export async function listenNode(server: import('node:http').Server): Promise<{ port: number; close: () => Promise<void> }> {
+  if (!server.listening) server.listen(0, '127.0.0.1');
+  await new Promise((resolve) => (server.listening ? resolve(undefined) : server.once('listening', resolve)));
+  const port = (server.address() as import('node:net').AddressInfo).port;
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  return { port, close };
+}

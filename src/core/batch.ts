@@ -94,11 +94,16 @@ export async function getOrComputeMany<T>(
     });
 
   try {
-    const answers = await Promise.all(
+    // Settles once every key has: a failure of one key is thrown only when no key's flight
+    // started here is still running (a call right after it starts afresh, not on a dying flight).
+    const settled = await Promise.allSettled(
       unique.map((key) =>
         cache.getOrCompute<T>(key, enrol(key), ttlOrOptions).finally(() => account(key)),
       ),
     );
+    const failed = settled.find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    const answers = settled.map((outcome) => (outcome as PromiseFulfilledResult<T | undefined>).value);
     const byKey = new Map(unique.map((key, i) => [key, answers[i]]));
     return keys.map((key) => byKey.get(key));
   } finally {
