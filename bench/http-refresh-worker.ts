@@ -93,6 +93,43 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
     res.json(cpu());
   });
   ({ port, close } = await listenNode(app.listen(0, '127.0.0.1')));
+} else if (contender.startsWith('shape-')) {
+  // A bare Fastify route in the shape the plugin gives a cached route, without a cache: the
+  // hooks named by the letters after `shape-` (R: an app-wide onRequest hook that wraps
+  // writeHead; O: an app-wide onSend hook; S: a route onSend hook; P: a handler that answers
+  // from a promise, sending through `reply` with the headers of a hit).
+  const flags = contender.slice('shape-'.length);
+  const app = Fastify({ logger: false });
+  if (flags.includes('R')) {
+    app.addHook('onRequest', (_request, reply, done) => {
+      const res = reply.raw;
+      const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => unknown;
+      (res as unknown as { writeHead: (...args: unknown[]) => unknown }).writeHead = (...args: unknown[]) => writeHead(...args);
+      done();
+    });
+  }
+  if (flags.includes('O')) app.addHook('onSend', (_request, _reply, payload, done) => done(null, payload));
+  const hitHeaders = { 'content-type': JSON_TYPE, 'x-cache': 'HIT', age: '0', 'cache-status': 'dogpile-guard; hit; ttl=599' };
+  const send = (reply: import('fastify').FastifyReply): void => {
+    void reply.code(200).headers({ ...hitHeaders, date: new Date().toUTCString() });
+    void reply.send(catalogueBytes);
+  };
+  const onSend = (_request: unknown, _reply: unknown, payload: unknown, done: (error: null, payload: unknown) => void) => done(null, payload);
+  app.get('/hit', flags.includes('S') ? { onSend: [onSend] } : {}, (req, reply) => {
+    countRun(req.headers);
+    if (!flags.includes('P')) return send(reply), reply;
+    return new Promise((resolve) => {
+      void Promise.resolve().then(() => {
+        send(reply);
+        resolve(reply.sent ? undefined : reply);
+      });
+    });
+  });
+  app.get('/ping', async () => 'pong');
+  app.get('/cpu', async () => cpu());
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as AddressInfo).port;
+  close = () => app.close();
 } else if (contender.startsWith('fastify-')) {
   const app = Fastify({ logger: false });
   if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: HIT_TTL_MS });
