@@ -20,7 +20,7 @@
  * and the handler runs so far). Prints `listening <port>`; closes everything and exits when
  * stdin ends.
  */
-import { listenNode } from './lib/app-process.js';
+import { listenNode, listenUntilStdinEnds } from './lib/app-process.js';
 import type { AddressInfo } from 'node:net';
 import express, { type RequestHandler } from 'express';
 import Fastify from 'fastify';
@@ -153,12 +153,7 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
   throw new Error(`unknown contender ${contender}`);
 }
 
-process.stdout.write(`listening ${port}\n`);
-process.stdin.resume();
-process.stdin.on('end', () => {
-  void (async () => {
-    await close();
-    await cache?.close();
-    process.exit(0);
-  })();
+listenUntilStdinEnds(port, async () => {
+  await close();
+  await cache?.close();
 });

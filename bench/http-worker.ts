@@ -16,7 +16,7 @@
  * `GET /cpu` (uncached: CPU time this process has used, in µs). Prints `listening <port>`;
  * closes everything and exits when stdin ends.
  */
-import { listenNode } from './lib/app-process.js';
+import { listenNode, listenUntilStdinEnds } from './lib/app-process.js';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -104,13 +104,8 @@ if (contender.startsWith('express')) {
   close = () => app.close();
 }
 
-process.stdout.write(`listening ${port}\n`);
-process.stdin.resume();
-process.stdin.on('end', () => {
-  void (async () => {
-    await close();
-    await cache?.close();
-    await redis.quit().catch(() => redis.disconnect());
-    process.exit(0);
-  })();
+listenUntilStdinEnds(port, async () => {
+  await close();
+  await cache?.close();
+  await redis.quit().catch(() => redis.disconnect());
 });

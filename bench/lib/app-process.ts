@@ -75,3 +75,15 @@ export async function listenNode(server: import('node:http').Server): Promise<{ 
     });
   return { port, close };
 }
+
+/**
+ * The app side of `AppProcess`: prints `listening <port>`, then, once stdin ends, runs `close`
+ * and exits.
+ */
+export function listenUntilStdinEnds(port: number, close: () => Promise<unknown>): void {
+  process.stdout.write(`listening ${port}\n`);
+  process.stdin.resume();
+  process.stdin.on('end', () => {
+    void close().finally(() => process.exit(0));
+  });
+}
