@@ -8,15 +8,14 @@ import { getDefaultCache } from '../core/default-cache.js';
 import { resolveResponse } from '../http/cache-calls.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
-import { formatCacheStatus, type CacheStatusEntry } from '../http/cache-status.js';
-import { ageSeconds, cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
+import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
 import { handlerFacts, headerRules } from './route-facts.js';
 import { responseDecision, takeFields, type AnyResponse, type TakenFields } from './response-decision.js';
 import { nestReplayRequest, NestReplays, type ReplayOutcome } from './replay.js';
-import type { ReplayRequest } from '../http/pipeline.js';
+import { valueInstructions, type ReplayRequest } from '../http/pipeline.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -344,17 +343,7 @@ export class DogpileInterceptor implements NestInterceptor {
     if (context.getType() !== 'http') return;
     const res = context.switchToHttp().getResponse<Record<string, unknown>>();
     if (res.headersSent === true || res.sent === true) return;
-    this.setHeader(res, 'X-Cache', xCache);
-    const now = this.cache.now();
-    if (createdAt !== undefined) this.setHeader(res, 'Age', String(ageSeconds(createdAt, now)));
-    // The same outcome in the standard header (RFC 9211).
-    const entry: CacheStatusEntry =
-      xCache === 'HIT'
-        ? { hit: true, ttl: ttl !== undefined && createdAt !== undefined ? ttl - (now - createdAt) : undefined }
-        : xCache === 'COALESCED'
-          ? { fwd: 'miss', collapsed: true }
-          : { fwd: 'miss' };
-    this.setHeader(res, 'Cache-Status', formatCacheStatus(entry));
+    for (const [name, value] of valueInstructions(xCache, this.cache.now(), createdAt, ttl)) this.setHeader(res, name, value);
   }
 
   private setHeader(res: Record<string, unknown>, name: string, value: string): void {
