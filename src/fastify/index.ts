@@ -108,7 +108,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     }
     const pass = passing.get(request) ?? guard.passing({ method: request.method, url: request.url, headers: request.headers }, request, false);
     for (const [name, value] of pass.headers) void reply.header(name, value);
-    const after = pass.afterHandler(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+    const after = pass.afterHandler(reply.statusCode, () => reply.getHeaders() as OutgoingHttpHeaders);
     if (after === undefined) done(null, payload);
     else void after.then(() => done(null, payload));
   });

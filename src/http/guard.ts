@@ -26,8 +26,11 @@ export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 export interface PassThrough {
   /** Header fields to set on the handler's response. */
   readonly headers: ReadonlyArray<readonly [name: string, value: string]>;
-  /** Called once the handler's status and header fields are final; a promise to wait for before the response is sent, or undefined. */
-  afterHandler(status: number, headers: OutgoingHttpHeaders): Promise<void> | undefined;
+  /**
+   * Called once the handler's status and header fields are final (`headers` reads them, only
+   * when needed); a promise to wait for before the response is sent, or undefined.
+   */
+  afterHandler(status: number, headers: () => OutgoingHttpHeaders): Promise<void> | undefined;
 }
 
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
@@ -120,7 +123,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const bypass = cachedRoute ? this.bypassStatus(info) : undefined;
     return {
       headers: bypass === undefined ? [] : [['cache-status', bypass]],
-      afterHandler: (status, headers) => (HttpGuard.unsafe(info.method) && status >= 200 && status <= 399 ? this.invalidate(info, status, headers, req) : undefined),
+      afterHandler: (status, headers) => (HttpGuard.unsafe(info.method) && status >= 200 && status <= 399 ? this.invalidate(info, status, headers(), req) : undefined),
     };
   }
 

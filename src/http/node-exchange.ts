@@ -64,7 +64,7 @@ export function leadOnServerResponse(res: ServerResponse, capture: ResponseCaptu
 export function passOnServerResponse(res: ServerResponse, pass: PassThrough): void {
   const end = res.end as unknown as Fn;
   (res as unknown as { end: Fn }).end = function (this: ServerResponse, ...args: unknown[]): unknown {
-    const after = pass.afterHandler(res.statusCode, res.getHeaders());
+    const after = pass.afterHandler(res.statusCode, () => res.getHeaders());
     // Nothing to wait for, or headers already gone: the response is not held.
     if (after === undefined || res.headersSent) return end.apply(this, args);
     void after.then(() => end.apply(this, args));

@@ -95,10 +95,7 @@ function toResponse(answer: ClientAnswer, head: boolean): Response {
 function served(response: PreparedResponse, head: boolean): Response {
   const served = servedInstructions(response);
   const headers: Record<string, string> = {};
-  for (const [name, value] of served.headers) {
-    const joined = typeof value === 'string' ? value : value.join(', ');
-    headers[name] = headers[name] === undefined ? joined : `${headers[name]}, ${joined}`;
-  }
+  for (const [name, value] of served.headers) headers[name] = typeof value === 'string' ? value : value.join(', ');
   const bodyless = head || served.body === undefined || served.status === 204 || served.status === 304;
   return new Response(bodyless ? null : (served.body as unknown as Body), { status: served.status, headers });
 }
@@ -162,8 +159,8 @@ function replayWith(live: Request, run: RunHandler): Replay {
 export class WebGuard<Req> {
   readonly guard: HttpGuard<Req>;
 
-  constructor(options?: HttpCacheOptions<Req>, extra?: readonly string[]) {
-    this.guard = new HttpGuard<Req>(options, extra === undefined ? undefined : { extra });
+  constructor(options?: HttpCacheOptions<Req>) {
+    this.guard = new HttpGuard<Req>(options);
   }
 
   /**
@@ -208,7 +205,7 @@ export class WebGuard<Req> {
     if (HttpGuard.claimed(request) || leaderRequests.has(request)) return run(request);
     const passing = this.guard.passing(info, req);
     const response = await run(request);
-    await passing.afterHandler(response.status, responseHeaders(response));
+    await passing.afterHandler(response.status, () => responseHeaders(response));
     return passed(response, passing.headers);
   }
 }

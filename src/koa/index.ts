@@ -145,7 +145,7 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
     const passing = HttpGuard.claimed(ctx.req) ? undefined : guard.passing(info, ctx);
     await next();
     if (passing === undefined || HttpGuard.claimed(ctx.req)) return;
-    await passing.afterHandler(ctx.status, ctx.response.headers as OutgoingHttpHeaders);
+    await passing.afterHandler(ctx.status, () => ctx.response.headers as OutgoingHttpHeaders);
     // Dogpile-* fields are read by this cache only: never sent.
     for (const name of Object.keys(ctx.response.headers)) if (isTargetedField(name)) ctx.remove(name);
     for (const [name, value] of passing.headers) ctx.set(name, value);
