@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Context, Env, Input, MiddlewareHandler } from 'hono';
 import type { HttpCacheOptions } from '../http/options.js';
 import { WebGuard, type RunHandler } from '../http/web-exchange.js';
@@ -16,6 +17,20 @@ export interface DogpileGuardOptions<E extends Env = Env, P extends string = str
    * only for its own request).
    */
   app?: { fetch(request: Request): Response | Promise<Response> };
+}
+
+/**
+ * The request's header fields as Node parsed them, when `@hono/node-server` serves it (its
+ * bindings carry the `IncomingMessage`) and the request is still the one it built from that
+ * message (whose `headers` are a lazy view, not a `Headers` of their own): reading them there
+ * spares building a `Headers` object per request. Undefined otherwise (Bun, Deno, a request a
+ * middleware replaced, a refresh through `app.fetch`).
+ */
+function incomingHeaders(env: unknown, request: Request): IncomingHttpHeaders | undefined {
+  const incoming = (env as { incoming?: { headers?: unknown } } | undefined)?.incoming;
+  const headers = incoming?.headers;
+  if (headers === null || typeof headers !== 'object') return undefined;
+  return Object.getPrototypeOf(request.headers) === Headers.prototype ? undefined : (headers as IncomingHttpHeaders);
 }
 
 /**
@@ -43,6 +58,7 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
   return async function dogpileGuardMiddleware(c, next) {
     const original = c.req.raw;
     let ran = false;
+    const nodeHeaders = incomingHeaders(c.env, original);
     const response = await web.handle(c, original, async (request) => {
       ran = true;
       // The leader's handler sees the request the cache rebuilt for it (a HEAD run as a GET,
@@ -54,7 +70,7 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
         c.req.raw = original;
       }
       return c.res;
-    }, replay);
+    }, replay, nodeHeaders);
     // The handler's own response is replaced as it is (headers it gained on the way included);
     // a response from the cache keeps what the middleware before this one set.
     if (ran) c.res = undefined;

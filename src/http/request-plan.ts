@@ -62,6 +62,7 @@ export class RequestClaims {
   }
 
   claim(marker: object): void {
-    if (Object.isExtensible(marker)) Object.defineProperty(marker, this.mark, { value: true, enumerable: false });
+    // A plain assignment: `defineProperty` costs a hit several times more on some request objects.
+    if (Object.isExtensible(marker)) (marker as Record<symbol, unknown>)[this.mark] = true;
   }
 }

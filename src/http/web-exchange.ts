@@ -25,9 +25,14 @@ export function requestHeaders(request: Request): IncomingHttpHeaders {
   return headers;
 }
 
-/** What the guard reads of a `Request`: method, path with query, headers. */
-export function requestInfo(request: Request): HttpRequestInfo {
-  return { method: request.method, url: pathAndQuery(request.url), headers: requestHeaders(request) };
+/**
+ * What the guard reads of a `Request`: method, path with query, headers. `nodeHeaders`, when
+ * given, are the same request's header fields as Node parsed them (a server that builds its
+ * `Request` lazily from an `IncomingMessage`): read as they are instead of enumerating the
+ * `Request`'s, which would make it build a `Headers` object for nothing.
+ */
+export function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders): HttpRequestInfo {
+  return { method: request.method, url: pathAndQuery(request.url), headers: nodeHeaders ?? requestHeaders(request) };
 }
 
 /** The path and query of an absolute URL as a `Request` gives it (already normalised, no fragment). */
@@ -120,7 +125,8 @@ async function passed(response: Response, fields: PassThrough['headers']): Promi
 function leaderRequest(request: Request, plan: CachePlan): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(plan.headers)) {
-    if (value === undefined) continue;
+    // HTTP/2 pseudo-header fields (`:authority`...) are in Node's parsed headers, not in a `Request`'s.
+    if (value === undefined || name.startsWith(':')) continue;
     if (Array.isArray(value)) for (const v of value) headers.append(name, v);
     else headers.set(name, value);
   }
@@ -167,11 +173,11 @@ export class WebGuard<Req> {
    * Serves, waits or leads for `request`. `replay`, when given, runs the handler for a request
    * with no client behind it, for a background refresh (a `fetch` handler itself; the app's
    * `fetch` for a middleware, whose `next` runs only once); without it, refreshes run in the
-   * foreground.
+   * foreground. `nodeHeaders`: see `requestInfo`.
    */
-  async handle(req: Req, request: Request, run: RunHandler, replay?: RunHandler): Promise<Response> {
+  async handle(req: Req, request: Request, run: RunHandler, replay?: RunHandler, nodeHeaders?: IncomingHttpHeaders): Promise<Response> {
     if (leaderRequests.has(request)) return run(request);
-    const info = requestInfo(request);
+    const info = requestInfo(request, nodeHeaders);
     const plan = this.guard.plan(req, info, request);
     if (plan === undefined) return this.pass(info, req, request, run);
     const head = request.method === 'HEAD';
