@@ -174,6 +174,17 @@ describe('HTTP cache key', () => {
     return JSON.stringify([r.method === 'HEAD' ? 'GET' : r.method, r.host.toLowerCase(), r.path, sorted.map((p) => p[2]), hs]);
   }
 
+  it('is the JSON array of method, host, path and sorted query, written as JSON.stringify writes it (any characters, lone surrogates included)', () => {
+    const text = fc.string({ unit: fc.oneof(fc.constantFrom('"', '\\', '\n', '\u0000', '\u001f', '\u2028', '\ud800', '\udfff', '😀', '/', 'a', '='), fc.string({ unit: 'binary', maxLength: 1 })), maxLength: 8 });
+    fc.assert(
+      fc.property(fc.constantFrom('GET', 'HEAD'), text, text, (method, host, path) => {
+        const p = `/${path.replace(/\?/g, '')}`;
+        expect(defaultCacheKey(method, p, { host })).toBe(`http:${JSON.stringify(['GET', host.toLowerCase(), p, ''])}`);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('two requests share a key exactly when they mean the same request', () => {
     fc.assert(
       fc.property(req, req, (a, b) => {

@@ -111,7 +111,12 @@ export function defaultCacheKey(method: string, url: string, headers: IncomingHt
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : sortQuery(url.slice(q + 1));
-  const parts: (string | [string, string])[] = [method === 'HEAD' ? 'GET' : method, host, path, query];
+  const verb = method === 'HEAD' ? 'GET' : method;
+  if (!hasUnkeyedInput(headers)) {
+    // What JSON.stringify writes for these four strings, without building the array.
+    return `${HTTP_KEY_PREFIX}[${jsonString(verb)},${jsonString(host)},${jsonString(path)},${jsonString(query)}]`;
+  }
+  const parts: (string | [string, string])[] = [verb, host, path, query];
   for (const name of UNKEYED_INPUT_HEADERS) {
     const v = headers[name];
     if (v !== undefined) parts.push([name, Array.isArray(v) ? v.join(', ') : v]);
@@ -119,9 +124,19 @@ export function defaultCacheKey(method: string, url: string, headers: IncomingHt
   return HTTP_KEY_PREFIX + JSON.stringify(parts);
 }
 
+/** Characters JSON.stringify writes escaped: `"`, `\`, control characters, and surrogates (a lone one is escaped). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what JSON.stringify escapes
+const JSON_ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** `JSON.stringify(text)`, quoting directly when nothing in it needs an escape. */
+function jsonString(text: string): string {
+  return JSON_ESCAPED.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
 /** True when a request carries one of `UNKEYED_INPUT_HEADERS` (its default key then has them in it). */
 export function hasUnkeyedInput(headers: IncomingHttpHeaders): boolean {
-  return UNKEYED_INPUT_HEADERS.some((name) => headers[name] !== undefined);
+  for (const name of UNKEYED_INPUT_HEADERS) if (headers[name] !== undefined) return true;
+  return false;
 }
 
 /** `headers` without `UNKEYED_INPUT_HEADERS`: what the default key of the same URL is built from for a request that carries none. */

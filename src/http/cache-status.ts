@@ -63,13 +63,25 @@ export function ttlSeconds(ms: number): number {
   return Object.is(s, -0) ? 0 : s;
 }
 
+let lastName = DEFAULT_CACHE_STATUS_NAME;
+let lastNameItem = sfTokenOrString(DEFAULT_CACHE_STATUS_NAME);
+
+/** A cache's name as a list item, remembered for the last name asked (one per cache, written on every response). */
+function cacheName(name: string): string {
+  if (name !== lastName) {
+    lastNameItem = sfTokenOrString(name);
+    lastName = name;
+  }
+  return lastNameItem;
+}
+
 /**
  * One `Cache-Status` member, e.g. `dogpile-guard; hit; ttl=42`,
  * `dogpile-guard; fwd=miss; stored; ttl=60`, `dogpile-guard; fwd=miss; collapsed`,
  * `dogpile-guard; fwd=bypass; detail=authorization`, `dogpile-guard; hit; ttl=-3` (stale).
  */
 export function formatCacheStatus(entry: CacheStatusEntry, name: string = DEFAULT_CACHE_STATUS_NAME): string {
-  const parts = [sfTokenOrString(name)];
+  const parts = [cacheName(name)];
   if (entry.hit) {
     parts.push('hit');
   } else {
@@ -89,6 +101,7 @@ export function formatCacheStatus(entry: CacheStatusEntry, name: string = DEFAUL
  * origin (RFC 9211 §2: members are ordered from the origin towards the client).
  */
 export function appendCacheStatus(existing: string | readonly string[] | undefined, member: string): string {
+  if (existing === undefined) return member;
   const before = (existing === undefined ? [] : typeof existing === 'string' ? [existing] : existing).map((s) => s.trim()).filter(Boolean);
   return [...before, member].join(', ');
 }
