@@ -4,8 +4,11 @@
  *   node --import tsx bench/hono-worker.ts <contender> <redis url> <handler ms>
  *
  * Contenders: hono-bare (no cache; `/hit` builds its JSON per call), hono-bytes (no cache;
- * `/hit` sends bytes prepared once, the same bytes a cache hit sends), hono-dogpile (the
- * middleware, in-process cache), hono-dogpile-redis-l1 (on the given Redis, with `l1`).
+ * `/hit` sends bytes prepared once, the body a cache hit sends), hono-same (the body and the
+ * header fields of a hit), hono-mw (hono-bytes behind a middleware that only calls `next`),
+ * hono-map (a middleware answering from a `Map` with the bytes and fields of a hit, no cache),
+ * hono-dogpile (the middleware, in-process cache), hono-dogpile-redis[-l1] (on the given
+ * Redis, with `l1`).
  *
  * Routes: `GET /hit`, `GET /slow?id=` (counts its run with `INCR runs:<id>`, takes
  * <handler ms>), `GET /ping` and `GET /cpu` (never cached). Prints `listening <port>`; closes
@@ -36,6 +39,8 @@ function catalogue() {
   };
 }
 const catalogueBytes = new TextEncoder().encode(JSON.stringify(catalogue()));
+/** The header fields a hit sends besides `content-type` and `content-length` (Node adds `Date` to the others'). */
+const HIT_FIELDS = { 'x-cache': 'HIT', age: '0', 'cache-status': 'dogpile-guard; hit; ttl=59' };
 
 const app = new Hono();
 app.get('/ping', (c) => c.text('pong'));
@@ -59,8 +64,6 @@ if (contender === 'hono-map') {
     c.res = new Response(body, { status: 200, headers: { 'content-type': 'application/json', 'content-length': String(body.byteLength), ...HIT_FIELDS } });
   });
 }
-/** The header fields a hit sends besides `content-type` (Node adds `Date` to the others). */
-const HIT_FIELDS = { 'x-cache': 'HIT', age: '0', 'cache-status': 'dogpile-guard; hit; ttl=59' };
 if (contender === 'hono-same') app.get('/hit', (c) => c.body(catalogueBytes, 200, { 'content-type': 'application/json', ...HIT_FIELDS }));
 else if (contender === 'hono-bytes' || contender === 'hono-mw' || contender === 'hono-map') app.get('/hit', (c) => c.body(catalogueBytes, 200, { 'content-type': 'application/json' }));
 else app.get('/hit', (c) => c.json(catalogue()));

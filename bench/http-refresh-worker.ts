@@ -11,7 +11,9 @@
  *   request (which carries `x-bench-client`) and the others (a background refresh runs the
  *   route with a request reconstructed from the stored response, without that field).
  * - `express-bytes`, `fastify-bytes`: no cache; `GET /hit` sends a ~1 KB JSON body prepared
- *   once, the bytes a cache hit sends, the way the framework sends bytes.
+ *   once, the body a cache hit sends, the way the framework sends bytes. `express-same` also
+ *   sends the header fields of a hit (`shape-` is Fastify's); `express-map`: a middleware
+ *   answering from a `Map` with those bytes (`shape-ROSP` is Fastify's plugin shape).
  * - `express-dogpile`, `fastify-dogpile` (in-process cache), `…-dogpile-redis` (the cache on
  *   the given Redis), `…-dogpile-redis-l1` (on Redis with `l1`): `GET /hit` cached (ttl 60 s),
  *   its handler builds the same JSON per call.
@@ -42,6 +44,8 @@ function catalogue() {
 }
 const catalogueBytes = Buffer.from(JSON.stringify(catalogue()));
 const JSON_TYPE = 'application/json; charset=utf-8';
+/** The header fields a hit sends besides the stored ones (`content-type`, `etag`...) and `Content-Length`. */
+const HIT_FIELDS = { 'x-cache': 'HIT', age: '0', 'cache-status': 'dogpile-guard; hit; ttl=59' };
 
 /** Handler runs: for a client's request (`x-bench-client`) and for any other (a background refresh). */
 const runs = { client: 0, other: 0 };
@@ -74,10 +78,20 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
       await new Promise((resolve) => setTimeout(resolve, HANDLER_MS));
       res.json({ id: req.params.id, name: `product ${req.params.id}`, price: 1999, computedAt: Date.now() });
     });
-  } else if (contender === 'express-bytes') {
+  } else if (contender === 'express-bytes' || contender === 'express-same') {
+    const fields = contender === 'express-same' ? HIT_FIELDS : {};
     app.get('/hit', (req, res) => {
       countRun(req.headers);
-      res.set('content-type', JSON_TYPE).send(catalogueBytes);
+      res.set({ 'content-type': JSON_TYPE, ...fields }).send(catalogueBytes);
+    });
+  } else if (contender === 'express-map') {
+    // A middleware answering from a Map with the bytes and header fields of a hit: no cache.
+    const prepared = new Map([['/hit', catalogueBytes]]);
+    const headers = { 'content-type': JSON_TYPE, 'content-length': String(catalogueBytes.length), ...HIT_FIELDS };
+    app.use((req, res, next) => {
+      const body = prepared.get(req.path);
+      if (body === undefined) return next();
+      res.set(headers).end(body);
     });
   } else {
     const guard: RequestHandler = dogpileGuard({ cache, ttl: HIT_TTL_MS });
