@@ -318,6 +318,58 @@ describe.each(['express', 'fastify'] as const)('%s: the expiry edge', (framework
   });
 });
 
+describe.each(['express', 'fastify'] as const)('%s: hits from process memory', (framework) => {
+  it('with earlyRefresh, hits near the end of the lifetime refresh the response in the background: every reply is a HIT, none waits for an expiry', async () => {
+    const cache = createCache();
+    let runs = 0;
+    // A large beta makes the early refresh of each hit near the end of the 600 ms lifetime nearly certain.
+    const app = await serve(framework, { cache, ttl: 600, earlyRefresh: { beta: 1000 } }, async () => {
+      const run = ++runs;
+      await sleep(5);
+      return { body: `run ${run}` };
+    });
+    try {
+      expect((await fetchReply(app.port, '/r')).headers['x-cache']).toBe('MISS');
+      const seen: string[] = [];
+      const started = monotonicNow();
+      while (monotonicNow() - started < 1500) {
+        seen.push(String((await fetchReply(app.port, '/r')).headers['x-cache']));
+        await sleep(20);
+      }
+      expect(runs).toBeGreaterThanOrEqual(3);
+      expect(seen.filter((x) => x !== 'HIT')).toEqual([]);
+    } finally {
+      await app.close();
+      await cache.close();
+    }
+  });
+
+  it('a hit from process memory is answered and counted as one from resolve (X-Cache: HIT, Age, Cache-Status; the hit event)', async () => {
+    const cache = createCache();
+    const layers: string[] = [];
+    cache.on('hit', (info: { layer?: string }) => layers.push(String(info.layer)));
+    let runs = 0;
+    const app = await serve(framework, { cache, ttl: '1m' }, () => ({ headers: { etag: '"v1"' }, body: `run ${++runs}` }));
+    try {
+      expect((await fetchReply(app.port, '/r')).headers['x-cache']).toBe('MISS');
+      await waitUntil('a HIT', async () => (await fetchReply(app.port, '/r')).headers['x-cache'] === 'HIT', 2000, 1);
+      const hit = await fetchReply(app.port, '/r');
+      expect(hit.text).toBe('run 1');
+      expect(hit.headers.age).toBe('0');
+      expect(hit.headers['cache-status']).toMatch(/^dogpile-guard; hit; ttl=(59|60)$/);
+      const notModified = await fetchReply(app.port, '/r', { headers: { 'if-none-match': '"v1"' } });
+      expect(notModified.status).toBe(304);
+      expect(notModified.headers['x-cache']).toBe('HIT');
+      expect(runs).toBe(1);
+      expect(layers.length).toBeGreaterThanOrEqual(3);
+      expect(new Set(layers)).toEqual(new Set([layers[0]]));
+    } finally {
+      await app.close();
+      await cache.close();
+    }
+  });
+});
+
 describe('refresh options', () => {
   it('bad refresh and replayHeaders values throw InvalidOptionError naming the option', async () => {
     const optionOf = (fn: () => unknown): string | undefined => {

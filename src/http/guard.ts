@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { LoaderContext } from '../core/cache.js';
 import type { FreshnessOptions } from '../core/freshness.js';
-import { httpChannel, traceHttp } from '../shared/diagnostics.js';
+import { getOrComputeChannel, httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { validateTags } from '../shared/tag-names.js';
@@ -201,6 +201,11 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   }
 
   private handleGet(plan: CachePlan, exchange: Exchange): void {
+    const fresh = this.valueAtOnce(plan);
+    if (fresh !== undefined) {
+      this.serveValue(plan, fresh, 'HIT', exchange);
+      return;
+    }
     const lead = this.leaderLoader(plan, exchange, (response) => this.finish(plan, response));
     const background = this.refreshesInBackground(plan, exchange);
     /** This request has been answered from the cache: a run of its loader now is detached from it. */
@@ -265,6 +270,20 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
         else exchange.fail(error);
       },
     );
+  }
+
+  /**
+   * The value process memory holds fresh under the plan's key (the in-process store, or the L1
+   * in front of Redis), read at once: a hit answered without a promise, as `resolve` would
+   * answer it. Undefined when the call goes through `resolve`: nothing fresh in memory, a
+   * tracer listening (its spans come from there), or an early refresh a hit may start.
+   */
+  private valueAtOnce(plan: CachePlan): unknown {
+    if (httpChannel.hasSubscribers || getOrComputeChannel.hasSubscribers) return undefined;
+    const cache = this.cache;
+    const early = plan.freshness.earlyRefresh;
+    if (early === undefined ? cache.options.freshness.earlyRefreshBeta > 0 : early !== false) return undefined;
+    return cache.peek(plan.key);
   }
 
   private handleHead(plan: CachePlan, exchange: Exchange): void {
