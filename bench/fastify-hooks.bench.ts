@@ -18,6 +18,7 @@ const CONTENDERS: Array<[id: string, what: string]> = [
   ['shape-S', '+ a route `onSend` hook (the plugin: the leader\'s response)'],
   ['shape-P', '+ the handler answering from a resolved promise'],
   ['shape-ROSP', 'all four: the plugin\'s shape without a cache'],
+  ['fastify-map', 'the plugin\'s hooks (its real `writeHead` wrap) and its way of sending a hit (`servedInstructions`), the hit taken from a Map: all of a hit but `guard.plan` and `guard.handle`'],
   ['fastify-dogpile', '`dogpileGuardPlugin`, a hit from the in-process cache'],
 ];
 

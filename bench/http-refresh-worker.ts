@@ -11,9 +11,12 @@
  *   request (which carries `x-bench-client`) and the others (a background refresh runs the
  *   route with a request reconstructed from the stored response, without that field).
  * - `express-bytes`, `fastify-bytes`: no cache; `GET /hit` sends a ~1 KB JSON body prepared
- *   once, the body a cache hit sends, the way the framework sends bytes. `express-same` also
- *   sends the header fields of a hit (`shape-` is Fastify's); `express-map`: a middleware
- *   answering from a `Map` with those bytes (`shape-ROSP` is Fastify's plugin shape).
+ *   once, the body a cache hit sends, the way the framework sends bytes. `express-same`,
+ *   `fastify-same` also send the header fields of a hit; `express-map`: a middleware
+ *   answering from a `Map` with those bytes.
+ * - `shape-<letters>`, `fastify-map`: the Fastify route in the shape the plugin gives a cached
+ *   route, without a cache (see `bench/fastify-hooks.bench.ts`); `fastify-map` answers from a
+ *   `Map` the way the plugin sends a hit.
  * - `express-dogpile`, `fastify-dogpile` (in-process cache), `…-dogpile-redis` (the cache on
  *   the given Redis), `…-dogpile-redis-l1` (on Redis with `l1`): `GET /hit` cached (ttl 60 s),
  *   its handler builds the same JSON per call.
@@ -29,6 +32,9 @@ import Fastify from 'fastify';
 import { createCache, type DogpileCache } from '../src/index.js';
 import { dogpileGuard } from '../src/express/index.js';
 import { dogpileGuardPlugin } from '../src/fastify/index.js';
+import { dropTargetedFieldsOnWrite } from '../src/http/targeted-fields.js';
+import { servedInstructions } from '../src/http/pipeline.js';
+import type { PreparedResponse } from '../src/http/serve.js';
 
 const [contender, redisUrl, handlerMs] = process.argv.slice(2);
 if (!contender || !redisUrl || !handlerMs) throw new Error('usage: http-refresh-worker.ts <contender> <redis url> <handler ms>');
@@ -144,13 +150,57 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
   await app.listen({ port: 0, host: '127.0.0.1' });
   port = (app.server.address() as AddressInfo).port;
   close = () => app.close();
+} else if (contender === 'fastify-map') {
+  // The plugin's hooks and its way of sending a hit, without the cache: the writeHead wrap that
+  // drops `Dogpile-*` fields, pass-through app-wide and route onSend hooks, and a handler that
+  // answers from a promise with a prepared hit taken from a Map, applied as the plugin applies
+  // it (`servedInstructions`). A real hit costs this plus `guard.plan` and `guard.handle`.
+  const app = Fastify({ logger: false });
+  const hits = new Map<string, PreparedResponse>([
+    [
+      '/hit',
+      {
+        status: 200,
+        headers: [['content-type', JSON_TYPE], ['date', new Date().toUTCString()], ['content-length', String(catalogueBytes.length)]],
+        headerObject: { 'content-type': JSON_TYPE, date: new Date().toUTCString(), 'content-length': String(catalogueBytes.length) },
+        xCache: 'HIT',
+        age: 0,
+        cacheStatus: 'dogpile-guard; hit; ttl=59',
+        body: catalogueBytes,
+      },
+    ],
+  ]);
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.headers['dogpile-replay'] === undefined) dropTargetedFieldsOnWrite(reply.raw);
+    done();
+  });
+  app.addHook('onSend', (_request, _reply, payload, done) => done(null, payload));
+  const onSend = (_request: unknown, _reply: unknown, payload: unknown, done: (error: null, payload: unknown) => void) => done(null, payload);
+  app.get('/hit', { onSend: [onSend] }, (req, reply) => {
+    countRun(req.headers);
+    return new Promise((resolve) => {
+      void Promise.resolve(hits.get(req.url)).then((response) => {
+        const served = servedInstructions(response!);
+        void reply.code(served.status);
+        for (const [name, value] of served.headers) void reply.header(name, value);
+        reply.send(served.body);
+        resolve(reply.sent ? undefined : reply);
+      });
+    });
+  });
+  app.get('/ping', async () => 'pong');
+  app.get('/cpu', async () => cpu());
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as AddressInfo).port;
+  close = () => app.close();
 } else if (contender.startsWith('fastify-')) {
   const app = Fastify({ logger: false });
   if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: HIT_TTL_MS });
-  if (contender === 'fastify-bytes') {
+  if (contender === 'fastify-bytes' || contender === 'fastify-same') {
+    const fields = contender === 'fastify-same' ? HIT_FIELDS : {};
     app.get('/hit', (req, reply) => {
       countRun(req.headers);
-      void reply.header('content-type', JSON_TYPE).send(catalogueBytes);
+      void reply.headers({ 'content-type': JSON_TYPE, ...fields }).send(catalogueBytes);
     });
   } else {
     app.get('/hit', async (req) => {

@@ -244,7 +244,7 @@ const BASELINES: Baseline[] = ['bare', 'same', 'ceiling'];
 type Variant = Baseline | Store;
 const BASELINE_CONTENDERS: Record<Adapter, Record<Baseline, string>> = {
   express: { bare: 'express-bytes', same: 'express-same', ceiling: 'express-map' },
-  fastify: { bare: 'fastify-bytes', same: 'shape-', ceiling: 'shape-ROSP' },
+  fastify: { bare: 'fastify-bytes', same: 'fastify-same', ceiling: 'fastify-map' },
   hono: { bare: 'hono-bytes', same: 'hono-same', ceiling: 'hono-map' },
 };
 const isBaseline = (variant: Variant): variant is Baseline => (BASELINES as string[]).includes(variant);
@@ -462,7 +462,8 @@ export default async function httpRefreshBench(ctx: BenchContext): Promise<strin
             "Fastify `reply.header(…).send(buf)`; Hono `c.body(bytes, 200, { 'content-type': … })`, from `bench/hono-worker.ts`). " +
             'The *same bytes* route sends the header fields of a hit too (`X-Cache`, `Age`, `Cache-Status`, `Content-Length`, from `bench/http-refresh-worker.ts` and `bench/hono-worker.ts`): ' +
             "the target (a hit at ≥ 0.95× its req/s) compares a hit with it. The *no cache* row is the adapter's own shape in front of the route (Express and Hono: a middleware answering from a `Map`; " +
-            'Fastify: the four hooks and the promise of `dogpileGuardPlugin`, `shape-ROSP` of `npm run bench -- fastify-hooks`) sending those bytes: no cache built that way can do better. ' +
+            'Fastify: the hooks, the promise and the send of `dogpileGuardPlugin` with a prepared hit taken from a `Map`, `fastify-map` of `npm run bench -- fastify-hooks`) sending those bytes: ' +
+            'no cache built that way can do better. ' +
             'The cached route builds and serialises the same JSON, but its handler runs only for the first fill (*handler runs*: during the measured runs, Express and Fastify). ' +
             'The cached body was checked byte for byte equal to the bare one.',
           '- *Ratio*: req/s of the app ÷ req/s of the bare route (or of the route sending the same bytes) of the same adapter in the same repeat (the six apps of an adapter measured one after the other, ' +

@@ -102,7 +102,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   // A request the cache does not answer (an uncached route's too): the pipeline's header fields,
   // and a successful write's invalidation before the response is sent.
   fastify.addHook('onSend', (request, reply, payload, done) => {
-    if (replays.has(request.raw) || leads.has(request) || HttpGuard.claimed(request.raw)) {
+    if (HttpGuard.claimed(request.raw) || replays.has(request.raw) || leads.has(request)) {
       done(null, payload);
       return;
     }

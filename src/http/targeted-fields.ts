@@ -9,6 +9,11 @@ export function isTargetedField(name: string): boolean {
   return name.toLowerCase().startsWith('dogpile-');
 }
 
+/** `isTargetedField`, lower-casing only a name whose first letter is a `d`: every response's header names go through it. */
+function targeted(name: string): boolean {
+  return (name.charCodeAt(0) | 0x20) === 0x64 && isTargetedField(name);
+}
+
 type HeaderAccess = { getHeader(name: string): unknown; removeHeader(name: string): unknown };
 type HeaderNames = HeaderAccess & { getHeaderNames(): string[] };
 type WriteHeadFn = (...args: unknown[]) => unknown;
@@ -32,7 +37,8 @@ function takeField(res: HeaderAccess, name: string): string | undefined {
 
 /** The index of the headers argument of `writeHead(status, [message], [headers])`, or -1. */
 function headersArg(args: unknown[]): number {
-  return args.findIndex((arg, i) => i > 0 && arg !== null && typeof arg === 'object');
+  for (let i = 1; i < args.length; i++) if (args[i] !== null && typeof args[i] === 'object') return i;
+  return -1;
 }
 
 /**
@@ -59,7 +65,7 @@ export function absorbWriteHeadHeaders(res: ServerResponse, args: unknown[]): vo
 
 /** Removes every `Dogpile-*` field from `res`, and from the headers argument of a `writeHead` call (`args`, changed in place). */
 export function dropTargetedFields(res: HeaderNames, args?: unknown[]): void {
-  for (const name of res.getHeaderNames()) if (isTargetedField(name)) res.removeHeader(name);
+  for (const name of res.getHeaderNames()) if (targeted(name)) res.removeHeader(name);
   if (args === undefined) return;
   const at = headersArg(args);
   if (at === -1) return;
@@ -74,7 +80,13 @@ export function dropTargetedFields(res: HeaderNames, args?: unknown[]): void {
     return;
   }
   const object = given as Record<string, unknown>;
-  if (Object.keys(object).some(isTargetedField)) args[at] = Object.fromEntries(Object.entries(object).filter(([name]) => !isTargetedField(name)));
+  if (hasTargetedName(object)) args[at] = Object.fromEntries(Object.entries(object).filter(([name]) => !isTargetedField(name)));
+}
+
+/** True when one of the own property names of `object` is a `Dogpile-*` field (without listing them in an array). */
+function hasTargetedName(object: Record<string, unknown>): boolean {
+  for (const name in object) if (targeted(name) && Object.hasOwn(object, name)) return true;
+  return false;
 }
 
 /** Drops every `Dogpile-*` field from `res` when its headers are written (`writeHead`, which Node also calls for implicit headers), whoever set them and however. */
