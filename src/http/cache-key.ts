@@ -80,6 +80,16 @@ const PORT = /^[0-9]*$/;
  * the adapters pass such requests through uncached.
  */
 export function isValidHost(host: string): boolean {
+  // Most requests to a server name the same host or two: the last one found valid is remembered.
+  if (host === lastValidHost) return true;
+  if (!checkHost(host)) return false;
+  lastValidHost = host;
+  return true;
+}
+
+let lastValidHost: string | undefined;
+
+function checkHost(host: string): boolean {
   let rest: string;
   if (host.startsWith('[')) {
     const end = host.indexOf(']');

@@ -12,8 +12,11 @@ export function monotonicNow(): number {
  * clock of the process's start and does not follow later steps of it.
  */
 export function processNow(): number {
-  return performance.timeOrigin + performance.now();
+  return TIME_ORIGIN + performance.now();
 }
+
+/** `performance.timeOrigin`, read once: it does not change, and its getter costs a hit about as much as the clock read. */
+const TIME_ORIGIN = performance.timeOrigin;
 
 /** The coarse clock's last reading, or 0 when it must be read again. */
 let cachedNow = 0;
