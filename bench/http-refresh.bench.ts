@@ -329,7 +329,7 @@ async function hitsBench(redis: RedisServer, repeats: number, seconds: number, l
 export default async function httpRefreshBench(ctx: BenchContext): Promise<string> {
   const started = performance.now();
   const cliffSeconds = ctx.quick ? 4 : 8;
-  const hitRepeats = ctx.quick ? 1 : 3;
+  const hitRepeats = ctx.quick ? 1 : 5;
   const hitSeconds = ctx.quick ? 1 : 1.5;
   const load0 = os.loadavg()[0]!;
   const redis = await startRedis();
