@@ -74,6 +74,14 @@ const cpu = () => {
 let close: () => Promise<void>;
 let port: number;
 
+/** Adds `GET /ping` and `GET /cpu` (never cached) to a Fastify app and starts it on a free loopback port. */
+async function listenFastify(app: import('fastify').FastifyInstance): Promise<{ port: number; close: () => Promise<void> }> {
+  app.get('/ping', { config: { dogpile: false } }, async () => 'pong');
+  app.get('/cpu', { config: { dogpile: false } }, async () => cpu());
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { port: (app.server.address() as AddressInfo).port, close: () => app.close() };
+}
+
 if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
   const app = express();
   if (contender.startsWith('cliff-')) {
@@ -145,11 +153,7 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
       });
     });
   });
-  app.get('/ping', async () => 'pong');
-  app.get('/cpu', async () => cpu());
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  port = (app.server.address() as AddressInfo).port;
-  close = () => app.close();
+  ({ port, close } = await listenFastify(app));
 } else if (contender === 'fastify-map') {
   // The plugin's hooks and its way of sending a hit, without the cache: the writeHead wrap that
   // drops `Dogpile-*` fields, pass-through app-wide and route onSend hooks, and a handler that
@@ -188,11 +192,7 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
       });
     });
   });
-  app.get('/ping', async () => 'pong');
-  app.get('/cpu', async () => cpu());
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  port = (app.server.address() as AddressInfo).port;
-  close = () => app.close();
+  ({ port, close } = await listenFastify(app));
 } else if (contender.startsWith('fastify-')) {
   const app = Fastify({ logger: false });
   if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: HIT_TTL_MS });
@@ -208,11 +208,7 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
       return catalogue();
     });
   }
-  app.get('/ping', { config: { dogpile: false } }, async () => 'pong');
-  app.get('/cpu', { config: { dogpile: false } }, async () => cpu());
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  port = (app.server.address() as AddressInfo).port;
-  close = () => app.close();
+  ({ port, close } = await listenFastify(app));
 } else {
   throw new Error(`unknown contender ${contender}`);
 }
