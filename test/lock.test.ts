@@ -566,7 +566,7 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
       expect(await Promise.race([first, resumed])).toBe('timed out');
       await resumed;
       // Its late try took the free lock, and gave it back.
-      await waitUntilFree(admin, name);
+      await waitUntilUndone(admin, name);
 
       // 2. A queued waiter's next try (after the holder's TTL ran out) is not answered.
       const name2 = uniq('paused-queued');
@@ -581,9 +581,10 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
       const resumed2 = probe.ping().then(() => 'resumed');
       expect(await Promise.race([waiting, resumed2])).toBe('timed out');
       await resumed2;
-      // Its late ACQUIRE found the lock expired and took it, or queued it again: either way it was undone.
-      await waitUntilFree(admin, name2);
-      expect(await admin.zcard(lockKeys('dogpile', name2).queue)).toBe(0);
+      // Its late ACQUIRE found the lock expired and took it, or queued it again: either way it
+      // was undone. The late reply reaches the client a moment after the probe's: the lock and
+      // the queue are waited for until both are clear, and must stay clear.
+      await waitUntilUndone(admin, name2);
     } finally {
       await admin.call('CLIENT', 'UNPAUSE').catch(() => {});
       await own.stop();
@@ -591,13 +592,24 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
   });
 
   /**
-   * Waits for the late try to be undone: bounded at 5 s on the monotonic clock, half the lock's
-   * default 10 s TTL, so a lock that is only gone because it expired still fails here (a loaded
-   * machine may take a second or two to hand the late reply to the client).
+   * Waits until `name` is neither held nor queued for, and has stayed so for 300 ms: a late try
+   * may reach Redis after the first look (a client under load sends it only once Redis answers
+   * again), take the lock or a place in the queue, and give it back. Bounded at 5 s on the
+   * monotonic clock, half the lock's default 10 s TTL, so a lock that is only gone because it
+   * expired still fails here.
    */
-  async function waitUntilFree(client: Redis, name: string): Promise<void> {
+  async function waitUntilUndone(client: Redis, name: string): Promise<void> {
+    const keys = lockKeys('dogpile', name);
+    const clear = async () => (await client.exists(keys.lock)) === 0 && (await client.zcard(keys.queue)) === 0;
     const deadline = performance.now() + 5000;
-    while (performance.now() < deadline && (await client.exists(lockKeys('dogpile', name).lock)) === 1) await new Promise((r) => setTimeout(r, 10));
-    expect(await client.exists(lockKeys('dogpile', name).lock)).toBe(0);
+    let clearSince: number | undefined;
+    while (performance.now() < deadline) {
+      if (!(await clear())) clearSince = undefined;
+      else if (clearSince === undefined) clearSince = performance.now();
+      else if (performance.now() - clearSince >= 300) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(await client.exists(keys.lock)).toBe(0);
+    expect(await client.zcard(keys.queue)).toBe(0);
   }
 });
