@@ -67,7 +67,12 @@ export default async function honoBench(ctx: BenchContext): Promise<string> {
       for (const id of hitIds) {
         const port = ports.get(id)!;
         await request(port, '/hit');
-        if (id.includes('dogpile') && (await request(port, '/hit')).xCache !== 'HIT') throw new Error(`${id}: expected a HIT on the warm route`);
+        if (id.includes('dogpile')) {
+          // Right after the first response its store may still be on its way to Redis (COALESCED).
+          let last: Reply | undefined;
+          for (let k = 0; k < 10 && last?.xCache !== 'HIT'; k++) last = await request(port, '/hit');
+          if (last?.xCache !== 'HIT') throw new Error(`${id}: expected a HIT on the warm route, got ${String(last?.xCache)}`);
+        }
         await measureHits(port, '/hit', { seconds: 0.5, connections: HIT_CONNECTIONS, host: HOST_HEADER });
       }
       const runs = new Map<Contender, HitRun[]>(hitIds.map((id) => [id, []]));
