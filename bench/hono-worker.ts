@@ -5,8 +5,7 @@
  *
  * Contenders: hono-bare (no cache; `/hit` builds its JSON per call), hono-bytes (no cache;
  * `/hit` sends bytes prepared once, the body a cache hit sends), hono-same (the body and the
- * header fields of a hit), hono-mw (hono-bytes behind a middleware that only calls `next`),
- * hono-map (a middleware answering from a `Map` with the bytes and fields of a hit, no cache),
+ * header fields of a hit), hono-map (a middleware answering from a `Map` with the bytes and fields of a hit, no cache),
  * hono-dogpile (the middleware, in-process cache), hono-dogpile-redis[-l1] (on the given
  * Redis, with `l1`).
  *
@@ -49,12 +48,6 @@ app.get('/cpu', (c) => {
   return c.json({ micros: user + system });
 });
 if (cache) app.use(dogpileGuard({ cache, ttl: 60_000 }));
-if (contender === 'hono-mw') {
-  // The framework's own cost of a middleware in front of the route.
-  app.use(async (_c, next) => {
-    await next();
-  });
-}
 if (contender === 'hono-map') {
   // A middleware answering from a Map with the bytes and header fields of a hit, no cache.
   const prepared = new Map([['/hit', catalogueBytes]]);
@@ -65,7 +58,7 @@ if (contender === 'hono-map') {
   });
 }
 if (contender === 'hono-same') app.get('/hit', (c) => c.body(catalogueBytes, 200, { 'content-type': 'application/json', ...HIT_FIELDS }));
-else if (contender === 'hono-bytes' || contender === 'hono-mw' || contender === 'hono-map') app.get('/hit', (c) => c.body(catalogueBytes, 200, { 'content-type': 'application/json' }));
+else if (contender === 'hono-bytes' || contender === 'hono-map') app.get('/hit', (c) => c.body(catalogueBytes, 200, { 'content-type': 'application/json' }));
 else app.get('/hit', (c) => c.json(catalogue()));
 app.get('/slow', async (c) => {
   const id = c.req.query('id') ?? '';
