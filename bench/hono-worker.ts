@@ -5,9 +5,9 @@
  *
  * Contenders: hono-bare (no cache; `/hit` builds its JSON per call), hono-bytes (no cache;
  * `/hit` sends bytes prepared once, the body a cache hit sends), hono-same (the body and the
- * header fields of a hit), hono-map (a middleware answering from a `Map` with the bytes and fields of a hit, no cache),
- * hono-dogpile (the middleware, in-process cache), hono-dogpile-redis[-l1] (on the given
- * Redis, with `l1`).
+ * header fields of a hit), hono-map (a middleware answering from a `Map` with the bytes and
+ * fields of a hit, no cache), hono-dogpile (the middleware, in-process cache),
+ * hono-dogpile-redis[-l1] (on the given Redis, with `l1`).
  *
  * Routes: `GET /hit`, `GET /slow?id=` (counts its run with `INCR runs:<id>`, takes
  * <handler ms>), `GET /ping` and `GET /cpu` (never cached). Prints `listening <port>`; closes
