@@ -672,6 +672,49 @@ describe('when Redis fails', () => {
     await own.stop();
   });
 
+  it('a refresh running here stops answering its stale value while Redis is unusable, its channel still up: the caller runs without Redis', async () => {
+    // A write made meanwhile could not be heard of (or waits in the autoRecovery queue): a
+    // stale copy from memory is no answer then, as for any other key.
+    const own = await startRedis();
+    const cache = createCache({ redis: own.client(), commandTimeout: 100, backendCooldown: 5_000 });
+    const backendErrors = record(cache, 'backendError');
+    const key = uniq('refresh-down');
+    const opts = { ttl: 100, staleWhileRevalidate: '1m' } as const;
+    expect(await cache.getOrCompute(key, () => 'v1', opts)).toBe('v1');
+    await sleep(150);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let refreshRuns = 0;
+    const refreshing = async () => {
+      refreshRuns++;
+      await gate;
+      return 'v2';
+    };
+    expect(await cache.resolve(key, refreshing, opts)).toMatchObject({ value: 'v1', status: 'stale' });
+    await waitUntil('the refresh to start', () => refreshRuns === 1, 5_000);
+    // While Redis is up, the refresh's stale value answers the key's callers (from memory once
+    // the key's channel is followed and a lookup sent since confirmed the value).
+    for (let i = 0; i < 5; i++) {
+      expect(await cache.resolve(key, refreshing, opts)).toMatchObject({ value: 'v1', status: 'stale' });
+      await sleep(50);
+    }
+    // Redis stops answering (its connections stay up): one timed-out command opens the breaker.
+    await own.debugSleepInBackground(800);
+    await expect(cache.get(uniq('probe'))).rejects.toMatchObject({ code: 'E_BACKEND' });
+    expect(backendErrors.length).toBeGreaterThan(0);
+    let localRuns = 0;
+    const during = await cache.resolve(key, () => {
+      localRuns++;
+      return 'local';
+    }, opts);
+    expect(during).toMatchObject({ value: 'local', degraded: true });
+    expect(localRuns).toBe(1);
+    release();
+    await sleep(900);
+    await cache.close();
+    await own.stop();
+  });
+
   it('bounds a slow Redis by commandTimeout and still returns the loader value', async () => {
     const own = await startRedis();
     const cache = createCache({ redis: own.client(), commandTimeout: 100, backendCooldown: 50 });

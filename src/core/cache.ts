@@ -4,7 +4,7 @@ import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
-import { validateKey } from '../store/key.js';
+import { validateKey } from '../shared/key-names.js';
 import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { Backend } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
@@ -57,9 +57,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
   private readonly clock: () => number;
 
-  /**
-   * `scope` is internal: how `namespace()` makes a cache inside this one.
-   */
+  /** `scope` is internal: how `namespace()` makes a cache inside this one. */
   constructor(options: CacheOptions = {}, scope?: CacheScope) {
     super();
     this.options = scope === undefined ? resolveCacheOptions(options) : scope.options;
@@ -70,9 +68,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
-    this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl));
+    this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl, false, false));
     registerInternals(this, {
-      resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline),
+      resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline, false),
       set: (key, value, ttlOrOptions, computedForMs) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs),
     });
     if (this.options.autoRecovery && this.backend.distributed) {
@@ -136,7 +134,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
     // With early refresh on, every hit draws, so hits go through resolve().
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
-      const local = this.backend.peek(key);
+      const local = this.backend.holdsInMemory ? this.backend.peek(key) : undefined;
       if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
         if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
@@ -148,10 +146,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // case of a stampede: thousands of callers, one answer).
       const flight = this.flights.get(key);
       if (flight !== undefined && typeof ttlOrOptions !== 'object') return this.callers.joinPlain(key, loader, ttlOrOptions, flight);
+      // No flight here and no sign of a stored value: resolve() need not look again (a miss).
+      if (flight === undefined && !this.hints.believedFresh(key)) return this.resolveTraced(key, loader, ttlOrOptions, false, true).then(valueOf);
       // A value this process saw in Redis and that has not expired: one bounded GET, shared by
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
-      if (!this.flights.has(key) && this.hints.believedFresh(key) && this.guarded.usable(key)) {
+      if (flight === undefined && this.guarded.usable(key)) {
         return this.flights.sharedRead(key, () => this.guarded.getUnchecked(key)).then(
           (found) => {
             // An entry with tags is not answered here: the full path checks them.
@@ -185,24 +185,24 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>): Promise<CacheResult<T>> {
-    return this.resolveTraced(key, loader, ttlOrOptions, false);
+    return this.resolveTraced(key, loader, ttlOrOptions, false, false);
   }
 
-  /** `resolve`; `inline`: a caller that wins a stale value's refresh lead runs it itself (see `resolveInline`). */
-  private resolveTraced<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>> {
-    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline);
+  /** `resolve`; `inline`: the winner of a stale value's refresh lead runs it (`resolveInline`); `unseen`: see `resolveCall`. */
+  private resolveTraced<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean, unseen: boolean): Promise<CacheResult<T>> {
+    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline, unseen);
     // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
     // synchronously, so a hit it answers was read from the layer this peek finds.
     const hitLayer = typeof key === 'string' && key !== '' && this.backend.peek(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
-    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline));
+    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline, unseen));
   }
 
-  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline = false): Promise<CacheResult<T>> {
+  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean, unseen: boolean): Promise<CacheResult<T>> {
     const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions, inline);
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
-
-    const local = opts.forceRefresh ? undefined : this.backend.peek(key);
+    // `unseen`: in this same turn, getOrCompute found no fresh value in process memory, no flight and no freshness hint.
+    const local = opts.forceRefresh || unseen || !this.backend.holdsInMemory ? undefined : this.backend.peek(key);
     if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
       if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
       this.protocol.afterHit(key, local, loader, opts);
@@ -210,7 +210,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     }
 
     const flights = opts.forceRefresh ? this.forced : this.flights;
-    const existing = flights.get<T>(key);
+    const existing = unseen && !opts.forceRefresh ? undefined : flights.get<T>(key);
     if (existing) {
       const stale = opts.forceRefresh ? undefined : this.protocol.staleWhileRefreshing<T>(key, opts);
       if (stale) return result(stale);
@@ -224,7 +224,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       }
       if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
       if (settled.private) return this.callers.pass(key, loader, opts, settled.degraded);
-      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions, inline);
+      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions, inline, false);
       return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
     }
 
@@ -233,7 +233,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     const started: { joined?: Promise<Settled<unknown>> } = {};
     const flight = this.protocol.fly(key, loader, opts, (settled) => {
       if (started.joined !== undefined) this.callers.answerEarly(started.joined, settled);
-    });
+    }, unseen);
     started.joined = flights.start(key, flight);
     let settled;
     try {
@@ -295,10 +295,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     await this.invalidate({ kind: 'tags', tags: list, stale }, () => this.guarded.invalidateTags(list, stale, this.options.tagStampTtl), undefined);
   }
 
-  /**
-   * Stops accepting calls and closes what the cache created (a client made from a URL);
-   * a client you passed in is left open.
-   */
+  /** Stops accepting calls and closes what the cache created (a client made from a URL); a client you passed in is left open. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -1,7 +1,7 @@
 import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { validateKey } from '../store/key.js';
+import { validateKey } from '../shared/key-names.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { FRESHNESS_OPTION_NAMES, resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
 import { checkThrowOrLoad, type ResolvedCacheOptions } from './options.js';

@@ -64,7 +64,7 @@ export class GuardedBackend {
   }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', this.backend.get(key));
+    return this.timed(key, 'get', () => this.backend.get(key));
   }
 
   /**
@@ -72,20 +72,24 @@ export class GuardedBackend {
    * path instead of checking its tags here.
    */
   getUnchecked(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', (this.backend.untagged ?? this.backend).get(key));
+    return this.timed(key, 'get', () => (this.backend.untagged ?? this.backend).get(key));
   }
 
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', this.backend.coordination.getShared(key));
+    return this.timed(key, 'get', () => this.backend.coordination.getShared(key));
   }
 
   lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
-    return this.timed(key, 'lookup', this.backend.lookup(key, token, lockTtl, skipValue, expired, tryLead));
+    return this.timed(key, 'lookup', () => this.backend.lookup(key, token, lockTtl, skipValue, expired, tryLead));
   }
 
-  /** True while the key's channel reaches this process (see `Backend.live`). */
+  /**
+   * True while the key's channel reaches this process (see `Backend.live`) and the backend may
+   * be used (breaker closed, nothing held): news of a write would be heard here, and no
+   * invalidation made during an outage waits to be replayed. What a stale answer from memory needs.
+   */
   live(key: string): boolean {
-    return this.backend.coordination.live(key);
+    return !this.breaker.isOpen() && !this.hold?.() && this.backend.coordination.live(key);
   }
 
   /** An entry held in process memory, fresh or stale (the fallback while the store is unusable); no call to the store. */
@@ -102,31 +106,31 @@ export class GuardedBackend {
   readonly now: () => number;
 
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'lead', this.backend.coordination.tryLead(key, token, lockTtl));
+    return this.timed(key, 'lead', () => this.backend.coordination.tryLead(key, token, lockTtl));
   }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
-    return this.timed(key, 'commit', this.backend.commit(key, token, commit));
+    return this.timed(key, 'commit', () => this.backend.commit(key, token, commit));
   }
 
   renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'renew', this.backend.coordination.renew(key, token, lockTtl));
+    return this.timed(key, 'renew', () => this.backend.coordination.renew(key, token, lockTtl));
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.timed(key, 'subscribe', this.backend.coordination.listen(key, listener));
+    return this.timed(key, 'subscribe', () => this.backend.coordination.listen(key, listener));
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
-    return this.timed(key, 'set', this.backend.set(key, entry, write));
+    return this.timed(key, 'set', () => this.backend.set(key, entry, write));
   }
 
   delete(key: string): Promise<boolean> {
-    return this.timed(key, 'delete', this.backend.delete(key));
+    return this.timed(key, 'delete', () => this.backend.delete(key));
   }
 
   invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
-    return this.timed(undefined, 'invalidateTags', this.backend.tagStamps.invalidate(tags, stale, keepFor));
+    return this.timed(undefined, 'invalidateTags', () => this.backend.tagStamps.invalidate(tags, stale, keepFor));
   }
 
   /** True for a failure that says the backend is unusable (not an answer about one key, not the caller's value). */
@@ -143,12 +147,13 @@ export class GuardedBackend {
   }
 
   /**
-   * Bounds one backend call by `commandTimeout`; failures are reported and trip the breaker.
+   * Bounds one backend call (made by `send`, from here) by `commandTimeout`; failures are reported and trip the breaker.
    * One sweep timer serves every pending call (no timer per command on the hot path), so a
    * call times out between commandTimeout and 1.25 × commandTimeout.
    */
-  private timed<R>(key: string | undefined, operation: string, promise: Promise<R>): Promise<R> {
+  private timed<R>(key: string | undefined, operation: string, send: () => Promise<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
+      const promise = send();
       const call: PendingCall = { deadline: monotonicNow() + this.options.commandTimeout, key, operation, fail: undefined };
       const settle = (err: unknown) => {
         if (!this.pending.delete(call)) return;

@@ -32,11 +32,11 @@ export class FreshnessHints {
     if (left <= 0) {
       this.fresh?.delete(key);
       // Past its ttl: kept only as the fallback of staleIfError (where the backend has an L1).
-      if (staleLeft > 0) this.backend.keep(key, entry, 0, staleLeft);
+      if (staleLeft > 0 && this.backend.holdsInMemory) this.backend.keep(key, entry, 0, staleLeft);
       return;
     }
     this.fresh?.set(key, monotonicNow() + left);
-    this.backend.keep(key, entry, left, staleLeft);
+    if (this.backend.holdsInMemory) this.backend.keep(key, entry, left, staleLeft);
   }
 
   /** True when this process saw the value of `key` and it has not expired. */

@@ -89,24 +89,29 @@ export class MissProtocol {
    * answer as soon as another process's announcement of a value is heard, before the waiting
    * step's own bookkeeping (freshness hint, unsubscribing) and the promise hops back to the
    * flight: the callers joined to the flight can be answered from the listener itself.
+   * `unhinted`: the caller found no freshness hint of the key in this same turn.
    */
-  async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, early?: (settled: Settled<T>) => void): Promise<Settled<T>> {
+  async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, early?: (settled: Settled<T>) => void, unhinted = false): Promise<Settled<T>> {
     const deadline = monotonicNow() + opts.waitTimeout;
     // A forced refresh looks past the values stored before it began: it leads, or waits for
     // the run in flight and takes the value that run stores.
     const forcedSince = opts.forceRefresh ? this.backend.now() : undefined;
     let skipValue: boolean | number = forcedSince ?? false;
     for (;;) {
-      if (!this.backend.usable(key)) return this.local.degraded(key, loader, opts);
-      // A refresh of the key runs here or in another process: its stale value is the answer.
+      // A refresh of the key runs here or in another process: its stale value is the answer
+      // (only while the key's channel is live and Redis usable: see GuardedBackend.live).
       const refreshing = opts.forceRefresh ? undefined : this.refreshes.staleWhileRefreshing<T>(key, opts);
       if (refreshing) return refreshing;
       const elsewhere = opts.forceRefresh ? undefined : this.elsewhere.get(key);
       if (elsewhere !== undefined && withinRevalidate(elsewhere, this.backend.now(), opts.freshness)) return staleAnswer(this.parts, key, elsewhere, 'revalidate');
-      if (!skipValue && this.hints.believedFresh(key)) {
+      // (`unhinted`: the caller found no hint in this same turn; the loop's later turns ask.)
+      const hinted = !skipValue && !unhinted && this.hints.believedFresh(key);
+      unhinted = false;
+      if (hinted) {
         // This process saw the value and it has not expired: read it with a plain GET. Only a
         // key that is unknown here or expired goes to the lookup-or-lead script, so a miss
         // still costs one round trip and a hit costs what a GET costs.
+        if (!this.backend.usable(key)) return this.local.degraded(key, loader, opts);
         let found;
         try {
           found = await this.backend.get(key);
@@ -125,11 +130,13 @@ export class MissProtocol {
         }
         this.hints.forget(key);
       }
+      const tryLead = !this.refreshes.has(key);
+      if (!this.backend.usable(key)) return this.local.degraded(key, loader, opts);
       const token = this.leader.nextToken();
       const sentAt = monotonicNow();
       let lookup;
       try {
-        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, false, !this.refreshes.has(key));
+        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, false, tryLead);
       } catch (error) {
         // A fault of this key: look again past its value; if even that fails, run without Redis
         // for this call only.

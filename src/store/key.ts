@@ -1,14 +1,7 @@
-import { InvalidOptionError } from '../shared/errors.js';
 import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 
 /** Keys longer than this are stored under a SHA-256 digest of the key. */
 export const MAX_PLAIN_KEY_LENGTH = 512;
-
-export function validateKey(key: unknown): string {
-  if (typeof key !== 'string') throw new InvalidOptionError('key', `expected a non-empty string, got ${key === null ? 'null' : typeof key}`);
-  if (key.length === 0) throw new InvalidOptionError('key', 'must not be empty');
-  return key;
-}
 
 /**
  * The part of the Redis key that identifies a cache key (or a tag). Keys up to 512 characters

@@ -21,6 +21,7 @@ export class MemoryBackend implements Backend, MissCoordinator {
   readonly coordination: OwnCoordination = this;
   readonly distributed = false;
   readonly peekLayer = 'store';
+  readonly holdsInMemory = true;
   readonly tagStamps = new MemoryTagStamps(processNow);
   private readonly lru: LRUCache<string, StoredEntry>;
   /** When each lead of this store began (by token, on the store's clock): its value is older than a write made after. */

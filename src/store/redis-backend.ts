@@ -51,6 +51,8 @@ export class RedisBackend implements Backend, MissCoordinator {
   readonly coordination: OwnCoordination = this;
   readonly distributed = true;
   readonly peekLayer = 'l1';
+  /** True with an L1. */
+  readonly holdsInMemory: boolean;
 
   readonly tagStamps: RedisTagStamps;
   /** The commands this backend sends (the full client is kept for its status, its subscriber and closing). */
@@ -81,6 +83,7 @@ export class RedisBackend implements Backend, MissCoordinator {
     this.values = valueReader(client, this.commands);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
     this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.links?.unlink(key), options.l1.maxSize) : undefined;
+    this.holdsInMemory = this.l1 !== undefined;
     this.links = this.l1 ? new L1Links(client, options.prefix, this.l1, this.sentAt, this.now, (message) => this.parseMessage(message)) : undefined;
   }
 
@@ -161,7 +164,7 @@ export class RedisBackend implements Backend, MissCoordinator {
       }
       case 2:
         this.startedLead(token, time);
-        await this.leadReplicated(key, k.lock, token);
+        if (this.options.replication) await this.leadReplicated(key, k.lock, token, this.options.replication);
         return { kind: 'lead' };
       case 4:
         return { kind: 'corrupt', error: new CorruptEntryError(`a foreign value: ${String(reply[2])}`) };
@@ -212,9 +215,7 @@ export class RedisBackend implements Backend, MissCoordinator {
    * (its waiters hear 'released' and look again) and throws, so the call goes on as after a
    * Redis failure.
    */
-  private async leadReplicated(key: string, lock: string, token: string): Promise<void> {
-    const replication = this.options.replication;
-    if (!replication) return;
+  private async leadReplicated(key: string, lock: string, token: string, replication: Replication): Promise<void> {
     let outcome: { needed: number; confirmed: number } | undefined;
     try {
       outcome = await waitForReplicas(this.client, lock, replication);

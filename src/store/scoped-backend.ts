@@ -30,6 +30,7 @@ export interface ScopeRules {
 export class ScopedBackend implements Backend {
   readonly distributed: boolean;
   readonly peekLayer: 'store' | 'l1';
+  readonly holdsInMemory: boolean;
   readonly tagStamps: TagStamps;
   /** The store's own coordination steps: not passed through this layer. */
   readonly coordination: OwnCoordination;
@@ -44,6 +45,7 @@ export class ScopedBackend implements Backend {
     this.distributed = inner.distributed;
     this.now = inner.now;
     this.peekLayer = inner.peekLayer;
+    this.holdsInMemory = inner.holdsInMemory;
     this.tagStamps = inner.tagStamps;
     this.coordination = inner.coordination;
   }

@@ -15,6 +15,7 @@ import type { Backend, Commit, Lookup, OwnCoordination, StoredEntry, TagStamps }
 export class TaggedBackend implements Backend {
   readonly distributed: boolean;
   readonly peekLayer: 'store' | 'l1';
+  readonly holdsInMemory: boolean;
   readonly tagStamps: TagStamps;
   /** The store's own coordination steps: not passed through this layer. */
   readonly coordination: OwnCoordination;
@@ -22,6 +23,7 @@ export class TaggedBackend implements Backend {
   constructor(private readonly inner: Backend) {
     this.distributed = inner.distributed;
     this.peekLayer = inner.peekLayer;
+    this.holdsInMemory = inner.holdsInMemory;
     this.tagStamps = inner.tagStamps;
     this.coordination = inner.coordination;
     this.now = inner.now;

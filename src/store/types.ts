@@ -97,6 +97,12 @@ export interface TagStamps {
 export interface EntryStore {
   /** Which layer `peek` reads: the store itself (in process) or an L1 in front of a shared store. */
   readonly peekLayer: 'store' | 'l1';
+  /**
+   * Whether process memory holds entries (the in-process store, or an L1 in front of a shared
+   * store). When false, `peek` and `peekStale` find nothing and `keep` keeps nothing, so a
+   * caller skips them.
+   */
+  readonly holdsInMemory: boolean;
   /** Synchronous hit path: an entry held in process memory, or undefined (no promise per hit). */
   peek(key: string): StoredEntry | undefined;
   /**

@@ -128,8 +128,10 @@ export function entryStoreContract(name: string, traits: BackendTraits, setup: (
         }, 5_000);
       }
 
-      it('says which layer peek reads', () => {
+      it('says which layer peek reads, and whether process memory holds entries at all', () => {
         expect(backend.peekLayer).toBe(traits.peekLayer);
+        // Callers skip peek, peekStale and keep when it says no: it must say yes wherever they find something.
+        expect(backend.holdsInMemory).toBe(traits.peekLayer === 'store' || traits.l1Ttl !== undefined);
       });
 
       it('peek of an unknown key is undefined, synchronously', () => {
