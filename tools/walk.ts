@@ -1,11 +1,15 @@
 /**
  * The walk of `getOrCompute`'s key on the Redis route: one cold `getOrCompute` against a real
- * Redis, with every function of every src module announcing its file when it is entered. Prints
- * the files in the order the call visits them (consecutive entries of one file are one visit)
- * and how many times each file is re-entered after the call left it. Resumptions after an
- * `await` are not function entries: the count is of calls into a file.
+ * Redis, with every function of every src module announcing its file and its arguments when it
+ * is entered. Two walks are printed, each as the files in the order visited (consecutive entries
+ * of one file are one visit) and how many times each file is visited:
+ *   - the key's walk: the calls that receive the key — as an argument, inside an array argument
+ *     or as a field of an object argument (the key itself or a store key built from it);
+ *   - every call: each function entry, the key's or not (clock reads, option checks, helpers).
+ * Resumptions after an `await` are not function entries: the count is of calls into a file.
+ * The exit code is 1 when the key's walk visits a file more than twice.
  *
- *   node --import tsx tools/walk.ts [--src <dir>]   (default: this tree's src/)
+ *   npm run walk   (node --import tsx tools/walk.ts [--src <dir>]; default: this tree's src/)
  *
  * The src files are copied to .tmp/walk-src/ with one statement added at the top of every
  * function body; the copy is what runs. `--src` walks another tree (e.g. a checkout of main).
@@ -29,25 +33,57 @@ function files(dir: string): string[] {
   });
 }
 
-/** `text` with `__dogpileWalk(file)` as the first statement of every function body with a block. */
+/** The names a parameter binds (`a`, `{ a, b }`, `[a, ...b]`). */
+function bound(name: ts.BindingName): string[] {
+  if (ts.isIdentifier(name)) return [name.text];
+  return name.elements.flatMap((element) => (ts.isOmittedExpression(element) ? [] : bound(element.name)));
+}
+
+/**
+ * `text` with `__dogpileWalk(file, [parameters])` as the first statement of every function body
+ * with a block.
+ */
 function instrument(text: string, file: string): string {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
-  const at: number[] = [];
+  const at: { pos: number; call: string }[] = [];
   const visit = (node: ts.Node): void => {
     if (
       (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) ||
         ts.isConstructorDeclaration(node) || ts.isGetAccessorDeclaration(node) || ts.isSetAccessorDeclaration(node)) &&
       node.body !== undefined && ts.isBlock(node.body)
     ) {
-      at.push(node.body.getStart(source) + 1);
+      const names = node.parameters.flatMap((parameter) => bound(parameter.name)).filter((name) => name !== 'this');
+      at.push({
+        pos: node.body.getStart(source) + 1,
+        call: `(globalThis as any).__dogpileWalk?.(${JSON.stringify(file)}, [${names.join(', ')}]);`,
+      });
     }
     ts.forEachChild(node, visit);
   };
   visit(source);
-  const call = `(globalThis as any).__dogpileWalk?.(${JSON.stringify(file)});`;
   let out = text;
-  for (const pos of at.sort((a, b) => b - a)) out = out.slice(0, pos) + call + out.slice(pos);
+  for (const { pos, call } of at.sort((a, b) => b.pos - a.pos)) out = out.slice(0, pos) + call + out.slice(pos);
   return out;
+}
+
+/** Whether `value` is the key, a string holding it, or (to `depth` levels) an array or object holding one. */
+function carries(value: unknown, key: string, depth: number): boolean {
+  if (typeof value === 'string') return value.includes(key);
+  if (depth === 0 || value === null || typeof value !== 'object') return false;
+  const inner = Array.isArray(value) ? value : Object.values(value);
+  return inner.some((item) => carries(item, key, depth - 1));
+}
+
+/** Prints one walk and returns its summary line. */
+function report(title: string, visits: string[]): string {
+  const count = new Map<string, number>();
+  for (const file of visits) count.set(file, (count.get(file) ?? 0) + 1);
+  console.log(`\n${title}: ${visits.length} visits to ${count.size} files`);
+  console.log(visits.map((f, i) => `${String(i + 1).padStart(3)}  ${f}`).join('\n'));
+  console.log('visits per file:');
+  for (const [file, n] of [...count].sort((a, b) => b[1] - a[1])) console.log(`${String(n).padStart(4)}  ${file}`);
+  const over = [...count].filter(([, n]) => n > 2);
+  return `${over.length} of ${count.size} files visited more than twice (most visits of one file: ${Math.max(...count.values())})`;
 }
 
 async function main(): Promise<void> {
@@ -64,20 +100,22 @@ async function main(): Promise<void> {
   try {
     // Warm up on another key: connections, script loading and the subscriber are not the walk.
     await cache.getOrCompute('walk:warm', () => 'w', 60_000);
-    const visits: string[] = [];
-    (globalThis as { __dogpileWalk?: (file: string) => void }).__dogpileWalk = (file) => {
+    const key = 'walk:cold';
+    const keyWalk: string[] = [];
+    const every: string[] = [];
+    const enter = (visits: string[], file: string): void => {
       if (visits[visits.length - 1] !== file) visits.push(file);
     };
-    await cache.getOrCompute('walk:cold', async () => 'v', 60_000);
+    (globalThis as { __dogpileWalk?: (file: string, args: unknown[]) => void }).__dogpileWalk = (file, args) => {
+      enter(every, file);
+      if (args.some((arg) => carries(arg, key, 1))) enter(keyWalk, file);
+    };
+    await cache.getOrCompute(key, async () => 'v', 60_000);
     delete (globalThis as { __dogpileWalk?: unknown }).__dogpileWalk;
-    const count = new Map<string, number>();
-    for (const file of visits) count.set(file, (count.get(file) ?? 0) + 1);
-    console.log(`the walk of a cold getOrCompute (Redis route), ${visits.length} visits to ${count.size} files:`);
-    console.log(visits.map((f, i) => `${String(i + 1).padStart(3)}  ${f}`).join('\n'));
-    console.log('\nvisits per file (re-entries = visits - 1):');
-    for (const [file, n] of [...count].sort((a, b) => b[1] - a[1])) console.log(`${String(n).padStart(4)}  ${file}`);
-    const over = [...count].filter(([, n]) => n > 2);
-    console.log(`\n${over.length} of ${count.size} files visited more than twice; most visits of one file: ${Math.max(...count.values())}`);
+    const over = report('every call into src (the key\'s or not)', every);
+    const keyOver = report(`the key's walk: the calls that receive '${key}' or a key built from it`, keyWalk);
+    console.log(`\nevery call: ${over}\nthe key's walk: ${keyOver}`);
+    if (!keyOver.startsWith('0 ')) process.exitCode = 1;
   } finally {
     await cache.close();
     await server.stop();
