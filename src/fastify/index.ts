@@ -82,6 +82,33 @@ function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
   return [...hooks.slice(0, -1), hook, hooks[hooks.length - 1]!];
 }
 
+/**
+ * A handler's outcome, settled once, at once or later: `value()` returns it when it came before
+ * (a value, or a throw for an error), else a promise of it. Fastify takes either from a handler.
+ */
+function settleOnce(): { resolve(value: unknown): void; reject(error: unknown): void; value(): unknown } {
+  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
+  let result: unknown;
+  let later: { resolve(value: unknown): void; reject(error: unknown): void } | undefined;
+  const settle = (to: 'resolved' | 'rejected', value: unknown) => {
+    if (state !== 'pending') return;
+    state = to;
+    result = value;
+    if (later !== undefined) (to === 'resolved' ? later.resolve : later.reject)(value);
+  };
+  return {
+    resolve: (value) => settle('resolved', value),
+    reject: (error) => settle('rejected', error),
+    value() {
+      if (state === 'resolved') return result;
+      if (state === 'rejected') throw result;
+      return new Promise((resolve, reject) => {
+        later = { resolve, reject };
+      });
+    },
+  };
+}
+
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   /** Requests whose handler leads: the plan, and the capture when the response is shared. */
@@ -143,36 +170,38 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         passing.set(request, guard.passing({ method: request.method, url: request.url, headers: request.headers }, request));
         return handler(request, reply);
       }
-      // Resolving with the reply (a thenable that settles once the response is sent) tells
-      // Fastify the response is handled; with a value, Fastify sends it, as for an async handler.
-      return new Promise<unknown>((resolve, reject) => {
-        guard.handle(plan, {
-          headAsGet,
-          replay: replays.replay,
-          proceed(capture, active = plan) {
-            leads.set(request, { plan: active, capture });
-            if (capture) watchClientGone(reply.raw, capture);
-            let result: unknown;
-            try {
-              result = handler(request, reply);
-            } catch (error) {
-              reject(error);
-              return;
-            }
-            // A handler returning nothing sent (or will send) the response through `reply`.
-            resolve(result === undefined ? reply : result);
-          },
-          serve(response) {
-            const served = servedInstructions(response);
-            void reply.code(served.status);
-            for (const [name, value] of served.headers) void reply.header(name, value);
-            reply.send(served.body);
-            // Sent already unless an async onSend hook is still running: then wait for it.
-            resolve(reply.sent ? undefined : reply);
-          },
-          fail: reject,
-        });
+      // The outcome, handed to Fastify as a handler's return value: the reply (a thenable that
+      // settles once the response is sent) says the response is handled; a value is sent, as
+      // an async handler's is; a throw goes to the error handler. A hit from process memory is
+      // served before `handle` returns: then the outcome is returned as it is, with no promise.
+      const outcome = settleOnce();
+      guard.handle(plan, {
+        headAsGet,
+        replay: replays.replay,
+        proceed(capture, active = plan) {
+          leads.set(request, { plan: active, capture });
+          if (capture) watchClientGone(reply.raw, capture);
+          let result: unknown;
+          try {
+            result = handler(request, reply);
+          } catch (error) {
+            outcome.reject(error);
+            return;
+          }
+          // A handler returning nothing sent (or will send) the response through `reply`.
+          outcome.resolve(result === undefined ? reply : result);
+        },
+        serve(response) {
+          const served = servedInstructions(response);
+          void reply.code(served.status);
+          for (const [name, value] of served.headers) void reply.header(name, value);
+          reply.send(served.body);
+          // Sent already unless an async onSend hook is still running: then wait for it.
+          outcome.resolve(reply.sent ? undefined : reply);
+        },
+        fail: (error) => outcome.reject(error),
       });
+      return outcome.value();
     };
 
     const onSend = function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {

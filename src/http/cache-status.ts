@@ -81,6 +81,10 @@ function cacheName(name: string): string {
  * `dogpile-guard; fwd=bypass; detail=authorization`, `dogpile-guard; hit; ttl=-3` (stale).
  */
 export function formatCacheStatus(entry: CacheStatusEntry, name: string = DEFAULT_CACHE_STATUS_NAME): string {
+  // A hit's member (every hit has one): written at once.
+  if (entry.hit && entry.key === undefined && entry.detail === undefined) {
+    return entry.ttl !== undefined && Number.isFinite(entry.ttl) ? `${cacheName(name)}; hit; ttl=${ttlSeconds(entry.ttl)}` : `${cacheName(name)}; hit`;
+  }
   const parts = [cacheName(name)];
   if (entry.hit) {
     parts.push('hit');
@@ -102,6 +106,6 @@ export function formatCacheStatus(entry: CacheStatusEntry, name: string = DEFAUL
  */
 export function appendCacheStatus(existing: string | readonly string[] | undefined, member: string): string {
   if (existing === undefined) return member;
-  const before = (existing === undefined ? [] : typeof existing === 'string' ? [existing] : existing).map((s) => s.trim()).filter(Boolean);
+  const before = (typeof existing === 'string' ? [existing] : existing).map((s) => s.trim()).filter(Boolean);
   return [...before, member].join(', ');
 }

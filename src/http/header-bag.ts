@@ -10,7 +10,8 @@ export function fieldLines(headers: HeaderBag, name: string): string[] {
   let v = headers[lower];
   if (v === undefined) {
     for (const key of Object.keys(headers)) {
-      if (key.toLowerCase() === lower) {
+      // (Lower-casing keeps the length of a header name: only names of that length are compared.)
+      if (key.length === lower.length && key.toLowerCase() === lower) {
         v = headers[key];
         break;
       }
