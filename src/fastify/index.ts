@@ -19,6 +19,7 @@ import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness
 import type { DogpileCache } from '../core/cache.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { replayer } from './replay.js';
+import { settleOnce } from '../http/settle-once.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -80,33 +81,6 @@ function isExposedHeadRoute(onSend: unknown): boolean {
 function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
   const hooks = Array.isArray(existing) ? (existing as RouteHook[]) : [existing as RouteHook];
   return [...hooks.slice(0, -1), hook, hooks[hooks.length - 1]!];
-}
-
-/**
- * A handler's outcome, settled once, at once or later: `value()` returns it when it came before
- * (a value, or a throw for an error), else a promise of it. Fastify takes either from a handler.
- */
-function settleOnce(): { resolve(value: unknown): void; reject(error: unknown): void; value(): unknown } {
-  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
-  let result: unknown;
-  let later: { resolve(value: unknown): void; reject(error: unknown): void } | undefined;
-  const settle = (to: 'resolved' | 'rejected', value: unknown) => {
-    if (state !== 'pending') return;
-    state = to;
-    result = value;
-    if (later !== undefined) (to === 'resolved' ? later.resolve : later.reject)(value);
-  };
-  return {
-    resolve: (value) => settle('resolved', value),
-    reject: (error) => settle('rejected', error),
-    value() {
-      if (state === 'resolved') return result;
-      if (state === 'rejected') throw result;
-      return new Promise((resolve, reject) => {
-        later = { resolve, reject };
-      });
-    },
-  };
 }
 
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
@@ -174,7 +148,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       // settles once the response is sent) says the response is handled; a value is sent, as
       // an async handler's is; a throw goes to the error handler. A hit from process memory is
       // served before `handle` returns: then the outcome is returned as it is, with no promise.
-      const outcome = settleOnce();
+      const outcome = settleOnce<unknown>();
       guard.handle(plan, {
         headAsGet,
         replay: replays.replay,

@@ -59,7 +59,7 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
     const original = c.req.raw;
     let ran = false;
     const nodeHeaders = incomingHeaders(c.env, original);
-    const response = await web.handle(c, original, async (request) => {
+    const answer = web.answer(c, original, async (request) => {
       ran = true;
       // The leader's handler sees the request the cache rebuilt for it (a HEAD run as a GET,
       // its validators taken off); the rest of the chain reads `c.req` as before.
@@ -71,6 +71,8 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
       }
       return c.res;
     }, replay, nodeHeaders);
+    // A hit from process memory is here at once: no promise to wait for.
+    const response = answer instanceof Promise ? await answer : answer;
     // The handler's own response is replaced as it is (headers it gained on the way included);
     // a response from the cache keeps what the middleware before this one set.
     if (ran) c.res = undefined;

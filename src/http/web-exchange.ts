@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { settleOnce } from './settle-once.js';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
 import { HttpGuard, type CachePlan, type HttpRequestInfo, type PassThrough } from './guard.js';
@@ -146,9 +147,8 @@ const leaderRequests = new RequestClaims('leader');
  * request that found the response stale), and its response is read as it streams.
  */
 function replayWith(live: Request, run: RunHandler): Replay {
-  const origin = new URL(live.url).origin;
   return async (replayed) => {
-    const request = new Request(new URL(replayed.url, origin), { method: 'GET', headers: replayed.headers });
+    const request = new Request(new URL(replayed.url, new URL(live.url).origin), { method: 'GET', headers: replayed.headers });
     leaderRequests.claim(request);
     const response = await run(request);
     const headers = responseHeaders(response);
@@ -175,23 +175,35 @@ export class WebGuard<Req> {
    * `fetch` for a middleware, whose `next` runs only once); without it, refreshes run in the
    * foreground. `nodeHeaders`: see `requestInfo`.
    */
-  async handle(req: Req, request: Request, run: RunHandler, replay?: RunHandler, nodeHeaders?: IncomingHttpHeaders): Promise<Response> {
+  handle(req: Req, request: Request, run: RunHandler, replay?: RunHandler, nodeHeaders?: IncomingHttpHeaders): Promise<Response> {
+    try {
+      return Promise.resolve(this.answer(req, request, run, replay, nodeHeaders));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * `handle`, with an answer known at once (a hit from process memory) returned as it is, not
+   * in a promise; an error known at once (a bad `key` result) is thrown.
+   */
+  answer(req: Req, request: Request, run: RunHandler, replay?: RunHandler, nodeHeaders?: IncomingHttpHeaders): Response | Promise<Response> {
     if (leaderRequests.has(request)) return run(request);
     const info = requestInfo(request, nodeHeaders);
     const plan = this.guard.plan(req, info, request);
     if (plan === undefined) return this.pass(info, req, request, run);
     const head = request.method === 'HEAD';
-    return new Promise<Response>((resolve, reject) => {
-      this.guard.handle(plan, {
-        headAsGet: true,
-        ...(replay === undefined ? {} : { replay: replayWith(request, replay) }),
-        proceed: (capture, active = plan) => {
-          this.lead(request, active, capture, run).then(resolve, reject);
-        },
-        serve: (response) => resolve(served(response, head)),
-        fail: reject,
-      });
+    const outcome = settleOnce<Response>();
+    this.guard.handle(plan, {
+      headAsGet: true,
+      ...(replay === undefined ? {} : { replay: replayWith(request, replay) }),
+      proceed: (capture, active = plan) => {
+        this.lead(request, active, capture, run).then(outcome.resolve, outcome.reject);
+      },
+      serve: (response) => outcome.resolve(served(response, head)),
+      fail: outcome.reject,
     });
+    return outcome.value();
   }
 
   private async lead(request: Request, plan: CachePlan, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
