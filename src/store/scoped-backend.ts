@@ -65,7 +65,6 @@ export class ScopedBackend implements Backend {
   /** The inner store's clock itself (no call through this layer). */
   readonly now: () => number;
 
-
   withKnownTags(entry: StoredEntry): StoredEntry | undefined {
     const checked = this.inner.withKnownTags(entry);
     return checked === undefined ? undefined : this.judgeKnown(checked, false);
@@ -123,13 +122,10 @@ export class ScopedBackend implements Backend {
     return typeof newer === 'number' ? { ...again, entry: staleSince(again.entry, newer) } : again;
   }
 
-
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
     if (commit.mode === 'store') spreadTtl(commit.entry, this.rules.jitter, this.rules.tagStampTtl);
     return this.inner.commit(key, token, commit);
   }
-
-
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     this.follow();

@@ -41,7 +41,6 @@ export class TaggedBackend implements Backend {
   /** The inner store's clock itself (no call through this layer). */
   readonly now: () => number;
 
-
   withKnownTags(entry: StoredEntry): StoredEntry | undefined {
     return entry.tags === undefined ? entry : this.knownVerdict(entry, false);
   }
@@ -53,11 +52,11 @@ export class TaggedBackend implements Backend {
     return this.knownVerdict(entry, false);
   }
 
-  /** The fallback while the store is unusable: dropped only when a stamp held here says so. */
   forget(key?: string): void {
     this.inner.forget(key);
   }
 
+  /** The fallback while the store is unusable: dropped only when a stamp held here says so. */
   peekStale(key: string): StoredEntry | undefined {
     const entry = this.inner.peekStale(key);
     if (entry?.tags === undefined) return entry;
@@ -104,12 +103,9 @@ export class TaggedBackend implements Backend {
     return typeof newer === 'number' ? { ...again, entry: staleSince(again.entry, newer) } : again;
   }
 
-
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
     return this.inner.commit(key, token, commit);
   }
-
-
 
   async get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     const found = await this.inner.get(key);
