@@ -39,8 +39,8 @@ export function withVary(base: string, names: readonly string[], headers: Incomi
   return names.length === 0 ? base : base + varyKeySuffix(names, headers);
 }
 
-/** The `Age` of a response computed at `createdAt` (ms since the epoch): whole seconds, never negative. */
-export function ageSeconds(createdAt: number, now = Date.now()): number {
+/** The `Age` of a response computed at `createdAt`, at `now` (both on the cache's clock, ms since the epoch): whole seconds, never negative. */
+export function ageSeconds(createdAt: number, now: number): number {
   return Math.max(0, Math.floor((now - createdAt) / 1000));
 }
 

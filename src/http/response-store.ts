@@ -50,7 +50,9 @@ export abstract class ResponseStore<Req> {
 
   /**
    * What a response's headers say to this cache, for the request `plan` (RFC 9111 §3, §4.2;
-   * RFC 9213): whether it may be stored and for how long.
+   * RFC 9213): whether it may be stored and for how long. `now` is this machine's wall clock,
+   * as the HTTP dates it is compared with (`Date`, `Expires`, RFC 9111 §4.2.3); the lifetime it
+   * yields is counted from the entry's `createdAt`, on the cache's clock.
    */
   freshness(plan: CachePlan, status: number, headers: CapturedResponse['headers'], now = Date.now()): Freshness {
     const bag = plan.targeted !== undefined && headers['dogpile-cache-control'] === undefined ? { ...headers, 'dogpile-cache-control': plan.targeted } : headers;

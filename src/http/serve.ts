@@ -80,10 +80,10 @@ export function varyMatches(stored: StoredResponse, headers: IncomingHttpHeaders
 }
 
 /**
- * How long (ms) `stored` is still fresh at `now`: negative once stale. An entry written before
+ * How long (ms) `stored` is still fresh at `now` (the cache's clock, the one `createdAt` is on): negative once stale. An entry written before
  * the lifetime was recorded counts as fresh as long as the cache keeps it.
  */
-export function remainingFreshness(stored: StoredResponse, now = Date.now()): number {
+export function remainingFreshness(stored: StoredResponse, now: number): number {
   if (stored.freshFor === undefined) return Number.POSITIVE_INFINITY;
   return stored.freshFor - Math.max(0, now - stored.createdAt);
 }
@@ -97,7 +97,7 @@ export function prepareResponse(
   stored: ServableResponse,
   requestHeaders: IncomingHttpHeaders,
   xCache: XCache,
-  now = Date.now(),
+  now: number,
   member?: string,
   method = 'GET',
 ): PreparedResponse {
