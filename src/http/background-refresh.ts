@@ -22,11 +22,12 @@ export interface ReplaySource {
 
 /**
  * The request a background refresh runs the handler with (see `ReplayRequest`): `host`; under
- * the default key, the forwarding fields it was built from; the fields the stored response's
- * `Vary` names, with the values it was stored for; the `replayHeaders`; and, when
- * `conditional`, the stored response's validators. Nothing else of the live request.
+ * the default key, the forwarding fields it was built from; the `replayHeaders`; the fields
+ * the stored response's `Vary` names, with the values it was stored for; and, when
+ * `conditional`, the stored response's validators. Nothing else of the live request. A value
+ * cache (no stored response) lists the route's `Vary` names among the `replayHeaders`.
  */
-export function replayRequest(source: ReplaySource, stored: ServableResponse, conditional: boolean): ReplayRequest {
+export function replayRequest(source: ReplaySource, stored?: ServableResponse, conditional = false): ReplayRequest {
   const headers: Record<string, string> = {};
   const host = requestHost(source.headers);
   if (host !== '') headers.host = host;
@@ -40,6 +41,7 @@ export function replayRequest(source: ReplaySource, stored: ServableResponse, co
     const value = headerValue(source.headers, name);
     if (value !== undefined) headers[name] = value;
   }
+  if (stored === undefined) return { method: 'GET', url: source.url, headers };
   for (const [name, value] of stored.vary) if (value !== undefined) headers[name] = value;
   if (conditional) Object.assign(headers, revalidationHeaders(stored.headerObject));
   return { method: 'GET', url: source.url, headers };

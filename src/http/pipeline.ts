@@ -6,9 +6,7 @@
  * `ResponseInstructions` it gets back, and, for a refresh no client waits for, runs its handler
  * for a `ReplayRequest` (`Replay`).
  */
-import type { PreparedResponse, XCache } from './serve.js';
-import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
-import { ageSeconds } from './request-plan.js';
+import type { PreparedResponse } from './serve.js';
 
 /** Request or response header fields: lower-case names (as Node gives them), one value or several. */
 export type HeaderFields = Readonly<Record<string, string | readonly string[] | number | undefined>>;
@@ -98,25 +96,6 @@ export function servedInstructions(response: PreparedResponse): ResponseInstruct
   headers.push(['x-cache', response.xCache], ['age', String(response.age)]);
   if (response.cacheStatus) headers.push(['cache-status', response.cacheStatus]);
   return { status: response.status, headers, remove: [], body: response.body };
-}
-
-/**
- * The header fields of a value a value cache answers an HTTP request with (Nest's `@Cached`,
- * whose platform serialises the value): `X-Cache`; `Age` for a value from the cache
- * (`createdAt` on the cache's clock, `now`); and the same outcome as `Cache-Status` (RFC 9211),
- * with the value's remaining lifetime on a hit when its `ttl` is known.
- */
-export function valueInstructions(xCache: XCache, now: number, createdAt?: number, ttl?: number): Array<[name: string, value: string]> {
-  const fields: Array<[string, string]> = [['x-cache', xCache]];
-  if (createdAt !== undefined) fields.push(['age', String(ageSeconds(createdAt, now))]);
-  const entry: CacheStatusEntry =
-    xCache === 'HIT'
-      ? { hit: true, ttl: ttl !== undefined && createdAt !== undefined ? ttl - (now - createdAt) : undefined }
-      : xCache === 'COALESCED'
-        ? { fwd: 'miss', collapsed: true }
-        : { fwd: 'miss' };
-  fields.push(['cache-status', formatCacheStatus(entry)]);
-  return fields;
 }
 
 /** Reads a handler response's body to its end: its pieces as bytes (none past `maxBytes`: `tooBig`); rejects when it breaks off. */

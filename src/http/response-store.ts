@@ -1,6 +1,7 @@
 import type { DogpileCache } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
-import { mergeTags, validateTags } from '../shared/tag-names.js';
+import { mergeTags } from '../shared/tag-names.js';
+import { fieldTags } from './targeted-fields.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { mergeNotModified, revalidationHeaders } from './conditional.js';
 import { type CapturedResponse, type SharedResponse } from './capture.js';
@@ -79,14 +80,7 @@ export abstract class ResponseStore<Req> {
    * (the response is then shared with nobody: stored untagged, no invalidation could reach it).
    */
   protected responseTags(plan: CachePlan): readonly string[] | false {
-    if (plan.tagged === undefined) return [];
-    try {
-      const own = validateTags(plan.tagged.split(',').map((s) => s.trim()).filter((s) => s !== ''), 'Dogpile-Tags');
-      mergeTags(plan.tags, own, 'Dogpile-Tags');
-      return own;
-    } catch {
-      return false;
-    }
+    return fieldTags(plan.tagged, plan.tags);
   }
 
   /** Every tag of the leader's entry (the request's and its response's), for a write outside the miss protocol. */

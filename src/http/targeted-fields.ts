@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { mergeTags, validateTags } from '../shared/tag-names.js';
 
 /**
  * Response fields read by this cache only: `Dogpile-Cache-Control` (RFC 9213's targeted
@@ -33,6 +34,22 @@ function takeField(res: HeaderAccess, name: string): string | undefined {
   if (value === undefined || value === null) return undefined;
   res.removeHeader(name);
   return Array.isArray(value) ? value.join(', ') : String(value);
+}
+
+/**
+ * The tags a `Dogpile-Tags` value gives an entry (comma-separated, trimmed, empty members
+ * dropped), none without one, or false when they are not valid tags or too many with the
+ * request's own: the response is then shared with nobody.
+ */
+export function fieldTags(tagged: string | undefined, callTags: readonly string[] | undefined): string[] | false {
+  if (tagged === undefined) return [];
+  try {
+    const own = validateTags(tagged.split(',').map((s) => s.trim()).filter((s) => s !== ''), 'Dogpile-Tags');
+    mergeTags(callTags, own, 'Dogpile-Tags');
+    return own;
+  } catch {
+    return false;
+  }
 }
 
 /** The index of the headers argument of `writeHead(status, [message], [headers])`, or -1. */

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { Inject, Injectable, Logger, Optional, StreamableFile } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
-import { defer, firstValueFrom, tap, type Observable } from 'rxjs';
+import { defer, tap, type Observable } from 'rxjs';
 import type { CacheDecision, CacheResult, DogpileCache, LoaderContext } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import { resolveResponse } from '../http/cache-calls.js';
@@ -10,12 +10,14 @@ import type { FreshnessOptions } from '../core/freshness.js';
 import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
 import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
+import { replayRequest } from '../http/background-refresh.js';
+import { takeOwnFields, valueInstructions, type OwnFields } from '../http/value-answer.js';
+import { decide, decisionOf, firstValue, HandlerError, lostClass, type AnyResponse } from './handler-value.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
 import { handlerFacts, headerRules } from './route-facts.js';
-import { responseDecision, takeFields, type AnyResponse, type TakenFields } from './response-decision.js';
-import { nestReplayRequest, NestReplays, type ReplayOutcome } from './replay.js';
-import { valueInstructions, type ReplayRequest } from '../http/pipeline.js';
+import { NestReplays, type ReplayOutcome } from './replay.js';
+import type { ReplayRequest } from '../http/pipeline.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -28,40 +30,8 @@ interface AnyRequest {
   headers: IncomingHttpHeaders;
 }
 
-/**
- * An error thrown by the handler, wrapped on its way through the cache so it can be told
- * apart from the cache's own errors; the original is rethrown to Nest, which sends it to the
- * client as it would without the cache.
- */
-class HandlerError extends Error {
-  constructor(readonly error: unknown) {
-    super(error instanceof Error ? error.message : String(error), { cause: error });
-    this.name = error instanceof Error ? error.name : 'Error';
-  }
-}
-
 /** Requests (or, outside HTTP, argument lists) one DogpileInterceptor already handles. */
 const handled = new RequestClaims('nest-handled');
-
-const decide = (value: unknown): CacheDecision => {
-  // Streams are consumed by the one response they are sent to: never shared, never stored.
-  if (value instanceof StreamableFile) return 'private';
-  if (value !== null && typeof value === 'object' && typeof (value as { pipe?: unknown }).pipe === 'function') return 'private';
-  return value === undefined ? 'share' : 'store';
-};
-
-/** The class of a value (or of an array's first element) that the serializer cannot keep, or undefined. */
-function lostClass(value: unknown): string | undefined {
-  const v = Array.isArray(value) ? (value as unknown[])[0] : value;
-  if (v === null || typeof v !== 'object') return undefined;
-  const proto = Object.getPrototypeOf(v) as object | null;
-  if (proto === null || proto === Object.prototype) return undefined;
-  if (v instanceof Date || v instanceof RegExp || v instanceof Map || v instanceof Set || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return undefined;
-  const name = (proto as { constructor?: { name?: string } }).constructor?.name;
-  return name || 'a class';
-}
-
-const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstValueFrom(observable, { defaultValue: undefined });
 
 /**
  * Caches the value a route handler returns (a value, a Promise or the first value of an
@@ -85,7 +55,7 @@ const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstV
  *   run their own handler.
  *
  * The response's own headers decide whether and how long its value is kept, as in the
- * adapters (`responseDecision`); `Dogpile-Cache-Control` is taken off before it is sent.
+ * adapters (`valueDecision`); `Dogpile-Cache-Control` is taken off before it is sent.
  *
  * Errors thrown by the handler are never cached; they reach the client as Nest sends them.
  * Requests waiting in the same process get the same error; requests waiting in another
@@ -137,7 +107,7 @@ export class DogpileInterceptor implements NestInterceptor {
     let marker: object;
     let vary: string[] = [];
     let headers: IncomingHttpHeaders | undefined;
-    let taken: TakenFields = {};
+    let taken: OwnFields = {};
     let routeStatus: number | undefined;
     let pass = (): Observable<unknown> => next.handle();
     if (http) {
@@ -149,10 +119,10 @@ export class DogpileInterceptor implements NestInterceptor {
       // Dogpile-Cache-Control is read by this cache only: it never leaves the server, whether
       // a @Header() set it (Nest sets those before any interceptor runs) or the handler did.
       const response = context.switchToHttp().getResponse<AnyResponse>();
-      taken = takeFields(response);
+      taken = takeOwnFields(response);
       // Nest sets the route's status (`@HttpCode()`) before any interceptor runs.
       routeStatus = typeof response.statusCode === 'number' ? response.statusCode : undefined;
-      pass = () => next.handle().pipe(tap(() => void takeFields(response)));
+      pass = () => next.handle().pipe(tap(() => void takeOwnFields(response)));
       const req = context.switchToHttp().getRequest<AnyRequest>();
       // A background refresh of this interceptor: the handler answers it, and the refresh takes its value.
       const sink = this.replays.take(req.headers);
@@ -197,18 +167,18 @@ export class DogpileInterceptor implements NestInterceptor {
     if (req.method !== 'GET') return undefined;
     const defaultKey = this.optionsFor(context).key === undefined && this.trackBy === DogpileInterceptor.prototype.trackBy;
     if (!defaultKey && this.defaults.replayHeaders === undefined) return undefined;
-    return nestReplayRequest(req.originalUrl ?? req.raw?.url ?? req.url, req.headers, [...vary, ...(this.defaults.replayHeaders ?? [])], defaultKey);
+    return replayRequest({ url: req.originalUrl ?? req.raw?.url ?? req.url, headers: req.headers, defaultKey, replayHeaders: [...vary, ...(this.defaults.replayHeaders ?? [])] });
   }
 
   /** A request injected for a background refresh: the handler runs, and its value (or error) goes to the refresh. */
-  private async replayed(context: ExecutionContext, next: CallHandler, sink: (outcome: ReplayOutcome) => void, taken: TakenFields, routeStatus: number | undefined): Promise<Observable<unknown>> {
+  private async replayed(context: ExecutionContext, next: CallHandler, sink: (outcome: ReplayOutcome) => void, taken: OwnFields, routeStatus: number | undefined): Promise<Observable<unknown>> {
     const options = this.optionsFor(context);
     const ttl = await ttlFor(options, this.defaults, context);
     const tags = await tagsFor(options.tags, context);
     return defer(async () => {
       try {
         const value = await firstValue(next.handle());
-        sink({ value, decision: responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, taken, tags, routeStatus) });
+        sink({ value, decision: decisionOf(context, { ttl, tags, status: routeStatus }, taken) });
         return value;
       } catch (error) {
         sink({ error });
@@ -263,7 +233,7 @@ export class DogpileInterceptor implements NestInterceptor {
     context: ExecutionContext,
     next: CallHandler,
     key: string,
-    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: TakenFields; routeStatus?: number | undefined; replay?: ReplayRequest | undefined },
+    call: { ttl: number; freshness: FreshnessOptions; tags: readonly string[] | undefined; taken: OwnFields; routeStatus?: number | undefined; replay?: ReplayRequest | undefined },
   ): Promise<unknown> {
     const { ttl, freshness, tags, replay } = call;
     let ran = false;
@@ -297,7 +267,7 @@ export class DogpileInterceptor implements NestInterceptor {
         throw new HandlerError(error);
       }
       produced = { value };
-      if (context.getType() === 'http') decision = responseDecision(context.switchToHttp().getResponse<AnyResponse>(), ttl, call.taken, tags, call.routeStatus);
+      if (context.getType() === 'http') decision = decisionOf(context, { ttl, tags, status: call.routeStatus }, call.taken);
       return value;
     };
     const cacheable = (value: unknown): CacheDecision => {

@@ -2,8 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheDecision } from '../core/cache.js';
 import { expressReplay, type ExpressLikeApp } from '../http/node-replay.js';
-import { requestHost, UNKEYED_INPUT_HEADERS } from '../http/cache-key.js';
-import { headerValue } from '../http/headers.js';
 import type { Replay, ReplayRequest } from '../http/pipeline.js';
 
 /**
@@ -16,22 +14,6 @@ const REPLAY_FIELD = 'dogpile-replay';
 export type ReplayOutcome = { value: unknown; decision: CacheDecision | undefined } | { error: unknown };
 
 type Injectable = { inject(options: { method: 'GET'; url: string; headers: Record<string, string | undefined> }): Promise<unknown> };
-
-/**
- * The request a background refresh of a Nest route runs with: `host`; under the default key,
- * the forwarding fields it was built from; the fields the route's `Vary` names and the
- * `replayHeaders`, with the values of the request that found the value stale. Nothing else.
- */
-export function nestReplayRequest(url: string, live: IncomingHttpHeaders, names: readonly string[], defaultKey: boolean): ReplayRequest {
-  const headers: Record<string, string> = {};
-  const host = requestHost(live);
-  if (host !== '') headers.host = host;
-  for (const name of [...(defaultKey ? UNKEYED_INPUT_HEADERS : []), ...names]) {
-    const value = headerValue(live, name);
-    if (value !== undefined) headers[name] = value;
-  }
-  return { method: 'GET', url, headers };
-}
 
 /** Background refreshes of one interceptor: the route runs through the whole app (guards, pipes, interceptors) on either platform. */
 export class NestReplays {

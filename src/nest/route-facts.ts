@@ -1,6 +1,4 @@
-import type { OutgoingHttpHeaders } from 'node:http';
-import { responseNotStorableReason } from '../http/cacheability.js';
-import { headerValue, parseVary } from '../http/headers.js';
+import { fixedHeaderRules } from '../http/value-answer.js';
 import { NEST_HEADERS_METADATA, NEST_PARAM_NEXT, NEST_PARAM_RESPONSE, NEST_ROUTE_ARGS_METADATA, NEST_SSE_METADATA } from './constants.js';
 
 /** What the interceptor needs to know about a handler, read once from Nest's metadata. */
@@ -57,22 +55,12 @@ function skipReason(cls: object, handler: Fn): string | undefined {
   return undefined;
 }
 
-const STATUS_OK = new Set([200]);
-
 /**
- * Applies the shared rules for stored responses to the route's `@Header()` values: a route
+ * The shared rules for stored responses applied to the route's `@Header()` values: a route
  * that sends `Set-Cookie`, `Cache-Control: private | no-store | no-cache` or `Vary: *` is not
  * cached; the request headers a `Vary` names become part of the key. (The status is not a
  * question here: in Nest it comes from the route's `@HttpCode()`, the same for every request.)
  */
 export function headerRules(facts: HandlerFacts): { notStorable: string | undefined; vary: string[] } {
-  if (facts.headers.length === 0) return { notStorable: undefined, vary: [] };
-  const headers: OutgoingHttpHeaders = {};
-  for (const { name, value } of facts.headers) {
-    headers[name.toLowerCase()] = typeof value === 'function' ? value() : value;
-  }
-  const notStorable = responseNotStorableReason({ status: 200, headers, tooBig: false }, STATUS_OK);
-  if (notStorable !== undefined) return { notStorable, vary: [] };
-  const vary = parseVary(headerValue(headers, 'vary'));
-  return { notStorable: undefined, vary: vary === '*' ? [] : vary };
+  return fixedHeaderRules(facts.headers.map(({ name, value }) => [name, typeof value === 'function' ? value() : value] as const));
 }
