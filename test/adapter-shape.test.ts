@@ -5,7 +5,7 @@
  * adapter names a caching header field or imports a module that holds an HTTP caching rule: a
  * fix to a rule is made once, in src/http/, and every adapter has it.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -13,6 +13,9 @@ const root = path.resolve(import.meta.dirname, '..');
 
 /** The adapters built on the pipeline, each file of them. */
 const ADAPTERS = ['src/express/index.ts', 'src/fastify/index.ts', 'src/fastify/replay.ts', 'src/koa/index.ts', 'src/hono/index.ts', 'src/fetch/index.ts'];
+
+/** Every file of the Nest module. */
+const NEST_FILES = readdirSync(path.join(root, 'src/nest')).map((name) => `src/nest/${name}`);
 
 /** Header fields whose meaning is the pipeline's to apply (RFC 9111, RFC 9211, RFC 9110 §13, this cache's own fields). */
 const CACHING_FIELDS = ['cache-status', 'x-cache', 'age', 'cache-control', 'expires', 'etag', 'last-modified', 'if-none-match', 'if-modified-since', 'if-range', 'range', 'content-range', 'vary', 'dogpile-cache-control', 'dogpile-tags', 'set-cookie', 'authorization', 'location', 'content-location'];
@@ -44,6 +47,18 @@ describe('the HTTP adapters are translators', () => {
       expect(namedFields(source)).toEqual([]);
       const imports = [...source.matchAll(/from '\.\.\/http\/([a-z-]+)\.js'/g)].map((m) => m[1]);
       expect(imports.filter((name) => RULE_MODULES.includes(name!))).toEqual([]);
+    });
+  }
+
+  // Nest's `@Cached` caches the handler's value, which its platform serialises: the value's
+  // decision, key, fields and status fields come from the pipeline (http/value-answer.ts). Keys
+  // of values a user's key function chose are made by the pipeline's `userCacheKey`.
+  for (const file of NEST_FILES) {
+    it(`${file} names no caching header field and imports no caching rule but the pipeline's user keys`, () => {
+      const source = code(file);
+      expect(namedFields(source)).toEqual([]);
+      const imports = [...source.matchAll(/from '\.\.\/http\/([a-z-]+)\.js'/g)].map((m) => m[1]);
+      expect(imports.filter((name) => RULE_MODULES.includes(name!) && name !== 'cache-key')).toEqual([]);
     });
   }
 

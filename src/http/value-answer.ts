@@ -3,14 +3,15 @@
  * (Nest's `@Cached`): the same decisions the response cache makes, read from the headers the
  * platform's response carries. The value cache names no header and holds no rule of its own.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { CacheDecision } from '../core/cache.js';
+import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from './cache-key.js';
 import { responseNotStorableReason } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { responseFreshness, storeDecisionOf } from './freshness.js';
 import { headerValue, parseVary } from './headers.js';
 import { HTTP_CACHE_DEFAULTS } from './options.js';
-import { ageSeconds } from './request-plan.js';
+import { ageSeconds, withVary } from './request-plan.js';
 import type { XCache } from './serve.js';
 import { fieldTags, takeTagsField, takeTargetedField } from './targeted-fields.js';
 
@@ -116,4 +117,15 @@ export function valueInstructions(xCache: XCache, now: number, createdAt?: numbe
         : { fwd: 'miss' };
   fields.push(['cache-status', formatCacheStatus(entry)]);
   return fields;
+}
+
+/**
+ * The key a value is stored under, from the key its route chose (`tracked`): one that starts
+ * like the default keys (a `trackBy()` override extending the default) is kept as it is, but
+ * escaped like a user key so that no newline reaches the `Vary` part; any other is a user key.
+ * Over HTTP, the request headers the route's `Vary` names follow (`withVary`).
+ */
+export function valueKey(tracked: string, http?: { vary: readonly string[]; headers: IncomingHttpHeaders }): string {
+  const base = tracked.startsWith(HTTP_KEY_PREFIX) ? escapeKey(tracked) : userCacheKey(tracked);
+  return http === undefined ? base : withVary(base, http.vary, http.headers);
 }

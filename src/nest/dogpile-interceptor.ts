@@ -7,11 +7,11 @@ import type { CacheDecision, CacheResult, DogpileCache, LoaderContext } from '..
 import { getDefaultCache } from '../core/default-cache.js';
 import { resolveResponse } from '../http/cache-calls.js';
 import type { FreshnessOptions } from '../core/freshness.js';
-import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../http/cache-key.js';
-import { cacheableRequest, requestBaseKey, RequestClaims, withVary } from '../http/request-plan.js';
+import { userCacheKey } from '../http/cache-key.js';
+import { cacheableRequest, requestBaseKey, RequestClaims } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { replayRequest } from '../http/background-refresh.js';
-import { takeOwnFields, valueInstructions, type OwnFields } from '../http/value-answer.js';
+import { takeOwnFields, valueInstructions, valueKey, type OwnFields } from '../http/value-answer.js';
 import { decide, decisionOf, firstValue, HandlerError, lostClass, type AnyResponse } from './handler-value.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
@@ -142,10 +142,7 @@ export class DogpileInterceptor implements NestInterceptor {
 
     const tracked = await this.trackBy(context);
     if (!tracked || typeof tracked !== 'string') return pass();
-    // A key from trackBy() that starts like the default ones (an override extending super's)
-    // is kept as is, but escaped like a user key: no newline may reach the Vary part.
-    const base = tracked.startsWith(HTTP_KEY_PREFIX) ? escapeKey(tracked) : userCacheKey(tracked);
-    const key = headers === undefined ? base : withVary(base, vary, headers);
+    const key = valueKey(tracked, headers === undefined ? undefined : { vary, headers });
     const ttl = await ttlFor(this.optionsFor(context), this.defaults, context);
     // A second DogpileInterceptor on the same request (@Cached on the class and the handler,
     // or also bound globally) lets it through: the first one handles it.
