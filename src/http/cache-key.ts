@@ -116,13 +116,39 @@ function checkHost(host: string): boolean {
  * key. A default key starts with `http:[`, a user key with `http:~`, and neither contains a
  * newline, which starts the `Vary` part (`varyKeySuffix`).
  */
-export function defaultCacheKey(method: string, url: string, headers: IncomingHttpHeaders): string {
-  const host = requestHost(headers).toLowerCase();
+export function defaultCacheKey(method: string, url: string, headers: IncomingHttpHeaders, unkeyed = hasUnkeyedInput(headers)): string {
+  if (!unkeyed && (method === 'GET' || method === 'HEAD')) return plainGetKey(requestHost(headers), url);
+  return buildDefaultKey(method, url, headers, unkeyed);
+}
+
+/**
+ * The default GET keys of requests without unkeyed input, by URL, for the last `Host` seen
+ * (most servers answer one or two): a URL asked again has its key built once. Bounded: emptied
+ * when full.
+ */
+const plainKeys = { host: '', keys: new Map<string, string>() };
+const PLAIN_KEYS_MAX = 1024;
+
+function plainGetKey(host: string, url: string): string {
+  if (host !== plainKeys.host) {
+    plainKeys.host = host;
+    plainKeys.keys.clear();
+  }
+  let key = plainKeys.keys.get(url);
+  if (key !== undefined) return key;
+  key = buildDefaultKey('GET', url, {}, false, host);
+  if (plainKeys.keys.size >= PLAIN_KEYS_MAX) plainKeys.keys.clear();
+  plainKeys.keys.set(url, key);
+  return key;
+}
+
+function buildDefaultKey(method: string, url: string, headers: IncomingHttpHeaders, unkeyed: boolean, rawHost = requestHost(headers)): string {
+  const host = rawHost.toLowerCase();
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : sortQuery(url.slice(q + 1));
   const verb = method === 'HEAD' ? 'GET' : method;
-  if (!hasUnkeyedInput(headers)) {
+  if (!unkeyed) {
     // What JSON.stringify writes for these four strings, without building the array.
     return `${HTTP_KEY_PREFIX}[${jsonString(verb)},${jsonString(host)},${jsonString(path)},${jsonString(query)}]`;
   }

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { LoaderContext } from '../core/cache.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { getOrComputeChannel, httpChannel, traceHttp } from '../shared/diagnostics.js';
@@ -8,13 +8,12 @@ import { validateTags } from '../shared/tag-names.js';
 import { requestBypassReason } from './cacheability.js';
 import { type CacheStatusEntry } from './cache-status.js';
 import { revalidationHeaders } from './conditional.js';
-import { answerRange } from './range.js';
 import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
-import { type HeaderEntry } from './headers.js';
+import { hasUnkeyedInput } from './cache-key.js';
 import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { resolveResponse } from './cache-calls.js';
 import { toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
-import { prepareResponse, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
+import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type ServableResponse, type XCache } from './serve.js';
 import type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 import { LeaderRules, verdict } from './leader-rules.js';
 import { hasValidator } from './response-store.js';
@@ -72,8 +71,10 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       if (typeof k !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(k)}`);
       userKey = k;
     }
-    const base = requestBaseKey(method, info.url, headers, userKey);
-    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers) : this.requestTags(req);
+    // Forwarding fields that put the request under a key of its own (and give it its URL's tag).
+    const unkeyed = userKey === undefined && hasUnkeyedInput(headers);
+    const base = requestBaseKey(method, info.url, headers, userKey, unkeyed);
+    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed) : this.requestTags(req);
     if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
     handled.claim(marker);
     const plan: CachePlan = { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined };
@@ -335,6 +336,10 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       else this.revalidate(plan, stored, exchange);
       return;
     }
+    if (xCache === 'HIT' && plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined) {
+      exchange.serve(plainHit(stored, remaining, now, (entry) => this.member(entry)));
+      return;
+    }
     const entry: CacheStatusEntry =
       xCache === 'HIT' || xCache === 'STALE' ? { hit: true, ttl: Number.isFinite(remaining) ? remaining : undefined } : { fwd: 'miss', collapsed: true };
     const prepared = prepareResponse(stored, plan.headers, xCache, now, this.member(entry), plan.head ? 'HEAD' : 'GET');
@@ -374,22 +379,4 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     return !SAFE_METHODS.has(method);
   }
 
-}
-
-/**
- * A GET with `Range` served from a stored full 200 (RFC 9110 §14): one satisfiable range as a
- * 206 with `Content-Range`, an unsatisfiable one as a 416, anything else (several ranges, an
- * `If-Range` that does not match, another status) as the full response.
- */
-function rangeOf(stored: ServableResponse, prepared: PreparedResponse, requestHeaders: IncomingHttpHeaders): PreparedResponse {
-  if (stored.status !== 200) return prepared;
-  const answer = answerRange('GET', requestHeaders, stored.headerObject, stored.body.length);
-  if (answer.status === 200) return prepared;
-  const kept = stored.headers.filter(([name]) => name !== 'content-length' && name !== 'content-range');
-  if (answer.status === 416) {
-    const headers: HeaderEntry[] = [...kept.filter(([name]) => !name.startsWith('content-') || name === 'content-location'), ['content-range', answer.headers['content-range']], ['content-length', '0']];
-    return { ...prepared, status: 416, headers, headerObject: Object.fromEntries(headers), body: Buffer.alloc(0) };
-  }
-  const headers: HeaderEntry[] = [...kept, ['content-range', answer.headers['content-range']], ['content-length', answer.headers['content-length']]];
-  return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
 }

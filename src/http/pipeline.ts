@@ -90,12 +90,35 @@ export type Replay = (request: ReplayRequest) => Promise<HandlerResponse>;
  */
 export type RefreshMode = 'background' | 'foreground';
 
-/** The instructions that write a response served from the cache (a hit, a stale response, a 304, a 206). */
+/** The instructions of a prepared response, made once per prepared response (a hit of the same second reuses it). */
+const INSTRUCTIONS = Symbol('instructions');
+/** The header fields of a prepared response as one plain record, made once per prepared response. */
+const FIELD_RECORD = Symbol('field record');
+
+type Memo = PreparedResponse & { [INSTRUCTIONS]?: ResponseInstructions; [FIELD_RECORD]?: Readonly<Record<string, string>> };
+
+/** The instructions that write a response served from the cache (a hit, a stale response, a 304, a 206). Shared: do not modify. */
 export function servedInstructions(response: PreparedResponse): ResponseInstructions {
+  const memo = response as Memo;
+  const made = memo[INSTRUCTIONS];
+  if (made !== undefined) return made;
   const headers: [string, string | readonly string[]][] = [...response.headers];
   headers.push(['x-cache', response.xCache], ['age', String(response.age)]);
   if (response.cacheStatus) headers.push(['cache-status', response.cacheStatus]);
-  return { status: response.status, headers, remove: [], body: response.body };
+  const instructions: ResponseInstructions = { status: response.status, headers, remove: [], body: response.body };
+  memo[INSTRUCTIONS] = instructions;
+  return instructions;
+}
+
+/** The header fields of `servedInstructions(response)` as one record, repeated values joined with `, ` (a `Response`'s init). Shared: do not modify. */
+export function servedFieldRecord(response: PreparedResponse): Readonly<Record<string, string>> {
+  const memo = response as Memo;
+  const made = memo[FIELD_RECORD];
+  if (made !== undefined) return made;
+  const record: Record<string, string> = {};
+  for (const [name, value] of servedInstructions(response).headers) record[name] = typeof value === 'string' ? value : value.join(', ');
+  memo[FIELD_RECORD] = record;
+  return record;
 }
 
 /** Reads a handler response's body to its end: its pieces as bytes (none past `maxBytes`: `tooBig`); rejects when it breaks off. */

@@ -19,8 +19,8 @@ export function cacheableRequest(method: string, headers: IncomingHttpHeaders, p
 }
 
 /** The key of a request without its `Vary` part: the user's key (namespaced) or method + host + path + sorted query. */
-export function requestBaseKey(method: string, url: string, headers: IncomingHttpHeaders, userKey: string | undefined): string {
-  return userKey !== undefined ? userCacheKey(userKey) : defaultCacheKey(method, url, headers);
+export function requestBaseKey(method: string, url: string, headers: IncomingHttpHeaders, userKey: string | undefined, unkeyed = hasUnkeyedInput(headers)): string {
+  return userKey !== undefined ? userCacheKey(userKey) : defaultCacheKey(method, url, headers, unkeyed);
 }
 
 /**
@@ -28,8 +28,8 @@ export function requestBaseKey(method: string, url: string, headers: IncomingHtt
  * carries forwarding headers and so has a key of its own, which lets a write reach its
  * responses whatever the write carried; false when `tags` leave no room for it (`MAX_TAGS`).
  */
-export function withUrlTag(tags: readonly string[] | undefined, url: string, headers: IncomingHttpHeaders): readonly string[] | undefined | false {
-  if (!hasUnkeyedInput(headers)) return tags;
+export function withUrlTag(tags: readonly string[] | undefined, url: string, headers: IncomingHttpHeaders, unkeyed = hasUnkeyedInput(headers)): readonly string[] | undefined | false {
+  if (!unkeyed) return tags;
   if (tags !== undefined && tags.length >= MAX_TAGS) return false;
   return [...(tags ?? []), urlTag(url, requestHost(headers))];
 }

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { CacheStatus } from '../core/cache.js';
-import { appendCacheStatus } from './cache-status.js';
+import { appendCacheStatus, ttlSeconds, type CacheStatusEntry } from './cache-status.js';
+import { answerRange } from './range.js';
 import { evaluateConditional, notModifiedHeaders } from './conditional.js';
 import { currentAge } from './freshness.js';
 import { headerValue, type HeaderEntry } from './headers.js';
@@ -23,6 +24,11 @@ export interface ServableResponse extends StoredResponse {
   /** The stored headers plus `content-length`. */
   headerObject: Record<string, string | string[]>;
   etag: string | undefined;
+  /**
+   * The last plain hit prepared from it (no conditional request, no range), with the `Age` and
+   * `Cache-Status` ttl (whole seconds) it says: reused by the hits of the same second.
+   */
+  lastHit?: { age: number; ttl: number | undefined; response: PreparedResponse };
 }
 
 /** A response about to be written from the cache. */
@@ -124,4 +130,42 @@ export function writeServerResponse(res: ServerResponse, response: PreparedRespo
   if (response.cacheStatus) res.setHeader('cache-status', response.cacheStatus);
   if (response.body === undefined) res.end();
   else res.end(response.body);
+}
+
+/** The request header fields of a request that asks for no validation. */
+const NOT_CONDITIONAL: IncomingHttpHeaders = Object.freeze({});
+
+/**
+ * A fresh stored response served whole to a request that is not conditional: the same prepared
+ * response (and so the same instructions) for every such hit while its `Age` and `Cache-Status`
+ * ttl stay the same whole seconds. `remaining` is its remaining freshness (ms) at `now`;
+ * `member` makes this cache's `Cache-Status` member.
+ */
+export function plainHit(stored: ServableResponse, remaining: number, now: number, member: (entry: CacheStatusEntry) => string): PreparedResponse {
+  const age = currentAge(stored.createdAt, stored.ageOnArrival ?? 0, now);
+  const finite = Number.isFinite(remaining);
+  const ttl = finite ? ttlSeconds(remaining) : undefined;
+  const last = stored.lastHit;
+  if (last !== undefined && last.age === age && last.ttl === ttl) return last.response;
+  const response = prepareResponse(stored, NOT_CONDITIONAL, 'HIT', now, member({ hit: true, ttl: finite ? remaining : undefined }));
+  stored.lastHit = { age, ttl, response };
+  return response;
+}
+
+/**
+ * A GET with `Range` served from a stored full 200 (RFC 9110 §14): one satisfiable range as a
+ * 206 with `Content-Range`, an unsatisfiable one as a 416, anything else (several ranges, an
+ * `If-Range` that does not match, another status) as the full response.
+ */
+export function rangeOf(stored: ServableResponse, prepared: PreparedResponse, requestHeaders: IncomingHttpHeaders): PreparedResponse {
+  if (stored.status !== 200) return prepared;
+  const answer = answerRange('GET', requestHeaders, stored.headerObject, stored.body.length);
+  if (answer.status === 200) return prepared;
+  const kept = stored.headers.filter(([name]) => name !== 'content-length' && name !== 'content-range');
+  if (answer.status === 416) {
+    const headers: HeaderEntry[] = [...kept.filter(([name]) => !name.startsWith('content-') || name === 'content-location'), ['content-range', answer.headers['content-range']], ['content-length', '0']];
+    return { ...prepared, status: 416, headers, headerObject: Object.fromEntries(headers), body: Buffer.alloc(0) };
+  }
+  const headers: HeaderEntry[] = [...kept, ['content-range', answer.headers['content-range']], ['content-length', answer.headers['content-length']]];
+  return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
 }

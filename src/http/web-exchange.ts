@@ -7,7 +7,7 @@ import { RequestClaims } from './request-plan.js';
 import type { ResponseCapture } from './capture.js';
 import type { PreparedResponse } from './serve.js';
 import type { HttpCacheOptions } from './options.js';
-import { servedInstructions, type Replay } from './pipeline.js';
+import { servedFieldRecord, servedInstructions, type Replay } from './pipeline.js';
 import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
@@ -100,8 +100,8 @@ function toResponse(answer: ClientAnswer, head: boolean): Response {
  */
 function served(response: PreparedResponse, head: boolean): Response {
   const served = servedInstructions(response);
-  const headers: Record<string, string> = {};
-  for (const [name, value] of served.headers) headers[name] = typeof value === 'string' ? value : value.join(', ');
+  // Shared by the hits of the same second: @hono/node-server copies a plain record before changing it, a `Headers` copies it.
+  const headers = servedFieldRecord(response) as Record<string, string>;
   const bodyless = head || served.body === undefined || served.status === 204 || served.status === 304;
   return new Response(bodyless ? null : (served.body as unknown as Body), { status: served.status, headers });
 }
