@@ -55,7 +55,7 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
   }
   const web = new WebGuard<Context<E, P, I>>(options === undefined ? undefined : rest);
   const replay: RunHandler | undefined = app === undefined ? undefined : (request) => app.fetch(request);
-  return async function dogpileGuardMiddleware(c, next) {
+  const middleware = function dogpileGuardMiddleware(c: Context<E, P, I>, next: () => Promise<void>): Promise<void> | undefined {
     const original = c.req.raw;
     let ran = false;
     const nodeHeaders = incomingHeaders(c.env, original);
@@ -71,11 +71,18 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
       }
       return c.res;
     }, replay, nodeHeaders);
-    // A hit from process memory is here at once: no promise to wait for.
-    const response = answer instanceof Promise ? await answer : answer;
-    // The handler's own response is replaced as it is (headers it gained on the way included);
-    // a response from the cache keeps what the middleware before this one set.
-    if (ran) c.res = undefined;
-    c.res = response;
+    // A hit from process memory is here at once: answered without a promise of this
+    // middleware's own (Hono awaits what a middleware returns, a promise or not).
+    if (!(answer instanceof Promise)) {
+      c.res = answer;
+      return undefined;
+    }
+    return answer.then((response) => {
+      // The handler's own response is replaced as it is (headers it gained on the way
+      // included); a response from the cache keeps what the middleware before this one set.
+      if (ran) c.res = undefined;
+      c.res = response;
+    });
   };
+  return middleware as MiddlewareHandler<E, P, I>;
 }
