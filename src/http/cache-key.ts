@@ -123,13 +123,16 @@ export function defaultCacheKey(method: string, url: string, headers: IncomingHt
 
 /**
  * The default GET keys of requests without unkeyed input, by URL, for the last `Host` seen
- * (most servers answer one or two): a URL asked again has its key built once. Bounded: emptied
- * when full.
+ * (most servers answer one or two): a URL asked again has its key built once. Only short URLs
+ * are kept, at most `PLAIN_KEYS_MAX` of them (emptied when full): the memo holds a few hundred
+ * kilobytes at most, whatever URLs clients send.
  */
 const plainKeys = { host: '', keys: new Map<string, string>() };
-const PLAIN_KEYS_MAX = 1024;
+const PLAIN_KEYS_MAX = 256;
+const PLAIN_KEY_URL_MAX = 256;
 
 function plainGetKey(host: string, url: string): string {
+  if (url.length > PLAIN_KEY_URL_MAX || host.length > PLAIN_KEY_URL_MAX) return buildDefaultKey('GET', url, {}, false, host);
   if (host !== plainKeys.host) {
     plainKeys.host = host;
     plainKeys.keys.clear();
