@@ -164,8 +164,9 @@ export function rangeOf(stored: ServableResponse, prepared: PreparedResponse, re
   const kept = stored.headers.filter(([name]) => name !== 'content-length' && name !== 'content-range');
   if (answer.status === 416) {
     const headers: HeaderEntry[] = [...kept.filter(([name]) => !name.startsWith('content-') || name === 'content-location'), ['content-range', answer.headers['content-range']], ['content-length', '0']];
-    return { ...prepared, status: 416, headers, headerObject: Object.fromEntries(headers), body: Buffer.alloc(0) };
+    return { status: 416, headers, headerObject: Object.fromEntries(headers), xCache: prepared.xCache, age: prepared.age, cacheStatus: prepared.cacheStatus, body: Buffer.alloc(0) };
   }
   const headers: HeaderEntry[] = [...kept, ['content-range', answer.headers['content-range']], ['content-length', answer.headers['content-length']]];
-  return { ...prepared, status: 206, headers, headerObject: Object.fromEntries(headers), body: stored.body.subarray(answer.start, answer.end + 1) };
+  // Built field by field: a copy of `prepared` would carry the instructions made for it.
+  return { status: 206, headers, headerObject: Object.fromEntries(headers), xCache: prepared.xCache, age: prepared.age, cacheStatus: prepared.cacheStatus, body: stored.body.subarray(answer.start, answer.end + 1) };
 }
