@@ -57,9 +57,15 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       next();
       return;
     }
+    // On a route with its own HEAD handler, a HEAD runs that handler.
+    const headAsGet = (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true;
+    const hit = guard.hitAtOnce(plan, headAsGet);
+    if (hit !== undefined) {
+      writeServerResponse(res, hit);
+      return;
+    }
     guard.handle(plan, {
-      // On a route with its own HEAD handler, a HEAD runs that handler.
-      headAsGet: (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true,
+      headAsGet,
       replay: replayFor(req.app as unknown as ExpressLikeApp),
       proceed(capture, active = plan) {
         leadOnServerResponse(res, capture, (status, headers) => leaderHead(guard, active, capture, status, headers));

@@ -14,6 +14,7 @@ import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
 import { HttpGuard, type CachePlan, type PassThrough } from '../http/guard.js';
 import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/leader-answer.js';
 import { servedInstructions } from '../http/pipeline.js';
+import type { PreparedResponse } from '../http/serve.js';
 import { freshnessOver, pickFreshness, type HttpCacheOptions } from '../http/options.js';
 import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
 import type { DogpileCache } from '../core/cache.js';
@@ -83,6 +84,14 @@ function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
   return [...hooks.slice(0, -1), hook, hooks[hooks.length - 1]!];
 }
 
+/** Sends a response from the cache through `reply`, so the route's onSend hooks still see it. */
+function serveOn(reply: FastifyReply, response: PreparedResponse): void {
+  const served = servedInstructions(response);
+  void reply.code(served.status);
+  for (const [name, value] of served.headers) void reply.header(name, value);
+  reply.send(served.body);
+}
+
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   /** Requests whose handler leads: the plan, and the capture when the response is shared. */
@@ -144,10 +153,16 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         passing.set(request, guard.passing({ method: request.method, url: request.url, headers: request.headers }, request));
         return handler(request, reply);
       }
-      // The outcome, handed to Fastify as a handler's return value: the reply (a thenable that
-      // settles once the response is sent) says the response is handled; a value is sent, as
-      // an async handler's is; a throw goes to the error handler. A hit from process memory is
-      // served before `handle` returns: then the outcome is returned as it is, with no promise.
+      // A hit from process memory is sent at once. The reply (a thenable that settles once the
+      // response is sent) says the response is handled: an async onSend hook is still running.
+      const hit = guard.hitAtOnce(plan, headAsGet);
+      if (hit !== undefined) {
+        serveOn(reply, hit);
+        return reply.sent ? undefined : reply;
+      }
+      // The outcome, handed to Fastify as a handler's return value: the reply says the response
+      // is handled; a value is sent, as an async handler's is; a throw goes to the error
+      // handler. An answer known before `handle` returns is returned as it is, with no promise.
       const outcome = settleOnce<unknown>();
       guard.handle(plan, {
         headAsGet,
@@ -166,10 +181,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
           outcome.resolve(result === undefined ? reply : result);
         },
         serve(response) {
-          const served = servedInstructions(response);
-          void reply.code(served.status);
-          for (const [name, value] of served.headers) void reply.header(name, value);
-          reply.send(served.body);
+          serveOn(reply, response);
           // Sent already unless an async onSend hook is still running: then wait for it.
           outcome.resolve(reply.sent ? undefined : reply);
         },

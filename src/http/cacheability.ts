@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { isValidHost, requestHost } from './cache-key.js';
+import { isValidHost, requestHost, UNKEYED_INPUT_HEADERS } from './cache-key.js';
 import { selectCacheDirectives } from './cache-control.js';
 import { headerValue, parseVary } from './headers.js';
 
@@ -19,6 +19,33 @@ export function requestBypassReason(method: string, headers: IncomingHttpHeaders
   for (const name of privateHeaders) if (headers[name] !== undefined) return name;
   if (headers.range !== undefined) return 'range';
   return undefined;
+}
+
+/** `RequestScan` bits: a field that may make `requestBypassReason` pass the request; one of `UNKEYED_INPUT_HEADERS`. */
+export const MAY_BYPASS = 1;
+export const UNKEYED_INPUT = 2;
+
+/**
+ * What a request's header fields may mean for the cache, in one pass over the fields it
+ * carries (one map lookup each) rather than one lookup per name asked about: `MAY_BYPASS`
+ * when it carries a body field, `Range` or one of `privateHeaders` (`requestBypassReason`
+ * then says which applies), `UNKEYED_INPUT` when it carries a forwarding field that puts it
+ * under a key of its own (`hasUnkeyedInput`). 0 for most requests.
+ */
+export type RequestScan = (headers: IncomingHttpHeaders) => number;
+
+export function requestScanner(privateHeaders: readonly string[]): RequestScan {
+  const roles = new Map<string, number>();
+  for (const name of ['transfer-encoding', 'content-length', 'range', ...privateHeaders]) roles.set(name, MAY_BYPASS);
+  for (const name of UNKEYED_INPUT_HEADERS) roles.set(name, (roles.get(name) ?? 0) | UNKEYED_INPUT);
+  return (headers) => {
+    let found = 0;
+    for (const name in headers) {
+      const role = roles.get(name);
+      if (role !== undefined && headers[name] !== undefined) found |= role;
+    }
+    return found;
+  };
 }
 
 /** Does the request announce a body? (`Content-Length: 0` does not; a `Transfer-Encoding` always does.) */

@@ -5,19 +5,19 @@ import { getOrComputeChannel, httpChannel, traceHttp } from '../shared/diagnosti
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { validateTags } from '../shared/tag-names.js';
-import { requestBypassReason } from './cacheability.js';
+import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT, type RequestScan } from './cacheability.js';
 import { type CacheStatusEntry } from './cache-status.js';
 import { revalidationHeaders } from './conditional.js';
 import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
-import { hasUnkeyedInput } from './cache-key.js';
+import { isValidHost, requestHost } from './cache-key.js';
 import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { resolveResponse } from './cache-calls.js';
 import { toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
-import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type ServableResponse, type XCache } from './serve.js';
+import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 import type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 import { LeaderRules, verdict } from './leader-rules.js';
 import { hasValidator } from './response-store.js';
-import { routeWindow } from './stale-on-error.js';
+import { atExpiryEdge, routeWindow } from './stale-on-error.js';
 
 export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 
@@ -37,9 +37,6 @@ const handled = new RequestClaims('handled');
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 
-/** How far past a response's lifetime its entry's own end may still come (the write's delay after `createdAt`). */
-const EXPIRY_EDGE_MS = 1000;
-
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
  * cached, the key, the lead/wait flow over `DogpileCache.resolve`, and what to write back.
@@ -48,6 +45,9 @@ const EXPIRY_EDGE_MS = 1000;
  */
 export class HttpGuard<Req> extends LeaderRules<Req> {
   private readonly pending = new Set<ResponseCapture>();
+  /** The request fields that pass a request as a credential: none when a `key` function includes the identity. */
+  private readonly privateNames: readonly string[] = this.options.key === undefined ? this.options.privateHeaders : [];
+  private readonly scan: RequestScan = requestScanner(this.privateNames);
 
   /**
    * Whether the cache handles this request, and under which key; undefined lets it through
@@ -60,7 +60,9 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     if (handled.has(marker)) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
-    const reason = requestBypassReason(method, headers, keyFn === undefined ? this.options.privateHeaders : []);
+    const scan = this.scan(headers);
+    // Most requests carry none of the fields that may make them pass: then only the host is checked.
+    const reason = (scan & MAY_BYPASS) !== 0 ? requestBypassReason(method, headers, this.privateNames) : isValidHost(requestHost(headers)) ? undefined : 'host';
     // A GET with Range is answered from a stored full response when there is one (lookupOnly).
     const range = reason === 'range' && method === 'GET';
     if (reason !== undefined && !range) return undefined;
@@ -72,7 +74,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       userKey = k;
     }
     // Forwarding fields that put the request under a key of its own (and give it its URL's tag).
-    const unkeyed = userKey === undefined && hasUnkeyedInput(headers);
+    const unkeyed = userKey === undefined && (scan & UNKEYED_INPUT) !== 0;
     const base = requestBaseKey(method, info.url, headers, userKey, unkeyed);
     const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed) : this.requestTags(req);
     if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
@@ -91,6 +93,28 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const tags = validateTags(given, 'tags');
     return tags.length > 0 ? tags : undefined;
   }
+
+  /**
+   * A plain hit known at once: the response process memory holds fresh for this plan (the
+   * in-process store, or the L1 in front of Redis), prepared for a request with no validators
+   * and no range. Undefined for everything else, which `handle` answers: an adapter calls this
+   * first so that a hit needs no `Exchange` of its own. What it returns is what `handle` would
+   * serve for the plan.
+   */
+  hitAtOnce(plan: CachePlan, headAsGet: boolean): PreparedResponse | undefined {
+    if (plan.lookupOnly === true || (plan.head && !headAsGet) || plan.headers['if-none-match'] !== undefined || plan.headers['if-modified-since'] !== undefined) return undefined;
+    const value = this.valueAtOnce(plan);
+    if (value === null || typeof value !== 'object') return undefined;
+    // A value decoded before is a stored response; a URL's vary record goes through `handle`.
+    const stored = this.decoded.get(value) ?? (toVaryRecord(value) === undefined ? toServable(value, this.decoded) : undefined);
+    if (stored === undefined || !varyMatches(stored, plan.headers)) return undefined;
+    const now = this.cache.now();
+    const remaining = remainingFreshness(stored, now);
+    return remaining > 0 ? plainHit(stored, remaining, now, this.hitMember) : undefined;
+  }
+
+  /** `member`, bound once: what a plain hit's `Cache-Status` is made with. */
+  private readonly hitMember = (entry: CacheStatusEntry): string => this.member(entry);
 
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
   handle(plan: CachePlan, exchange: Exchange): void {
@@ -131,7 +155,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   /** The `Cache-Status` for a GET or HEAD that a request rule made pass the cache, or undefined. */
   private bypassStatus(info: HttpRequestInfo): string | undefined {
     if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
-    const reason = requestBypassReason(info.method, info.headers, this.options.key === undefined ? this.options.privateHeaders : []);
+    const reason = requestBypassReason(info.method, info.headers, this.privateNames);
     return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });
   }
 
@@ -305,13 +329,14 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   }
 
   private serveValue(plan: CachePlan, value: unknown, xCache: XCache, exchange: Exchange): void {
-    const record = plan.record === undefined ? toVaryRecord(value) : undefined;
+    const known = value !== null && typeof value === 'object' ? this.decoded.get(value) : undefined;
+    const record = plan.record === undefined && known === undefined ? toVaryRecord(value) : undefined;
     if (record !== undefined) {
       // The URL's responses vary: look up this request's variant.
       this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers) }, exchange);
       return;
     }
-    const stored = toServable(value, this.decoded);
+    const stored = known ?? toServable(value, this.decoded);
     // Not a stored response (something else wrote this key), or a stale one whose refresh here
     // was just answered with a response that may not be stored: let the app answer.
     if (stored === undefined || (xCache === 'STALE' && this.refusedRefreshes.has(plan.key))) {
@@ -328,7 +353,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     // The response's lifetime counts from its `createdAt`, its entry's from the write that
     // followed: for a moment the entry is fresh and the response is not. Inside a stale window
     // it is served as stale, as it will be once the entry's end comes (its refresh follows then).
-    if (remaining <= 0 && xCache === 'HIT' && this.atExpiryEdge(plan, stored, -remaining)) xCache = 'STALE';
+    if (remaining <= 0 && xCache === 'HIT' && atExpiryEdge(stored, -remaining, routeWindow(plan.freshness, this.cache.options.freshness, 'staleWhileRevalidate'))) xCache = 'STALE';
     if (remaining <= 0 && xCache !== 'STALE') {
       // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
       // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
@@ -337,7 +362,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       return;
     }
     if (xCache === 'HIT' && plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined) {
-      exchange.serve(plainHit(stored, remaining, now, (entry) => this.member(entry)));
+      exchange.serve(plainHit(stored, remaining, now, this.hitMember));
       return;
     }
     const entry: CacheStatusEntry =
@@ -360,18 +385,6 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const record: VaryRecord = { names, gen: plan.record?.gen ?? this.generationFor(plan.base, names) };
     // Made up here, not read from the store: the one that stores a response under it checks the store first.
     this.handle({ ...plan, record, madeUpRecord: plan.record === undefined, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
-  }
-
-  /**
-   * Whether a stored response `overdue` ms past its lifetime, whose entry the store still holds
-   * fresh, is at the edge of that entry's end (at most `EXPIRY_EDGE_MS` past it: an entry kept
-   * long past its lifetime, for revalidation, is revalidated) and may be served stale until then:
-   * it had a lifetime, its headers do not forbid serving it stale, and the route's
-   * `staleWhileRevalidate` window covers it.
-   */
-  private atExpiryEdge(plan: CachePlan, stored: ServableResponse, overdue: number): boolean {
-    if (overdue > EXPIRY_EDGE_MS || stored.freshFor === undefined || stored.freshFor < 1 || stored.staleIfError === 0) return false;
-    return routeWindow(plan.freshness, this.cache.options.freshness, 'staleWhileRevalidate') > overdue;
   }
 
   /** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4). */

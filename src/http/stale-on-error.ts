@@ -29,6 +29,21 @@ export function routeWindow(route: FreshnessOptions, rules: FreshnessRules, name
   return given === undefined ? rules[name] : toMs(given, name, { allowZero: true });
 }
 
+/** How far past a response's lifetime its entry's own end may still come (the write's delay after `createdAt`). */
+const EXPIRY_EDGE_MS = 1000;
+
+/**
+ * Whether a stored response `overdue` ms past its lifetime, whose entry the store still holds
+ * fresh, is at the edge of that entry's end (at most `EXPIRY_EDGE_MS` past it: an entry kept
+ * long past its lifetime, for revalidation, is revalidated) and may be served stale until then:
+ * it had a lifetime, its headers do not forbid serving it stale, and the route's
+ * `staleWhileRevalidate` window (`revalidateWindow`, ms) covers it.
+ */
+export function atExpiryEdge(stored: StoredResponse, overdue: number, revalidateWindow: number): boolean {
+  if (overdue > EXPIRY_EDGE_MS || stored.freshFor === undefined || stored.freshFor < 1 || stored.staleIfError === 0) return false;
+  return revalidateWindow > overdue;
+}
+
 /**
  * Whether `stored` may stand in for the origin's failure at `now` (the cache's clock, the one
  * it was stored on): within its freshness plus its own `stale-if-error` window, else the

@@ -106,11 +106,29 @@ function hasTargetedName(object: Record<string, unknown>): boolean {
   return false;
 }
 
+/**
+ * The `writeHead` that drops `Dogpile-*` fields, for responses whose own `writeHead` is the one
+ * their class gives them (`ServerResponse`'s, almost always): made once, not per response.
+ */
+let sharedWrap: { inner: WriteHeadFn; outer: WriteHeadFn } | undefined;
+
+function droppingWriteHead(inner: WriteHeadFn): WriteHeadFn {
+  return function (this: ServerResponse, ...args: unknown[]): unknown {
+    dropTargetedFields(this, args);
+    return inner.apply(this, args);
+  };
+}
+
 /** Drops every `Dogpile-*` field from `res` when its headers are written (`writeHead`, which Node also calls for implicit headers), whoever set them and however. */
 export function dropTargetedFieldsOnWrite(res: ServerResponse): void {
-  const writeHead = res.writeHead as unknown as WriteHeadFn;
-  (res as unknown as { writeHead: WriteHeadFn }).writeHead = function (this: ServerResponse, ...args: unknown[]): unknown {
-    dropTargetedFields(this, args);
-    return writeHead.apply(this, args);
-  };
+  const target = res as unknown as { writeHead: WriteHeadFn };
+  const writeHead = target.writeHead;
+  if (sharedWrap?.inner === writeHead) {
+    target.writeHead = sharedWrap.outer;
+    return;
+  }
+  const outer = droppingWriteHead(writeHead);
+  // Wrapped already by someone else (an own property): this response gets a wrapper of its own.
+  if (sharedWrap === undefined && !Object.hasOwn(res, 'writeHead')) sharedWrap = { inner: writeHead, outer };
+  target.writeHead = outer;
 }

@@ -193,6 +193,8 @@ export class WebGuard<Req> {
     const plan = this.guard.plan(req, info, request);
     if (plan === undefined) return this.pass(info, req, request, run);
     const head = request.method === 'HEAD';
+    const hit = this.guard.hitAtOnce(plan, true);
+    if (hit !== undefined) return served(hit, head);
     const outcome = settleOnce<Response>();
     this.guard.handle(plan, {
       headAsGet: true,

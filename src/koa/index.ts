@@ -163,6 +163,8 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
     if (replayed.has(ctx.req)) return next();
     const plan = guard.plan(ctx, { method: ctx.method, url: ctx.originalUrl, headers: ctx.headers }, ctx.req);
     if (plan === undefined) return pass(ctx, next);
+    const hit = guard.hitAtOnce(plan, true);
+    if (hit !== undefined) return serve(ctx, hit);
     return new Promise<void>((resolve, reject) => {
       guard.handle(plan, {
         headAsGet: true,
