@@ -8,7 +8,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_DELTA_SECONDS, parseCacheControl } from '../src/http/cache-control.js';
-import { defaultCacheKey, UNKEYED_INPUT_HEADERS, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
+import { defaultCacheKey, hasUnkeyedInput, UNKEYED_INPUT_HEADERS, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
+import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT } from '../src/http/cacheability.js';
 import { formatHttpDate, parseHttpDate } from '../src/http/http-date.js';
 import { parseSingleRange } from '../src/http/range.js';
 import { toMs } from '../src/shared/duration.js';
@@ -213,6 +214,28 @@ describe('HTTP cache key', () => {
         expect(userCacheKey(x) === userCacheKey(y)).toBe(x === y);
       }),
       { numRuns: 1000 },
+    );
+  });
+});
+
+describe('request scan', () => {
+  const names = fc.constantFrom('accept', 'range', 'content-length', 'transfer-encoding', 'authorization', 'cookie', 'x-api-key', ...UNKEYED_INPUT_HEADERS);
+  const value = fc.oneof(fc.constantFrom('0', '1', '', 'a', 'bytes=0-1'), fc.constant(undefined), fc.array(fc.constantFrom('a', '0'), { minLength: 1, maxLength: 2 }));
+  const headers = fc
+    .tuple(fc.dictionary(names, value, { maxKeys: 6 }), fc.option(fc.constantFrom('example.com', 'a b', 'x:1')))
+    .map(([fields, host]) => (host === null ? fields : { ...fields, host }) as IncomingHttpHeaders);
+  const privateLists = fc.constantFrom<string[][]>([], ['authorization', 'cookie'], ['authorization', 'cookie', 'x-api-key']);
+
+  it('agrees with the per-name checks: no MAY_BYPASS bit leaves only the host to check, and UNKEYED_INPUT is hasUnkeyedInput', () => {
+    fc.assert(
+      fc.property(headers, privateLists, fc.constantFrom('GET', 'HEAD'), (h, privateHeaders, method) => {
+        const scan = requestScanner(privateHeaders)(h);
+        const reason = requestBypassReason(method, h, privateHeaders);
+        if ((scan & MAY_BYPASS) === 0) expect([undefined, 'host']).toContain(reason);
+        if (reason !== undefined && reason !== 'host') expect(scan & MAY_BYPASS).toBe(MAY_BYPASS);
+        expect((scan & UNKEYED_INPUT) !== 0).toBe(hasUnkeyedInput(h));
+      }),
+      { numRuns: 3000 },
     );
   });
 });

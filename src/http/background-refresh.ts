@@ -82,3 +82,15 @@ export async function runReplay(replay: Replay, request: ReplayRequest, key: str
   }
   return { response: { status: answer.status, headers, tooBig, body: chunks, startedAt }, targeted, tagged };
 }
+
+/**
+ * A refresh's loader, once the cache's answer to the request that started it is known: the
+ * cache answers a request inside a stale window with the stale copy and runs the loader
+ * detached from it (`answered()` is then true after the current turn of the event loop), and
+ * `detached` runs the handler for a reconstructed request. Otherwise (past the window, or a
+ * refresh in the foreground) the request waits for the run, and `foreground` runs its own
+ * handler, as for a miss. Every adapter's background refresh starts here.
+ */
+export function refreshOnceAnswered<T>(answered: () => boolean, detached: () => Promise<T>, foreground: () => Promise<T>): Promise<T> {
+  return new Promise<void>((resolve) => setImmediate(resolve)).then(() => (answered() ? detached() : foreground()));
+}

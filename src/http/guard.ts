@@ -18,6 +18,7 @@ import type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 import { LeaderRules, verdict } from './leader-rules.js';
 import { hasValidator } from './response-store.js';
 import { atExpiryEdge, routeWindow } from './stale-on-error.js';
+import { refreshOnceAnswered } from './background-refresh.js';
 
 export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
 
@@ -257,12 +258,8 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
       const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value, this.decoded);
       if (stored === undefined || !background) return foreground(ctx, stored);
-      // A refresh. Inside the stale window the cache answers this request with the stale
-      // response and runs this loader detached from it: the handler then runs for a
-      // reconstructed request, no client's. Past the window this request waits for the run,
-      // and its own handler runs, as for a miss. Which of the two it is shows once the
-      // cache's answer has reached this request: after the current turn of the event loop.
-      return new Promise<void>((resolve) => setImmediate(resolve)).then(() => (answered ? this.refreshDetached(plan, stored, exchange.replay, ctx) : foreground(ctx, stored)));
+      // A refresh: detached from this request when the cache answered it with the stale response.
+      return refreshOnceAnswered(() => answered, () => this.refreshDetached(plan, stored, exchange.replay, ctx), () => foreground(ctx, stored));
     };
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
     // ttl must still be valid when the adapter's is 0. A stale response inside

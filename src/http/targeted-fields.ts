@@ -113,7 +113,15 @@ function hasTargetedName(object: Record<string, unknown>): boolean {
 let sharedWrap: { inner: WriteHeadFn; outer: WriteHeadFn } | undefined;
 
 function droppingWriteHead(inner: WriteHeadFn): WriteHeadFn {
-  return function (this: ServerResponse, ...args: unknown[]): unknown {
+  return function (this: ServerResponse, statusCode: unknown, second?: unknown): unknown {
+    // The usual calls, `writeHead(status)` (Node's own, for implicit headers) and
+    // `writeHead(status, headers)` (Fastify's), without an arguments list.
+    if (arguments.length === 1 || (arguments.length === 2 && (second === null || typeof second !== 'object' || (!Array.isArray(second) && !hasTargetedName(second as Record<string, unknown>))))) {
+      dropTargetedFields(this);
+      return arguments.length === 1 ? inner.call(this, statusCode) : inner.call(this, statusCode, second);
+    }
+    // eslint-disable-next-line prefer-rest-params -- the rare calls, with their arguments as given
+    const args = Array.prototype.slice.call(arguments) as unknown[];
     dropTargetedFields(this, args);
     return inner.apply(this, args);
   };

@@ -10,7 +10,7 @@ import type { FreshnessOptions } from '../core/freshness.js';
 import { userCacheKey } from '../http/cache-key.js';
 import { cacheableRequest, requestBaseKey, RequestClaims } from '../http/request-plan.js';
 import { xCacheFor, type XCache } from '../http/serve.js';
-import { replayRequest } from '../http/background-refresh.js';
+import { refreshOnceAnswered, replayRequest } from '../http/background-refresh.js';
 import { takeOwnFields, valueInstructions, valueKey, type OwnFields } from '../http/value-answer.js';
 import { decide, decisionOf, firstValue, HandlerError, lostClass, type AnyResponse } from './handler-value.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
@@ -239,23 +239,19 @@ export class DogpileInterceptor implements NestInterceptor {
     let decision: CacheDecision | undefined;
     /** This request has been answered from the cache: a run of the loader now is detached from it. */
     let answered = false;
-    const loader = async (ctx: LoaderContext): Promise<unknown> => {
-      if (ctx.stale !== undefined && replay !== undefined) {
-        // Known once the cache's answer has reached this request: after this turn of the event loop.
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        if (answered) {
-          const outcome = await this.replays.run(replay);
-          // Refused in front of the handler (a guard): nothing is stored, the stale value is dropped.
-          if (outcome === undefined) {
-            ctx.decide('private');
-            await this.cacheFor(context).delete(key).catch(() => false);
-            return ctx.stale.value;
-          }
-          if ('error' in outcome) throw new HandlerError(outcome.error);
-          decision = outcome.decision;
-          return outcome.value;
-        }
+    const detached = async (ctx: LoaderContext, stale: unknown, request: ReplayRequest): Promise<unknown> => {
+      const outcome = await this.replays.run(request);
+      // Refused in front of the handler (a guard): nothing is stored, the stale value is dropped.
+      if (outcome === undefined) {
+        ctx.decide('private');
+        await this.cacheFor(context).delete(key).catch(() => false);
+        return stale;
       }
+      if ('error' in outcome) throw new HandlerError(outcome.error);
+      decision = outcome.decision;
+      return outcome.value;
+    };
+    const foreground = async (): Promise<unknown> => {
       ran = true;
       let value: unknown;
       try {
@@ -266,6 +262,11 @@ export class DogpileInterceptor implements NestInterceptor {
       produced = { value };
       if (context.getType() === 'http') decision = decisionOf(context, { ttl, tags, status: call.routeStatus }, call.taken);
       return value;
+    };
+    const loader = (ctx: LoaderContext): Promise<unknown> => {
+      if (ctx.stale === undefined || replay === undefined) return foreground();
+      const stale = ctx.stale.value;
+      return refreshOnceAnswered(() => answered, () => detached(ctx, stale, replay), foreground);
     };
     const cacheable = (value: unknown): CacheDecision => {
       const own = decide(value);

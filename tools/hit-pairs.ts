@@ -1,0 +1,110 @@
+/**
+ * Hits of several apps compared in alternating rounds: each app of a benchmark worker in its
+ * own process (from this tree or another checkout), all started at once, then `--rounds`
+ * rounds in which each app is loaded by autocannon (50 connections) for `--seconds`, one after
+ * the other, the order reversed every round. Per app: its median req/s and CPU per request
+ * (its own CPU time ÷ requests, from its `/cpu` route), and per round its req/s ÷ the first
+ * app's in the same round, median [min–max]. Rounds this short, alternated, follow the load of
+ * a shared machine more closely than one long run per app.
+ *
+ *   npm run hits:pairs -- <worker> <label>=<contender>[@<checkout>] ... [--rounds <n>] [--seconds <s>]
+ *   e.g. npm run hits:pairs -- http-refresh-worker.ts same=fastify-same hit=fastify-dogpile before=fastify-dogpile@../base
+ *
+ * A checkout is another working tree of this repository (`git worktree add <dir> <commit>`, with
+ * this tree's node_modules linked into it); its worker runs its own `src/` through tsx. Apps
+ * that need Redis get a throwaway server.
+ */
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { root } from './child-process.js';
+import { fetchReply } from './http-client.js';
+import { startRedis } from './redis-server.js';
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: number): number => {
+  const at = args.indexOf(name);
+  if (at === -1) return fallback;
+  const value = Number(args[at + 1]);
+  args.splice(at, 2);
+  if (!(value > 0)) throw new Error(`${name} needs a positive number`);
+  return value;
+};
+const rounds = Math.min(option('--rounds', 12), 60);
+const seconds = Math.min(option('--seconds', 1.5), 10);
+const [worker, ...specs] = args;
+if (!worker || specs.length < 2) throw new Error('usage: hit-pairs.ts <worker> <label>=<contender>[@<checkout>] <label>=<contender>[@<checkout>] ... [--rounds n] [--seconds s]');
+
+interface App {
+  label: string;
+  contender: string;
+  checkout: string;
+  child?: ChildProcessByStdio<Writable, Readable, null>;
+  port?: number;
+  rps: number[];
+  cpu: number[];
+}
+const apps: App[] = specs.map((spec) => {
+  const match = /^([^=]+)=([^@]+)(?:@(.+))?$/.exec(spec);
+  if (!match) throw new Error(`expected <label>=<contender>[@<checkout>], got ${spec}`);
+  return { label: match[1]!, contender: match[2]!, checkout: path.resolve(match[3] ?? root), rps: [], cpu: [] };
+});
+
+type Autocannon = (options: object) => Promise<{ requests: { average: number; total: number } }>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+const redis = apps.some((app) => app.contender.includes('redis')) ? await startRedis() : undefined;
+
+function start(app: App): Promise<void> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(app.checkout, 'bench', worker!), app.contender, redis?.url ?? 'redis://127.0.0.1:1', '0'], {
+    cwd: app.checkout,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  app.child = child;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${app.label} (${app.contender}) did not start within 60 s`)), 60_000);
+    child.once('exit', (code) => reject(new Error(`${app.label} (${app.contender}) exited with ${code}`)));
+    child.stdout.on('data', (chunk: Buffer) => {
+      const match = /listening (\d+)/.exec(chunk.toString());
+      if (!match) return;
+      clearTimeout(timer);
+      app.port = Number(match[1]);
+      resolve();
+    });
+  });
+}
+
+const cpuMicros = async (app: App): Promise<number> => (JSON.parse((await fetchReply(app.port!, '/cpu')).text) as { micros: number }).micros;
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+try {
+  await Promise.all(apps.map(start));
+  for (const app of apps) await autocannon({ url: `http://127.0.0.1:${app.port}/hit`, connections: 50, duration: 1 });
+  for (let round = 0; round < rounds; round++) {
+    for (const app of round % 2 === 0 ? apps : [...apps].reverse()) {
+      const before = await cpuMicros(app);
+      const run = await autocannon({ url: `http://127.0.0.1:${app.port}/hit`, connections: 50, duration: seconds });
+      app.cpu.push((await cpuMicros(app)) - before);
+      app.cpu[app.cpu.length - 1]! /= Math.max(1, run.requests.total);
+      app.rps.push(run.requests.average);
+    }
+  }
+  const first = apps[0]!;
+  console.log(`${worker}: ${rounds} rounds of ${seconds} s per app, alternating; ratio: req/s ÷ ${first.label}'s in the same round`);
+  for (const app of apps) {
+    const ratios = app.rps.map((rps, i) => rps / first.rps[i]!);
+    const where = path.relative(root, app.checkout) || 'this tree';
+    console.log(
+      `${app.label.padEnd(12)} ${app.contender} (${where}): ${median(app.rps).toFixed(0)} req/s, ${median(app.cpu).toFixed(1)} µs CPU per request, ` +
+        `ratio ${median(ratios).toFixed(2)} [${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}]`,
+    );
+  }
+} finally {
+  for (const app of apps) app.child?.stdin.end();
+  await Promise.all(apps.map((app) => (app.child && app.child.exitCode === null ? new Promise((resolve) => app.child!.once('exit', resolve)) : undefined)));
+  await redis?.stop();
+}
