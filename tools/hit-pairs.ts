@@ -11,13 +11,15 @@
  *   e.g. npm run hits:pairs -- http-refresh-worker.ts same=fastify-same hit=fastify-dogpile before=fastify-dogpile@../base
  *
  * A checkout is another working tree of this repository (`git worktree add <dir> <commit>`, with
- * this tree's node_modules linked into it); its worker runs its own `src/` through tsx. Apps
- * that need Redis get a throwaway server.
+ * this tree's node_modules linked into it); its worker runs its own `src/`, built as the
+ * benchmarks build it (`bench/lib/built-sources.ts`; BENCH_SOURCES=tsx runs the sources under
+ * tsx). Apps that need Redis get a throwaway server.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { useBuiltSources } from '../bench/lib/built-sources.js';
 import { root } from './child-process.js';
 import { fetchReply } from './http-client.js';
 import { startRedis } from './redis-server.js';
@@ -50,6 +52,9 @@ const apps: App[] = specs.map((spec) => {
   if (!match) throw new Error(`expected <label>=<contender>[@<checkout>], got ${spec}`);
   return { label: match[1]!, contender: match[2]!, checkout: path.resolve(match[3] ?? root), rps: [], cpu: [] };
 });
+
+// As the benchmarks measure it: each checkout's `src/` as built for the package (BENCH_SOURCES=tsx: its sources under tsx).
+[...new Set(apps.map((app) => app.checkout))].forEach((checkout, i) => useBuiltSources(checkout, checkout === root ? 'current' : `pairs-${i}`));
 
 type Autocannon = (options: object) => Promise<{ requests: { average: number; total: number } }>;
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
