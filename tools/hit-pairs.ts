@@ -20,6 +20,7 @@ import type { Readable, Writable } from 'node:stream';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { useBuiltSources } from '../bench/lib/built-sources.js';
+import { median, summary } from '../bench/lib/stats.js';
 import { root } from './child-process.js';
 import { fetchReply } from './http-client.js';
 import { startRedis } from './redis-server.js';
@@ -80,11 +81,6 @@ function start(app: App): Promise<void> {
 }
 
 const cpuMicros = async (app: App): Promise<number> => (JSON.parse((await fetchReply(app.port!, '/cpu')).text) as { micros: number }).micros;
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 try {
   await Promise.all(apps.map(start));
@@ -93,8 +89,7 @@ try {
     for (const app of round % 2 === 0 ? apps : [...apps].reverse()) {
       const before = await cpuMicros(app);
       const run = await autocannon({ url: `http://127.0.0.1:${app.port}/hit`, connections: 50, duration: seconds });
-      app.cpu.push((await cpuMicros(app)) - before);
-      app.cpu[app.cpu.length - 1]! /= Math.max(1, run.requests.total);
+      app.cpu.push(((await cpuMicros(app)) - before) / Math.max(1, run.requests.total));
       app.rps.push(run.requests.average);
     }
   }
@@ -105,7 +100,7 @@ try {
     const where = path.relative(root, app.checkout) || 'this tree';
     console.log(
       `${app.label.padEnd(12)} ${app.contender} (${where}): ${median(app.rps).toFixed(0)} req/s, ${median(app.cpu).toFixed(1)} µs CPU per request, ` +
-        `ratio ${median(ratios).toFixed(2)} [${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}]`,
+        `ratio ${summary(ratios, 2)}`,
     );
   }
 } finally {

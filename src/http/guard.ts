@@ -38,6 +38,11 @@ const handled = new RequestClaims('handled');
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 
+/** A request a plain hit answers as it is: no validators to evaluate, no range to cut (`plainHit`). */
+function asksPlainly(plan: CachePlan): boolean {
+  return plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined;
+}
+
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
  * cached, the key, the lead/wait flow over `DogpileCache.resolve`, and what to write back.
@@ -103,7 +108,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
    * serve for the plan.
    */
   hitAtOnce(plan: CachePlan, headAsGet: boolean): PreparedResponse | undefined {
-    if (plan.lookupOnly === true || (plan.head && !headAsGet) || plan.headers['if-none-match'] !== undefined || plan.headers['if-modified-since'] !== undefined) return undefined;
+    if (!asksPlainly(plan) || (plan.head && !headAsGet)) return undefined;
     const value = this.valueAtOnce(plan);
     if (value === null || typeof value !== 'object') return undefined;
     // A value decoded before is a stored response; a URL's vary record goes through `handle`.
@@ -358,7 +363,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       else this.revalidate(plan, stored, exchange);
       return;
     }
-    if (xCache === 'HIT' && plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined) {
+    if (xCache === 'HIT' && asksPlainly(plan)) {
       exchange.serve(plainHit(stored, remaining, now, this.hitMember));
       return;
     }

@@ -112,11 +112,21 @@ function hasTargetedName(object: Record<string, unknown>): boolean {
  */
 let sharedWrap: { inner: WriteHeadFn; outer: WriteHeadFn } | undefined;
 
+/**
+ * True for the usual calls, answered without an arguments list: `writeHead(status)` (Node's
+ * own, for implicit headers) and `writeHead(status, second)` where `second` is a message or a
+ * headers object naming no `Dogpile-*` field (Fastify's).
+ */
+function usualCall(count: number, second: unknown): boolean {
+  if (count === 1) return true;
+  if (count !== 2) return false;
+  if (second === null || typeof second !== 'object') return true;
+  return !Array.isArray(second) && !hasTargetedName(second as Record<string, unknown>);
+}
+
 function droppingWriteHead(inner: WriteHeadFn): WriteHeadFn {
   return function (this: ServerResponse, statusCode: unknown, second?: unknown): unknown {
-    // The usual calls, `writeHead(status)` (Node's own, for implicit headers) and
-    // `writeHead(status, headers)` (Fastify's), without an arguments list.
-    if (arguments.length === 1 || (arguments.length === 2 && (second === null || typeof second !== 'object' || (!Array.isArray(second) && !hasTargetedName(second as Record<string, unknown>))))) {
+    if (usualCall(arguments.length, second)) {
       dropTargetedFields(this);
       return arguments.length === 1 ? inner.call(this, statusCode) : inner.call(this, statusCode, second);
     }
