@@ -13,7 +13,10 @@
  * - `express-bytes`, `fastify-bytes`: no cache; `GET /hit` sends a ~1 KB JSON body prepared
  *   once, the body a cache hit sends, the way the framework sends bytes. `express-same`,
  *   `fastify-same` also send the header fields of a hit; `express-map`: a middleware
- *   answering from a `Map` with those bytes.
+ *   answering from a `Map` with those bytes. `fastify-fields-<letters>`: the same bytes, each
+ *   field set with its own `reply.header` as a hit sets them; C adds `reply.code(200)`, D a
+ *   `date` of its own (a stored response's, where the same-bytes route lets Node write the
+ *   date), L `content-length` (which Fastify computes otherwise).
  * - `shape-<letters>`, `fastify-map`: the Fastify route in the shape the plugin gives a cached
  *   route, without a cache (see `bench/fastify-hooks.bench.ts`); `fastify-map` answers from a
  *   `Map` the way the plugin sends a hit.
@@ -196,7 +199,24 @@ if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
 } else if (contender.startsWith('fastify-')) {
   const app = Fastify({ logger: false });
   if (cache) await app.register(dogpileGuardPlugin, { cache, ttl: HIT_TTL_MS });
-  if (contender === 'fastify-bytes' || contender === 'fastify-same') {
+  if (contender.startsWith('fastify-fields-')) {
+    // The same bytes set field by field as a hit sets them; letters: C `reply.code(200)`,
+    // D a `date` of its own (a stored response's), L `content-length`.
+    const letters = contender.slice('fastify-fields-'.length);
+    const date = new Date().toUTCString();
+    const length = String(catalogueBytes.length);
+    const fields: Array<[string, string]> = [['content-type', JSON_TYPE]];
+    if (letters.includes('D')) fields.push(['date', date]);
+    if (letters.includes('L')) fields.push(['content-length', length]);
+    fields.push(...Object.entries(HIT_FIELDS));
+    const code = letters.includes('C');
+    app.get('/hit', (req, reply) => {
+      countRun(req.headers);
+      if (code) void reply.code(200);
+      for (const [name, value] of fields) void reply.header(name, value);
+      reply.send(catalogueBytes);
+    });
+  } else if (contender === 'fastify-bytes' || contender === 'fastify-same') {
     const fields = contender === 'fastify-same' ? HIT_FIELDS : {};
     app.get('/hit', (req, reply) => {
       countRun(req.headers);

@@ -7,7 +7,12 @@
  * app's in the same round, median [min–max]. Rounds this short, alternated, follow the load of
  * a shared machine more closely than one long run per app.
  *
- *   npm run hits:pairs -- <worker> <label>=<contender>[@<checkout>] ... [--rounds <n>] [--seconds <s>]
+ * Two processes of one app differ too: listing one contender several times (`a=fastify-same
+ * b=fastify-same`) has shown medians 5–10% apart on a shared machine, each process keeping its
+ * own lead or lag for the whole run. `--processes <n>` starts n processes of every app and
+ * rounds go through them in turn, so that each app's figures are those of n processes.
+ *
+ *   npm run hits:pairs -- <worker> <label>=<contender>[@<checkout>] ... [--rounds <n>] [--seconds <s>] [--processes <n>]
  *   e.g. npm run hits:pairs -- http-refresh-worker.ts same=fastify-same hit=fastify-dogpile before=fastify-dogpile@../base
  *
  * A checkout is another working tree of this repository (`git worktree add <dir> <commit>`, with
@@ -36,6 +41,7 @@ const option = (name: string, fallback: number): number => {
 };
 const rounds = Math.min(option('--rounds', 12), 60);
 const seconds = Math.min(option('--seconds', 1.5), 10);
+const processes = Math.min(Math.floor(option('--processes', 1)), 8);
 const [worker, ...specs] = args;
 if (!worker || specs.length < 2) throw new Error('usage: hit-pairs.ts <worker> <label>=<contender>[@<checkout>] <label>=<contender>[@<checkout>] ... [--rounds n] [--seconds s]');
 
@@ -43,15 +49,15 @@ interface App {
   label: string;
   contender: string;
   checkout: string;
-  child?: ChildProcessByStdio<Writable, Readable, null>;
-  port?: number;
+  children: Array<ChildProcessByStdio<Writable, Readable, null>>;
+  ports: number[];
   rps: number[];
   cpu: number[];
 }
 const apps: App[] = specs.map((spec) => {
   const match = /^([^=]+)=([^@]+)(?:@(.+))?$/.exec(spec);
   if (!match) throw new Error(`expected <label>=<contender>[@<checkout>], got ${spec}`);
-  return { label: match[1]!, contender: match[2]!, checkout: path.resolve(match[3] ?? root), rps: [], cpu: [] };
+  return { label: match[1]!, contender: match[2]!, checkout: path.resolve(match[3] ?? root), children: [], ports: [], rps: [], cpu: [] };
 });
 
 // As the benchmarks measure it: each checkout's `src/` as built for the package (BENCH_SOURCES=tsx: its sources under tsx).
@@ -66,7 +72,7 @@ function start(app: App): Promise<void> {
     cwd: app.checkout,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  app.child = child;
+  app.children.push(child);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${app.label} (${app.contender}) did not start within 60 s`)), 60_000);
     child.once('exit', (code) => reject(new Error(`${app.label} (${app.contender}) exited with ${code}`)));
@@ -74,27 +80,29 @@ function start(app: App): Promise<void> {
       const match = /listening (\d+)/.exec(chunk.toString());
       if (!match) return;
       clearTimeout(timer);
-      app.port = Number(match[1]);
+      app.ports.push(Number(match[1]));
       resolve();
     });
   });
 }
 
-const cpuMicros = async (app: App): Promise<number> => (JSON.parse((await fetchReply(app.port!, '/cpu')).text) as { micros: number }).micros;
+const cpuMicros = async (port: number): Promise<number> => (JSON.parse((await fetchReply(port, '/cpu')).text) as { micros: number }).micros;
 
 try {
-  await Promise.all(apps.map(start));
-  for (const app of apps) await autocannon({ url: `http://127.0.0.1:${app.port}/hit`, connections: 50, duration: 1 });
+  await Promise.all(apps.flatMap((app) => Array.from({ length: processes }, () => start(app))));
+  for (const app of apps) for (const port of app.ports) await autocannon({ url: `http://127.0.0.1:${port}/hit`, connections: 50, duration: 1 });
   for (let round = 0; round < rounds; round++) {
     for (const app of round % 2 === 0 ? apps : [...apps].reverse()) {
-      const before = await cpuMicros(app);
-      const run = await autocannon({ url: `http://127.0.0.1:${app.port}/hit`, connections: 50, duration: seconds });
-      app.cpu.push(((await cpuMicros(app)) - before) / Math.max(1, run.requests.total));
+      const port = app.ports[round % processes]!;
+      const before = await cpuMicros(port);
+      const run = await autocannon({ url: `http://127.0.0.1:${port}/hit`, connections: 50, duration: seconds });
+      app.cpu.push(((await cpuMicros(port)) - before) / Math.max(1, run.requests.total));
       app.rps.push(run.requests.average);
     }
   }
   const first = apps[0]!;
-  console.log(`${worker}: ${rounds} rounds of ${seconds} s per app, alternating; ratio: req/s ÷ ${first.label}'s in the same round`);
+  const each = processes > 1 ? `, ${processes} processes per app in turn` : '';
+  console.log(`${worker}: ${rounds} rounds of ${seconds} s per app, alternating${each}; ratio: req/s ÷ ${first.label}'s in the same round`);
   for (const app of apps) {
     const ratios = app.rps.map((rps, i) => rps / first.rps[i]!);
     const where = path.relative(root, app.checkout) || 'this tree';
@@ -104,7 +112,8 @@ try {
     );
   }
 } finally {
-  for (const app of apps) app.child?.stdin.end();
-  await Promise.all(apps.map((app) => (app.child && app.child.exitCode === null ? new Promise((resolve) => app.child!.once('exit', resolve)) : undefined)));
+  const children = apps.flatMap((app) => app.children);
+  for (const child of children) child.stdin.end();
+  await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined)));
   await redis?.stop();
 }
