@@ -7,10 +7,10 @@
  * app's in the same round, median [min–max]. Rounds this short, alternated, follow the load of
  * a shared machine more closely than one long run per app.
  *
- * Two processes of one app differ too: listing one contender several times (`a=fastify-same
- * b=fastify-same`) has shown medians 5–10% apart on a shared machine, each process keeping its
- * own lead or lag for the whole run. `--processes <n>` starts n processes of every app and
- * rounds go through them in turn, so that each app's figures are those of n processes.
+ * Copies of one app differ too: listing one contender several times (`a=fastify-same
+ * b=fastify-same`) has given medians 5–10% apart on a shared machine. `--processes <n>` starts
+ * n processes of every app and rounds go through them in turn, so that no app's figures rest on
+ * a single process.
  *
  *   npm run hits:pairs -- <worker> <label>=<contender>[@<checkout>] ... [--rounds <n>] [--seconds <s>] [--processes <n>]
  *   e.g. npm run hits:pairs -- http-refresh-worker.ts same=fastify-same hit=fastify-dogpile before=fastify-dogpile@../base
@@ -43,7 +43,7 @@ const rounds = Math.min(option('--rounds', 12), 60);
 const seconds = Math.min(option('--seconds', 1.5), 10);
 const processes = Math.min(Math.floor(option('--processes', 1)), 8);
 const [worker, ...specs] = args;
-if (!worker || specs.length < 2) throw new Error('usage: hit-pairs.ts <worker> <label>=<contender>[@<checkout>] <label>=<contender>[@<checkout>] ... [--rounds n] [--seconds s]');
+if (!worker || specs.length < 2) throw new Error('usage: hit-pairs.ts <worker> <label>=<contender>[@<checkout>] <label>=<contender>[@<checkout>] ... [--rounds n] [--seconds s] [--processes n]');
 
 interface App {
   label: string;
