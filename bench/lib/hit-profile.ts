@@ -29,7 +29,7 @@ export interface HitProfile {
   /** Requests answered during the measured load, and their rate. */
   requests: number;
   rps: number;
-  /** CPU time sampled during the measured load, per request (µs): every function but idle time. */
+  /** CPU time sampled during the measured load, per request (µs): all but idle time, `(program)` (native code outside JavaScript) included. */
   busy: number;
   /** Self time per request (µs) by area: `dogpile-guard <folder>/`, a dependency, `node:<module>`, `(garbage collector)`... */
   byArea: Map<string, number>;
@@ -113,7 +113,8 @@ export async function profileHits(options: { worker: string; contender: string; 
     for (const node of profile.nodes) {
       const { functionName, url } = node.callFrame;
       const time = (selfTime.get(node.id) ?? 0) / requests;
-      if (time === 0 || functionName === '(idle)' || functionName === '(program)') continue;
+      // `(program)` is CPU time in V8 and native code outside any JavaScript frame: counted, as the process spent it.
+      if (time === 0 || functionName === '(idle)') continue;
       busy += time;
       const where = area(url, functionName);
       byArea.set(where, (byArea.get(where) ?? 0) + time);
