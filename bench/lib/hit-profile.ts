@@ -83,10 +83,19 @@ export async function profileHits(options: { worker: string; contender: string; 
       throw error;
     }
     const load = { url: `http://127.0.0.1:${port}/hit`, connections: 50, ...(options.host ? { headers: { host: options.host } } : {}) };
-    await autocannon({ ...load, duration: 1 });
-    const from = monotonicMicros();
-    const run = await autocannon({ ...load, duration: seconds });
-    const to = monotonicMicros();
+    let from: number;
+    let to: number;
+    let run: Awaited<ReturnType<Autocannon>>;
+    try {
+      await autocannon({ ...load, duration: 1 });
+      from = monotonicMicros();
+      run = await autocannon({ ...load, duration: seconds });
+      to = monotonicMicros();
+    } catch (error) {
+      child.kill();
+      throw error;
+    }
+    // The worker writes its profile as it exits, when its input ends.
     child.stdin.end();
     await exited;
 
