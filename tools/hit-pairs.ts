@@ -20,13 +20,11 @@
  * benchmarks build it (`bench/lib/built-sources.ts`; BENCH_SOURCES=tsx runs the sources under
  * tsx). Apps that need Redis get a throwaway server.
  */
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import type { Readable, Writable } from 'node:stream';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { useBuiltSources } from '../bench/lib/built-sources.js';
 import { median, summary } from '../bench/lib/stats.js';
-import { root } from './child-process.js';
+import { NodeChild, root } from './child-process.js';
 import { fetchReply } from './http-client.js';
 import { startRedis } from './redis-server.js';
 
@@ -49,7 +47,7 @@ interface App {
   label: string;
   contender: string;
   checkout: string;
-  children: Array<ChildProcessByStdio<Writable, Readable, null>>;
+  children: NodeChild[];
   ports: number[];
   rps: number[];
   cpu: number[];
@@ -68,22 +66,9 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 const redis = apps.some((app) => app.contender.includes('redis')) ? await startRedis() : undefined;
 
 function start(app: App): Promise<void> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(app.checkout, 'bench', worker!), app.contender, redis?.url ?? 'redis://127.0.0.1:1', '0'], {
-    cwd: app.checkout,
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const child = new NodeChild(`${app.label} (${app.contender})`, ['--import', 'tsx', path.join(app.checkout, 'bench', worker!), app.contender, redis?.url ?? 'redis://127.0.0.1:1', '0'], { cwd: app.checkout });
   app.children.push(child);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${app.label} (${app.contender}) did not start within 60 s`)), 60_000);
-    child.once('exit', (code) => reject(new Error(`${app.label} (${app.contender}) exited with ${code}`)));
-    child.stdout.on('data', (chunk: Buffer) => {
-      const match = /listening (\d+)/.exec(chunk.toString());
-      if (!match) return;
-      clearTimeout(timer);
-      app.ports.push(Number(match[1]));
-      resolve();
-    });
-  });
+  return child.waitFor(/^listening (\d+)/m, 60_000).then((match) => void app.ports.push(Number(match[1])));
 }
 
 const cpuMicros = async (port: number): Promise<number> => (JSON.parse((await fetchReply(port, '/cpu')).text) as { micros: number }).micros;
@@ -112,8 +97,6 @@ try {
     );
   }
 } finally {
-  const children = apps.flatMap((app) => app.children);
-  for (const child of children) child.stdin.end();
-  await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined)));
+  await Promise.all(apps.flatMap((app) => app.children.map((child) => child.endInput())));
   await redis?.stop();
 }

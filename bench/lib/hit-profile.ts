@@ -6,11 +6,11 @@
  * runs as dogpile-guard is whatever `useBuiltSources` set up before (the build, or the sources).
  * Used by `tools/hit-profile.ts` and `bench/hit-share.bench.ts`.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { NodeChild } from '../../tools/child-process.js';
 
 interface ProfileNode {
   id: number;
@@ -61,43 +61,23 @@ export async function profileHits(options: { worker: string; contender: string; 
   const { worker, contender, seconds, checkout } = options;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hit-profile-'));
   try {
-    const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', path.join(checkout, 'bench', worker), contender, options.redisUrl ?? 'redis://127.0.0.1:1', '0'], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    let port: number;
-    try {
-      port = await new Promise<number>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${worker} ${contender} did not start within 60 s`)), 60_000);
-        child.once('exit', (code) => reject(new Error(`${worker} ${contender} exited with ${code} before listening`)));
-        child.stdout.on('data', (chunk: Buffer) => {
-          const match = /listening (\d+)/.exec(chunk.toString());
-          if (match) {
-            clearTimeout(timer);
-            resolve(Number(match[1]));
-          }
-        });
-      });
-    } catch (error) {
-      child.kill();
-      throw error;
-    }
-    const load = { url: `http://127.0.0.1:${port}/hit`, connections: 50, ...(options.host ? { headers: { host: options.host } } : {}) };
+    const child = new NodeChild(`${worker} ${contender}`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', path.join(checkout, 'bench', worker), contender, options.redisUrl ?? 'redis://127.0.0.1:1', '0'], { cwd: checkout });
     let from: number;
     let to: number;
     let run: Awaited<ReturnType<Autocannon>>;
     try {
+      const port = Number((await child.waitFor(/^listening (\d+)/m, 60_000))[1]);
+      const load = { url: `http://127.0.0.1:${port}/hit`, connections: 50, ...(options.host ? { headers: { host: options.host } } : {}) };
       await autocannon({ ...load, duration: 1 });
       from = monotonicMicros();
       run = await autocannon({ ...load, duration: seconds });
       to = monotonicMicros();
     } catch (error) {
-      child.kill();
+      await child.dispose();
       throw error;
     }
     // The worker writes its profile as it exits, when its input ends.
-    child.stdin.end();
-    await exited;
+    await child.endInput(60_000);
 
     const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'));
     if (file === undefined) throw new Error(`${worker} ${contender} wrote no profile`);
