@@ -63,13 +63,16 @@ function handlerAnswer(ctx: Context, capture: ResponseCapture | undefined): Hand
 }
 
 /**
- * Koa destroys a body stream when its response closes, a client hanging up included. While the
- * capture still reads it (for the requests waiting for this response), that waits until the
- * capture is done: the stream is read to its end, or destroyed then if it has not ended.
+ * Koa destroys a body stream (`destroy()`, without an error) when its response closes, a client
+ * hanging up included, and when the body is replaced. While the capture still reads it (for the
+ * requests waiting for this response), that waits until the capture is done: the stream is read
+ * to its end, or destroyed then if it has not ended. A destroy with an error is the stream's own
+ * failure (what a stream does when a read fails) and goes through at once: the capture breaks
+ * (the waiters run their own handler) and Koa ends the response as it would without this cache.
  */
 function keepReading(source: Readable, capture: ResponseCapture): Readable {
   const destroy = source.destroy.bind(source);
-  source.destroy = (error?: Error) => (capture.settled ? destroy(error) : source);
+  source.destroy = (error?: Error) => (capture.settled || error != null ? destroy(error) : source);
   void capture.promise.then(
     () => undefined,
     () => undefined,
