@@ -10,7 +10,38 @@ import { isFreshNow, staleWindow } from './freshness.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import type { ResolvedCacheOptions } from './options.js';
+import { withRest } from './recovery.js';
 import type { SetOptions } from './types.js';
+
+/**
+ * The most keys one chunk of a bulk write carries (`setMany`, `deleteMany`, and the replay of a
+ * `deleteMany` queued by `autoRecovery`): a chunk is sent at once and bounded by one deadline
+ * (`commandTimeout`); the next is sent once it is answered.
+ */
+export const CHUNK_KEYS = 500;
+
+/**
+ * Sends `items` chunk after chunk, each by one call of `send` (one deadline). A chunk that fails
+ * rejects with its failure, marked with the rest (`withRest`: that chunk and those after it), so
+ * a replay resumes there and the chunks that landed are not sent again. The rest starts with a
+ * chunk half the size of the one that failed, down to one key, and grows back (doubling, up to
+ * `CHUNK_KEYS`) with each chunk answered: a chunk may outlast `commandTimeout` on a slow Redis,
+ * one key is a single command, and one that gets no answer in time means what it means for any
+ * command (the guarded backend's rule: Redis is unreachable, skipped for `backendCooldown`).
+ */
+async function inChunks<T>(items: readonly T[], send: (chunk: readonly T[]) => Promise<void>, size = CHUNK_KEYS): Promise<void> {
+  for (let at = 0; at < items.length; ) {
+    const chunk = items.slice(at, at + size);
+    try {
+      await send(chunk);
+    } catch (error) {
+      const rest = items.slice(at);
+      throw withRest(error, () => inChunks(rest, send, Math.max(1, Math.floor(chunk.length / 2))));
+    }
+    at += chunk.length;
+    size = Math.min(CHUNK_KEYS, size * 2);
+  }
+}
 
 /** One entry of `setMany`. */
 export interface SetManyEntry<T = unknown> {
@@ -128,8 +159,9 @@ export async function readStored<T>(host: BulkHost, key: string): Promise<T | un
 /**
  * Checks every entry before anything is written (`InvalidOptionError` naming the entry's
  * option, `SerializationError` for a value that cannot be serialised), then stores them all,
- * each announced on its key's channel as `set` does: on Redis, one script per key, all sent
- * before any reply is read (one round trip). Entries of one key are written in their order.
+ * each announced on its key's channel as `set` does: on Redis, one script per key, in chunks of
+ * `CHUNK_KEYS` (each chunk's scripts sent before any reply is read: one round trip and one
+ * deadline per chunk). Entries of one key are written in their order.
  */
 export async function setMany(host: BulkHost, entries: readonly SetManyEntry[], options: SetManyOptions | undefined): Promise<void> {
   if (!Array.isArray(entries)) throw new InvalidOptionError('entries', `expected an array of { key, value, ttl?, tags? }, got ${entries === null ? 'null' : typeof entries}`);
@@ -169,24 +201,30 @@ export async function setMany(host: BulkHost, entries: readonly SetManyEntry[], 
   await host.beforeWrite();
   const now = host.backend.now();
   for (const p of prepared) p.entry.createdAt = now;
-  await Promise.all(prepared.map((p) => host.guarded.set(p.key, p.entry)));
-  for (const p of prepared) {
-    host.wrote(p.key);
-    host.hints.remember(p.key, p.entry);
-  }
+  await inChunks(prepared, async (chunk) => {
+    await host.guarded.setChunk(chunk);
+    for (const p of chunk) {
+      host.wrote(p.key);
+      host.hints.remember(p.key, p.entry);
+    }
+  });
 }
 
 /**
  * Deletes `keys` and announces each delete on its key's channel (every process drops its
- * copy): on Redis, one script per key, all sent before any reply is read. Resolves with how
- * many keys held a value.
+ * copy): on Redis, one script per key, in chunks of `CHUNK_KEYS` (one round trip and one
+ * deadline per chunk). Resolves with how many keys held a value. A failure part way carries
+ * the rest (see `inChunks`), which `autoRecovery` replays.
  */
 export async function deleteMany(host: BulkHost, keys: readonly string[]): Promise<number> {
   validateKeys(keys);
   host.assertOpen();
   const unique = [...new Set(keys)];
   for (const key of unique) host.hints.forget(key);
-  const deleted = await Promise.all(unique.map((key) => host.guarded.delete(key)));
-  for (const key of unique) host.wrote(key);
-  return deleted.filter(Boolean).length;
+  let deleted = 0;
+  await inChunks(unique, async (chunk) => {
+    deleted += await host.guarded.deleteChunk(chunk);
+    for (const key of chunk) host.wrote(key);
+  });
+  return deleted;
 }

@@ -129,6 +129,21 @@ export class GuardedBackend {
     return this.timed(key, 'delete', () => this.backend.delete(key));
   }
 
+  /**
+   * Deletes a chunk of keys (of `deleteMany`): every delete sent at once, the chunk bounded by
+   * one deadline and, if it fails, reported once. Resolves with how many of the keys held a value.
+   */
+  deleteChunk(keys: readonly string[]): Promise<number> {
+    return this.timed(undefined, 'deleteMany', async () => (await allOrFault(keys.map((key) => this.backend.delete(key)))).filter(Boolean).length);
+  }
+
+  /** Stores a chunk of entries (of `setMany`) as `set` does: every write sent at once, the chunk bounded by one deadline and, if it fails, reported once. */
+  setChunk(entries: readonly { key: string; entry: StoredEntry }[]): Promise<void> {
+    return this.timed(undefined, 'setMany', async () => {
+      await allOrFault(entries.map((e) => this.backend.set(e.key, e.entry)));
+    });
+  }
+
   invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
     return this.timed(undefined, 'invalidateTags', () => this.backend.tagStamps.invalidate(tags, stale, keepFor));
   }
@@ -200,6 +215,18 @@ export class GuardedBackend {
     timer.unref();
     return timer;
   }
+}
+
+/**
+ * The results of `calls` once every one settled; else the failure that says most about the
+ * backend: one that is not an answer about a single key if there is one (classified as
+ * `timed` classifies any failure), else the first.
+ */
+async function allOrFault<R>(calls: Promise<R>[]): Promise<R[]> {
+  const settled = await Promise.allSettled(calls);
+  const failed = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed.length === 0) return settled.map((s) => (s as PromiseFulfilledResult<R>).value);
+  throw (failed.find((f) => faultOf(f.reason) !== 'key') ?? failed[0]!).reason;
 }
 
 export function errorMessage(error: unknown): string {

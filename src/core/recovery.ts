@@ -7,6 +7,18 @@ export type Invalidation =
   | { kind: 'tags'; tags: readonly string[]; stale: boolean }
   | { kind: 'clear'; stale: boolean };
 
+/** What is left to send of a bulk write that failed part way, by its error (see `withRest`). */
+const rests = new WeakMap<object, () => Promise<unknown>>();
+
+/**
+ * Marks `error`, the failure of a bulk write after some of its chunks landed, with what sends
+ * the rest: a replay resumes there, and the chunks that landed are not sent again. Returns `error`.
+ */
+export function withRest(error: unknown, rest: () => Promise<unknown>): unknown {
+  if (typeof error === 'object' && error !== null) rests.set(error, rest);
+  return error;
+}
+
 /** What the queue needs of its cache. */
 export interface RecoveryHost {
   /** Drops the copies process memory holds in front of Redis: of these keys, or all. */
@@ -19,7 +31,9 @@ export interface RecoveryHost {
  * `autoRecovery`: `delete`, `deleteMany`, `invalidateTags` and `clear` made while Redis is
  * unreachable are applied to this process's memory at once (the copies they concern are
  * dropped), kept in order in a bounded queue, and replayed in that order once Redis answers
- * again, each by the same script as the original call (so it is announced to every process).
+ * again, each by the same script as the original call (so it is announced to every process);
+ * a bulk one (`deleteMany`) chunk by chunk, each chunk with its own deadline, resumed after a
+ * failure from the chunk that failed (see `withRest`), so what landed is not sent again.
  * While anything is queued the cache does not read Redis (`held`): a value an invalidation
  * would remove is never read back before the invalidation lands; and a new write first replays
  * the queue, so writes reach Redis in the order they were made.
@@ -83,7 +97,7 @@ export class RecoveryQueue {
       throw new BackendError(`Redis is unreachable and the autoRecovery queue is full (${this.max} invalidations, autoRecovery.maxQueue); this one was not accepted`, { cause: error });
     }
     this.host.forget(invalidation.kind === 'delete' ? invalidation.keys : undefined);
-    this.queue.push({ invalidation, send });
+    this.queue.push({ invalidation, send: rests.get(error as object) ?? send });
     if (debug.enabled) debug('autoRecovery: Redis unreachable; %s queued (%d waiting)', invalidation.kind, this.queue.length);
     this.schedule();
     return queued;
@@ -105,12 +119,17 @@ export class RecoveryQueue {
     this.draining ??= (async () => {
       try {
         while (this.queue.length > 0 && !this.closed) {
+          const head = this.queue[0]!;
           try {
-            await this.queue[0]!.send();
+            await head.send();
           } catch (error) {
-            if (this.host.unreachable(error)) return false;
+            if (this.host.unreachable(error)) {
+              // Next time from where it stopped: the chunks that landed are not sent again.
+              head.send = rests.get(error as object) ?? head.send;
+              return false;
+            }
             // Redis answered and refused it (it concerns one key's contents): nothing to retry.
-            if (debug.enabled) debug('autoRecovery: a queued %s was refused: %s', this.queue[0]!.invalidation.kind, String(error));
+            if (debug.enabled) debug('autoRecovery: a queued %s was refused: %s', head.invalidation.kind, String(error));
           }
           this.queue.shift();
         }
