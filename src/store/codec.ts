@@ -51,7 +51,7 @@ export class EntryCodec {
     const compression = this.compression;
     if (compression !== undefined && plain > compression.threshold) {
       const packed = compress(compression.algorithm, payload);
-      if (packed.byteLength < plain) {
+      if (packed !== undefined && packed.byteLength < plain) {
         payload = packed;
         window.compression = compression.algorithm;
       }
@@ -96,13 +96,14 @@ export class EntryCodec {
 
 /**
  * The serializer's bytes of a compressed payload: a `SerializationError` naming an algorithm
- * this runtime does not have, a `CorruptEntryError` for bytes that do not decompress.
+ * this runtime does not have, a `CorruptEntryError` for bytes that do not decompress or that
+ * decompress past `DECOMPRESSED_MAX_BYTES`.
  */
 function inflate(algorithm: string, payload: Buffer): Buffer {
   try {
     return decompress(algorithm, payload);
   } catch (error) {
-    if (error instanceof SerializationError) throw error;
+    if (error instanceof SerializationError || error instanceof CorruptEntryError) throw error;
     throw new CorruptEntryError(`the entry's ${algorithm} bytes do not decompress: ${errorMessage(error)}`, { cause: error });
   }
 }

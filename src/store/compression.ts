@@ -1,6 +1,7 @@
 import * as zlib from 'node:zlib';
 import { InvalidOptionError, SerializationError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
+import { CorruptEntryError } from './entry.js';
 
 /**
  * Compression of stored values. A value entry whose serializer's bytes are longer than
@@ -29,11 +30,24 @@ export const COMPRESSION_OPTION_NAMES: ReadonlySet<string> = new Set(['threshold
 
 export const DEFAULT_COMPRESSION_THRESHOLD = 1024;
 
+/**
+ * The most bytes a compressed payload may decompress to: 16 MiB. Compressed bytes come from
+ * outside the process (anyone who can write one key in Redis or publish on one channel), and a
+ * few hundred of them can stand for gigabytes: decompression stops here (zlib's
+ * `maxOutputLength`, for every algorithm), so reading an entry never allocates more, and an
+ * entry past it is a corrupt entry (a miss, reported as `corrupt`). A value whose serialised
+ * bytes are longer is written uncompressed, so every entry this library writes reads back.
+ */
+export const DECOMPRESSED_MAX_BYTES = 16 * 1024 * 1024;
+
 type Codec = (bytes: Uint8Array) => Buffer;
 interface ZstdZlib {
   zstdCompressSync?: (bytes: Uint8Array, options?: object) => Buffer;
-  zstdDecompressSync?: (bytes: Uint8Array, options?: object) => Buffer;
+  zstdDecompressSync?: (bytes: Uint8Array, options?: { maxOutputLength?: number }) => Buffer;
 }
+
+/** What every decompressor is given: output stops at the bound (a `RangeError`, ERR_BUFFER_TOO_LARGE, past it). */
+const BOUNDED = { maxOutputLength: DECOMPRESSED_MAX_BYTES };
 
 const z = zlib as unknown as ZstdZlib;
 
@@ -46,15 +60,15 @@ const CODECS = new Map<CompressionAlgorithm, { compress: Codec; decompress: Code
     'brotli',
     {
       compress: (bytes) => zlib.brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength } }),
-      decompress: (bytes) => zlib.brotliDecompressSync(bytes),
+      decompress: (bytes) => zlib.brotliDecompressSync(bytes, BOUNDED),
     },
   ],
-  ['gzip', { compress: (bytes) => zlib.gzipSync(bytes), decompress: (bytes) => zlib.gunzipSync(bytes) }],
+  ['gzip', { compress: (bytes) => zlib.gzipSync(bytes), decompress: (bytes) => zlib.gunzipSync(bytes, BOUNDED) }],
 ]);
 if (typeof z.zstdCompressSync === 'function' && typeof z.zstdDecompressSync === 'function') {
   const compress = z.zstdCompressSync;
   const decompress = z.zstdDecompressSync;
-  CODECS.set('zstd', { compress: (bytes) => compress(bytes), decompress: (bytes) => decompress(bytes) });
+  CODECS.set('zstd', { compress: (bytes) => compress(bytes), decompress: (bytes) => decompress(bytes, BOUNDED) });
 }
 
 /** Whether the running runtime can compress and decompress with `algorithm`. */
@@ -94,15 +108,21 @@ export function resolveCompression(value: unknown): ResolvedCompression | undefi
   return { threshold: threshold ?? DEFAULT_COMPRESSION_THRESHOLD, algorithm: (algorithm as CompressionAlgorithm | undefined) ?? defaultAlgorithm() };
 }
 
-/** `bytes` compressed with `algorithm` (one the runtime has: `resolveCompression` checked it). */
-export function compress(algorithm: CompressionAlgorithm, bytes: Uint8Array): Buffer {
+/**
+ * `bytes` compressed with `algorithm` (one the runtime has: `resolveCompression` checked it), or
+ * undefined when they are longer than `DECOMPRESSED_MAX_BYTES` (no reader would decompress them:
+ * they are stored as they are).
+ */
+export function compress(algorithm: CompressionAlgorithm, bytes: Uint8Array): Buffer | undefined {
+  if (bytes.byteLength > DECOMPRESSED_MAX_BYTES) return undefined;
   return CODECS.get(algorithm)!.compress(bytes);
 }
 
 /**
- * `bytes` decompressed with the algorithm an entry names: a `SerializationError` naming it when
- * this runtime does not have it (an entry of a newer Node, or a name this release does not
- * know); whatever zlib throws for bytes that do not decompress.
+ * `bytes` decompressed with the algorithm an entry names, never to more than
+ * `DECOMPRESSED_MAX_BYTES`: a `CorruptEntryError` saying so past it; a `SerializationError`
+ * naming the algorithm when this runtime does not have it (an entry of a newer Node, or a name
+ * this release does not know); whatever zlib throws for bytes that do not decompress.
  */
 export function decompress(algorithm: string, bytes: Buffer): Buffer {
   const codec = CODECS.get(algorithm as CompressionAlgorithm);
@@ -110,5 +130,12 @@ export function decompress(algorithm: string, bytes: Buffer): Buffer {
     const why = algorithm === 'zstd' ? `this runtime (Node ${process.version}) has no zstd (Node 22.15 / 23.8 or later has)` : 'this release knows no such algorithm';
     throw new SerializationError(`the stored entry is compressed with "${algorithm}", which ${why}; give every process of the fleet an algorithm all of them have (compression.algorithm)`);
   }
-  return codec.decompress(bytes);
+  try {
+    return codec.decompress(bytes);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE') {
+      throw new CorruptEntryError(`the entry's ${bytes.length} ${algorithm} bytes decompress to more than ${DECOMPRESSED_MAX_BYTES} bytes (DECOMPRESSED_MAX_BYTES); decompression stopped there`, { cause: error });
+    }
+    throw error;
+  }
 }
