@@ -9,7 +9,7 @@ import type { CallOptions } from './call-options.js';
 import { errorMessage } from './guarded-backend.js';
 import { failSafe, type ProtocolParts } from './answers.js';
 import type { FreshnessRules } from './freshness.js';
-import { withinStaleIfError } from './freshness.js';
+import { expiresAt, withinStaleIfError } from './freshness.js';
 import { runLoader, type RunResult } from './loader-run.js';
 import { AbandonedLoad, RETRY, type Settled } from './settled.js';
 import type { Loader } from './types.js';
@@ -35,8 +35,8 @@ export class Leader {
   /**
    * Run the loader holding the lead, then store, release and announce. With `fallback` (a
    * stored value being refreshed) the run is a refresh: reported by `refresh` events, and a
-   * failure under `staleIfError` answers the fallback and keeps the lock for `failSafeRetry`
-   * (no new attempt fleet-wide until then). `hardTimeout` gives the loader up: its signal
+   * failure keeps the lock for `failSafeRetry` (no new attempt fleet-wide until then; see
+   * `failed`), answered with the fallback under `staleIfError`. `hardTimeout` gives the loader up: its signal
    * aborts with `LoaderTimeoutError`, and the run has failed like any other. A failure after
    * the loader returned (its verdict, its entry, its encoding) lets go of the lock at once and
    * announces the error. `early`, if given, is called with the answer as soon as the value's
@@ -75,7 +75,7 @@ export class Leader {
     } catch (error) {
       await renewal?.stop();
       // Given up (hardTimeout): a failed run like any other (the callers get the stale value or
-      // this error, and a refresh under staleIfError holds the lead for failSafeRetry).
+      // this error, and a refresh holds the lead for failSafeRetry).
       if (error instanceof LoaderTimeoutError) return this.failed(key, token, error, rules, fallback, () => refreshEnd('timeout'));
       if (controller.signal.aborted && error === controller.signal.reason) {
         refreshEnd('lost');
@@ -137,19 +137,29 @@ export class Leader {
   }
 
   /**
-   * A run that failed (the loader threw, or `hardTimeout` gave it up). With a stale value
-   * under `staleIfError`, that value is the answer and the lead is kept as a hold for
-   * `failSafeRetry` (the error is announced, and no process tries again before then); else the
-   * error is announced, the lead let go, and the error thrown. `ended` runs once the lead is settled.
+   * A run that failed (the loader threw, or `hardTimeout` gave it up). The error is announced
+   * (every waiter gets it; nothing is cached). A refresh of a stored value keeps the lead as a
+   * hold (see `failSafeHold`): no process starts another run of the key before it ends, and
+   * the callers inside a stale window are answered with the stored value meanwhile. Under
+   * `staleIfError` that value is this run's answer too; else the error is thrown. A miss with
+   * no stored value lets go of the lead at once. `ended` runs once the lead is settled.
    */
   private async failed<T>(key: string, token: string, error: unknown, rules: FreshnessRules, fallback: StoredEntry | undefined, ended: () => void): Promise<Settled<T>> {
-    if (fallback && withinStaleIfError(fallback, this.parts.backend.now(), rules)) {
-      await this.commit(key, token, { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs: rules.failSafeRetry });
-      ended();
-      return failSafe(this.parts, key, fallback, error, false);
-    }
-    await this.commit(key, token, errorCommit(error));
+    const now = this.parts.backend.now();
+    const holdMs = fallback === undefined ? 0 : failSafeHold(fallback, now, rules);
+    await this.commit(key, token, holdMs > 0 ? { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs } : errorCommit(error));
     ended();
+    if (fallback && withinStaleIfError(fallback, now, rules)) return failSafe(this.parts, key, fallback, error, false);
     throw error;
   }
+}
+
+/**
+ * How long a failed refresh of `entry` holds the key's lead (ms; 0: no hold), whether or not
+ * `staleIfError` serves the stored value instead of the error: `failSafeRetry`, but never past
+ * the end of the entry's stale window (then no value is left to serve, and the next call is a
+ * plain miss, which is never held).
+ */
+export function failSafeHold(entry: StoredEntry, now: number, rules: FreshnessRules): number {
+  return Math.max(0, Math.min(rules.failSafeRetry, expiresAt(entry) + (entry.stale ?? 0) - now));
 }

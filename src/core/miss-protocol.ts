@@ -286,7 +286,11 @@ export class MissProtocol {
         if (lookup.kind === 'hit') return this.hitFrom(key, lookup.entry, 'coalesced');
         if (lookup.kind === 'stale') {
           if (lookup.lead) return await this.leader.lead(key, token, loader, opts, lookup.entry);
-          if (withinRevalidate(lookup.entry, this.backend.now(), opts.freshness) || lookup.hold) return RETRY;
+          // Servable at once (inside staleWhileRevalidate, or while a failed refresh holds the
+          // lead, under staleIfError): the next turn answers it. Else wait like for a leader:
+          // a hold ends in failSafeRetry, and this caller may lead then.
+          const now = this.backend.now();
+          if (withinRevalidate(lookup.entry, now, opts.freshness) || (lookup.hold && withinStaleIfError(lookup.entry, now, opts.freshness))) return RETRY;
         }
         if (lookup.kind === 'wait' && lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
         if (lookup.kind === 'lead') {
