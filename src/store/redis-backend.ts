@@ -380,7 +380,7 @@ export class RedisBackend implements Backend, MissCoordinator {
   private parseMessage(message: Buffer): Outcome {
     let outcome = this.parsed.get(message);
     if (outcome === undefined) {
-      outcome = parseOutcome(message, this.options.codec);
+      outcome = parseOutcome(message, this.options.codec, this.options.inlineMax);
       this.parsed.set(message, outcome);
     }
     return outcome;
