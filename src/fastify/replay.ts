@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Replay } from '../http/pipeline.js';
+import { injectTarget } from '../http/node-replay.js';
 
 /**
  * The field that marks a request injected for a background refresh: its value is a token only
@@ -11,7 +12,7 @@ import type { Replay } from '../http/pipeline.js';
  */
 const REPLAY_FIELD = 'dogpile-replay';
 
-/** Background refreshes of one plugin instance: `fastify.inject()` runs the route for them. */
+/** Background refreshes of one plugin instance: the app's own listener runs the route for them (`injectTarget`). */
 export interface Replayer {
   readonly replay: Replay;
   /** Called first for every request: true (and the request cleaned) for a refresh of this plugin. */
@@ -29,9 +30,9 @@ export function replayer(fastify: FastifyInstance): Replayer {
       pending.set(token, new Set(Object.keys(request.headers)));
       try {
         // `user-agent: undefined` keeps the injector from adding its own.
-        const headers: Record<string, string | undefined> = { 'user-agent': undefined, ...request.headers, [REPLAY_FIELD]: token };
-        const res = await fastify.inject({ method: 'GET', url: request.url, headers });
-        return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
+        await fastify.ready();
+        // `fastify.routing` is the app's request listener (what `inject()` runs), here with the stored target.
+        return await injectTarget((req, res) => fastify.routing(req, res), request, { ...request.headers, [REPLAY_FIELD]: token });
       } finally {
         pending.delete(token);
       }

@@ -29,7 +29,9 @@ export const UNKEYED_INPUT_HEADERS = [
 /**
  * Sorts the parameters of a raw query string by name (the order of repeated names is kept:
  * `a=1&a=2` and `a=2&a=1` may mean different lists). Empty parameters are dropped. Names are
- * compared as sent, without percent-decoding.
+ * compared as sent, so the query is reordered only when no two names can decode to one: when a
+ * name holds a `%` or a `+` (`%61` and `a` are one name to the app), the query is kept exactly
+ * as received.
  */
 export function sortQuery(query: string): string {
   if (query === '') return '';
@@ -43,6 +45,7 @@ export function sortQuery(query: string): string {
       continue;
     }
     const name = paramName(p);
+    if (ENCODED_NAME.test(name)) return query;
     if (name < last) sorted = false;
     last = name;
   }
@@ -56,6 +59,9 @@ export function sortQuery(query: string): string {
   for (let i = 1; i < named.length; i++) out += `&${named[i]![1]}`;
   return out;
 }
+
+/** A query parameter name that may decode to another one's: it holds a percent-escape or a `+` (a space). */
+const ENCODED_NAME = /[%+]/;
 
 function paramName(param: string): string {
   const eq = param.indexOf('=');
@@ -107,8 +113,9 @@ function checkHost(host: string): boolean {
 }
 
 /**
- * The default key of a request: method, host (from the `Host` header, lower-case), path and
- * sorted query, plus the name and value of any `UNKEYED_INPUT_HEADERS` the request carries.
+ * The default key of a request: method, host (from the `Host` header, lower-case, or the
+ * `authority` given: see `keyAuthority`), the path as received (never dot-resolved) and the query
+ * (`sortQuery`), plus the name and value of any `UNKEYED_INPUT_HEADERS` the request carries.
  * `HEAD` uses the `GET` key: it is answered from the GET entry.
  *
  * The parts are written as a JSON array, so no part can spill into its neighbour (a `/` in
@@ -116,9 +123,9 @@ function checkHost(host: string): boolean {
  * key. A default key starts with `http:[`, a user key with `http:~`, and neither contains a
  * newline, which starts the `Vary` part (`varyKeySuffix`).
  */
-export function defaultCacheKey(method: string, url: string, headers: IncomingHttpHeaders, unkeyed = hasUnkeyedInput(headers)): string {
-  if (!unkeyed && (method === 'GET' || method === 'HEAD')) return plainGetKey(requestHost(headers), url);
-  return buildDefaultKey(method, url, headers, unkeyed);
+export function defaultCacheKey(method: string, url: string, headers: IncomingHttpHeaders, unkeyed = hasUnkeyedInput(headers), authority = requestHost(headers)): string {
+  if (!unkeyed && (method === 'GET' || method === 'HEAD')) return plainGetKey(authority, url);
+  return buildDefaultKey(method, url, headers, unkeyed, authority);
 }
 
 /**

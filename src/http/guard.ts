@@ -10,7 +10,7 @@ import { type CacheStatusEntry } from './cache-status.js';
 import { revalidationHeaders } from './conditional.js';
 import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
 import { isValidHost, requestHost } from './cache-key.js';
-import { requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
+import { keyAuthority, requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { resolveResponse } from './cache-calls.js';
 import { toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
@@ -63,7 +63,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
     const { method, headers } = info;
     if (method !== 'GET' && method !== 'HEAD') return undefined;
-    if (handled.has(marker)) return undefined;
+    if (handled.has(marker) || info.inexact !== undefined) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
     const scan = this.scan(headers);
@@ -81,8 +81,9 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     }
     // Forwarding fields that put the request under a key of its own (and give it its URL's tag).
     const unkeyed = userKey === undefined && (scan & UNKEYED_INPUT) !== 0;
-    const base = requestBaseKey(method, info.url, headers, userKey, unkeyed);
-    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed) : this.requestTags(req);
+    const authority = keyAuthority(info);
+    const base = requestBaseKey(method, info.url, headers, userKey, unkeyed, authority);
+    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed, authority) : this.requestTags(req);
     if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
     handled.claim(marker);
     const plan: CachePlan = { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined };
@@ -161,7 +162,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   /** The `Cache-Status` for a GET or HEAD that a request rule made pass the cache, or undefined. */
   private bypassStatus(info: HttpRequestInfo): string | undefined {
     if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
-    const reason = requestBypassReason(info.method, info.headers, this.privateNames);
+    const reason = info.inexact ?? requestBypassReason(info.method, info.headers, this.privateNames);
     return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });
   }
 

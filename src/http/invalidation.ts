@@ -48,12 +48,11 @@ export function invalidationTargets(method: string, status: number, requestUrl: 
  * make it, and each URL's tag, which the responses stored for requests with other forwarding
  * headers carry (`withUrlTag`).
  */
-export function defaultKeyInvalidation(targets: readonly string[], headers: IncomingHttpHeaders): { keys: string[]; tags: string[] } {
+export function defaultKeyInvalidation(targets: readonly string[], headers: IncomingHttpHeaders, authority = requestHost(headers)): { keys: string[]; tags: string[] } {
   const plain = withoutUnkeyedInput(headers);
   const keys = new Set<string>();
-  for (const url of targets) keys.add(defaultCacheKey('GET', url, plain)).add(defaultCacheKey('GET', url, headers));
-  const host = requestHost(headers);
-  return { keys: [...keys], tags: targets.map((url) => urlTag(url, host)) };
+  for (const url of targets) keys.add(defaultCacheKey('GET', url, plain, false, authority)).add(defaultCacheKey('GET', url, headers, undefined, authority));
+  return { keys: [...keys], tags: targets.map((url) => urlTag(url, authority)) };
 }
 
 function baseUrl(requestUrl: string, host: string): URL | undefined {

@@ -4,6 +4,7 @@ import { evaluateConditional, mergeNotModified, notModifiedHeaders } from './con
 import { type CapturedResponse, type SharedResponse } from './capture.js';
 import { formatHttpDate } from './http-date.js';
 import { defaultKeyInvalidation, invalidationTargets } from './invalidation.js';
+import { keyAuthority } from './request-plan.js';
 import { replayRequest, runReplay } from './background-refresh.js';
 import type { Replay } from './pipeline.js';
 import { routeWindow, staleInsteadOf } from './stale-on-error.js';
@@ -142,7 +143,7 @@ export abstract class LeaderRules<Req> extends ResponseStore<Req> {
     let keys: string[];
     let tags: string[] = [];
     if (keyFn === undefined) {
-      ({ keys, tags } = defaultKeyInvalidation(targets, info.headers));
+      ({ keys, tags } = defaultKeyInvalidation(targets, info.headers, keyAuthority(info)));
       for (const key of keys) this.writingRecords.delete(key);
     } else {
       if (req === undefined) return;

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Replay } from './pipeline.js';
+import type { HandlerResponse, Replay, ReplayRequest } from './pipeline.js';
 
 /** Set on a request injected for a background refresh: every guard in the app lets it through. */
 const REPLAYED = Symbol.for('dogpile-guard.replayed');
@@ -33,6 +33,29 @@ function mixedPrototype(base: object, source: object): object {
   return proto;
 }
 
+/** A `node:http` request listener (an app's, or a dispatch of the adapter's own). */
+export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Runs `listener` for `request` with a synthetic request and response (`light-my-request`)
+ * whose target is exactly the stored one: the injector parses the URL it is given (dot
+ * segments resolved, a leading `//` read as an authority, characters percent-encoded), so it
+ * gets `/` and the request's `url` is set to the stored target, byte for byte, before the app
+ * sees it. `headers` are the fields sent (`user-agent: undefined` keeps the injector's own off);
+ * the response is read whole.
+ */
+export async function injectTarget(listener: NodeListener, request: ReplayRequest, headers: Readonly<Record<string, string | undefined>> = request.headers): Promise<HandlerResponse> {
+  // Loaded with the first refresh: an app that never serves stale never loads it.
+  const { default: inject } = await import('light-my-request');
+  const target = request.url;
+  const dispatch = (req: IncomingMessage, res: ServerResponse) => {
+    req.url = target;
+    listener(req, res);
+  };
+  const res = await inject(dispatch, { method: 'GET', url: '/', headers: { 'user-agent': undefined, ...headers } });
+  return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
+}
+
 /**
  * Runs a request through an Express app (from the top: every middleware, router and error
  * handler in front of the route) with a synthetic request and response (`light-my-request`).
@@ -53,9 +76,6 @@ export function expressReplay(app: ExpressLikeApp): Replay {
       }) as ExpressLikeApp;
       top.handle.call(view, req, res);
     };
-    // Loaded with the first refresh: an app that never serves stale never loads it.
-    const { default: inject } = await import('light-my-request');
-    const res = await inject(dispatch, { method: 'GET', url: request.url, headers: { 'user-agent': undefined, ...request.headers } });
-    return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
+    return injectTarget(dispatch, request);
   };
 }

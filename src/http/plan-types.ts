@@ -11,6 +11,17 @@ export interface HttpRequestInfo {
   /** Path and query as received (Express: `req.originalUrl`; Fastify: `request.url`). */
   url: string;
   headers: IncomingHttpHeaders;
+  /**
+   * The scheme and authority the handler sees, when they are not `http` and the `Host` field
+   * (a web adapter whose `Request` URL is `https://…`): the key is built from them (`keyAuthority`).
+   */
+  origin?: string;
+  /**
+   * Why the cache cannot represent the request's target exactly (the handler would see an
+   * authority other than the `Host` field the key is built from): the request passes uncached,
+   * and `Cache-Status` says this.
+   */
+  inexact?: string;
 }
 
 /** A request the cache will handle: its key and how long its response is kept. */

@@ -19,8 +19,16 @@ export function cacheableRequest(method: string, headers: IncomingHttpHeaders, p
 }
 
 /** The key of a request without its `Vary` part: the user's key (namespaced) or method + host + path + sorted query. */
-export function requestBaseKey(method: string, url: string, headers: IncomingHttpHeaders, userKey: string | undefined, unkeyed = hasUnkeyedInput(headers)): string {
-  return userKey !== undefined ? userCacheKey(userKey) : defaultCacheKey(method, url, headers, unkeyed);
+export function requestBaseKey(method: string, url: string, headers: IncomingHttpHeaders, userKey: string | undefined, unkeyed = hasUnkeyedInput(headers), authority?: string): string {
+  return userKey !== undefined ? userCacheKey(userKey) : defaultCacheKey(method, url, headers, unkeyed, authority);
+}
+
+/**
+ * The authority a request's default key is built from: the `Host` field, or, where the handler
+ * sees another scheme than `http` (`HttpRequestInfo.origin`), that scheme and authority.
+ */
+export function keyAuthority(info: { headers: IncomingHttpHeaders; origin?: string }): string {
+  return info.origin ?? requestHost(info.headers);
 }
 
 /**
@@ -28,10 +36,10 @@ export function requestBaseKey(method: string, url: string, headers: IncomingHtt
  * carries forwarding headers and so has a key of its own, which lets a write reach its
  * responses whatever the write carried; false when `tags` leave no room for it (`MAX_TAGS`).
  */
-export function withUrlTag(tags: readonly string[] | undefined, url: string, headers: IncomingHttpHeaders, unkeyed = hasUnkeyedInput(headers)): readonly string[] | undefined | false {
+export function withUrlTag(tags: readonly string[] | undefined, url: string, headers: IncomingHttpHeaders, unkeyed = hasUnkeyedInput(headers), authority = requestHost(headers)): readonly string[] | undefined | false {
   if (!unkeyed) return tags;
   if (tags !== undefined && tags.length >= MAX_TAGS) return false;
-  return [...(tags ?? []), urlTag(url, requestHost(headers))];
+  return [...(tags ?? []), urlTag(url, authority)];
 }
 
 /** The key of a request whose response varies on the request headers `names`. */

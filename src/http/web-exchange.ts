@@ -7,6 +7,7 @@ import { RequestClaims } from './request-plan.js';
 import type { ResponseCapture } from './capture.js';
 import type { PreparedResponse } from './serve.js';
 import type { HttpCacheOptions } from './options.js';
+import { requestHost } from './cache-key.js';
 import { servedFieldRecord, servedInstructions, type Replay } from './pipeline.js';
 import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
@@ -33,18 +34,43 @@ export function requestHeaders(request: Request): IncomingHttpHeaders {
  * `Request`'s, which would make it build a `Headers` object for nothing.
  */
 export function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders): HttpRequestInfo {
-  return { method: request.method, url: pathAndQuery(request.url), headers: nodeHeaders ?? requestHeaders(request) };
+  const headers = nodeHeaders ?? requestHeaders(request);
+  const target = webTarget(request.url);
+  const info: HttpRequestInfo = { method: request.method, url: target.path, headers };
+  if (target.scheme !== 'http') info.origin = `${target.scheme}://${target.authority}`;
+  if (!sameAuthority(target, requestHost(headers))) info.inexact = 'authority';
+  return info;
 }
 
-/** The path and query of an absolute URL as a `Request` gives it (already normalised, no fragment). */
-function pathAndQuery(url: string): string {
+/** A `Request`'s URL in parts: scheme (lower-case), authority, and path with query (as the `Request` gives them, no fragment). */
+interface WebTarget {
+  scheme: string;
+  authority: string;
+  path: string;
+}
+
+function webTarget(url: string): WebTarget {
   const scheme = url.indexOf('://');
   const slash = scheme === -1 ? -1 : url.indexOf('/', scheme + 3);
   if (slash === -1) {
     const parsed = new URL(url);
-    return `${parsed.pathname}${parsed.search}`;
+    return { scheme: parsed.protocol.slice(0, -1), authority: parsed.host, path: `${parsed.pathname}${parsed.search}` };
   }
-  return url.slice(slash);
+  return { scheme: url.slice(0, scheme).toLowerCase(), authority: url.slice(scheme + 3, slash), path: url.slice(slash) };
+}
+
+/**
+ * True when the `Host` field names the authority of the `Request`'s URL (case aside, a default
+ * port written or not). A server that takes the authority of an absolute-form target over `Host`
+ * (RFC 9112 §3.2.2) hands the handler a URL that the `Host` field does not name: the handler may
+ * read either, so no one key represents the request.
+ */
+function sameAuthority(target: WebTarget, host: string): boolean {
+  if (host === target.authority) return true;
+  const lower = host.toLowerCase();
+  if (lower === target.authority) return true;
+  const port = target.scheme === 'https' ? ':443' : target.scheme === 'http' ? ':80' : undefined;
+  return port !== undefined && lower.endsWith(port) && lower.slice(0, -port.length) === target.authority;
 }
 
 /** A `Response`'s headers as an object with lower-case names (`set-cookie` a list). */
@@ -139,16 +165,42 @@ function leaderRequest(request: Request, plan: CachePlan): Request {
   return rebuilt;
 }
 
+/** `scheme://authority` of an absolute URL. */
+function originOf(url: string): string {
+  const target = webTarget(url);
+  return `${target.scheme}://${target.authority}`;
+}
+
+/**
+ * True when a `Request` built from `url` has exactly that URL: a server may hand the handler a
+ * URL the WHATWG parser would write otherwise (`@hono/node-server` keeps most targets as they
+ * arrived), and a background refresh, whose `Request` is parsed anew, would then run the
+ * handler for another target. Such a request is refreshed in the foreground.
+ */
+function replayable(url: string): boolean {
+  try {
+    return new URL(url).href === url;
+  } catch {
+    return false;
+  }
+}
+
 /** Requests made for a leader's handler: another guard on the way (app-wide and per route) lets them through. */
 const leaderRequests = new RequestClaims('leader');
 
 /**
- * A background refresh: the handler runs for the reconstructed request (at the origin of the
- * request that found the response stale), and its response is read as it streams.
+ * A background refresh: the handler runs for the reconstructed request, whose URL is the
+ * stored target at the origin of the request that found the response stale (that request has
+ * the same key, so the same scheme and authority). The target is joined to the origin as text,
+ * never resolved against it: a path that starts with `//` stays a path. Its response is read as
+ * it streams.
  */
 function replayWith(live: Request, run: RunHandler): Replay {
   return async (replayed) => {
-    const request = new Request(new URL(replayed.url, new URL(live.url).origin), { method: 'GET', headers: replayed.headers });
+    const url = originOf(live.url) + replayed.url;
+    // Never a handler run for another target than the stored one (see `replayable`).
+    if (!replayable(url)) throw new Error(`a background refresh cannot replay the target ${JSON.stringify(replayed.url)} exactly`);
+    const request = new Request(url, { method: 'GET', headers: replayed.headers });
     leaderRequests.claim(request);
     const response = await run(request);
     const headers = responseHeaders(response);
@@ -198,7 +250,7 @@ export class WebGuard<Req> {
     const outcome = settleOnce<Response>();
     this.guard.handle(plan, {
       headAsGet: true,
-      ...(replay === undefined ? {} : { replay: replayWith(request, replay) }),
+      ...(replay === undefined || !replayable(request.url) ? {} : { replay: replayWith(request, replay) }),
       proceed: (capture, active = plan) => {
         this.lead(request, active, capture, run).then(outcome.resolve, outcome.reject);
       },

@@ -2,6 +2,7 @@ import type Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { servedInstructions, type Replay } from '../http/pipeline.js';
+import { injectTarget } from '../http/node-replay.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
@@ -22,8 +23,8 @@ const replayed = new WeakSet<object>();
 
 /**
  * Runs a request through the whole Koa app (every middleware, from the top) with a synthetic
- * request and response (`light-my-request`): the app sees exactly the replayed headers, and its
- * response is read whole.
+ * request and response (`injectTarget`): the app sees exactly the stored target and the replayed
+ * headers, and its response is read whole.
  */
 function koaReplay(app: Koa): Replay {
   let listener: ReturnType<Koa['callback']> | undefined;
@@ -35,10 +36,7 @@ function koaReplay(app: Koa): Replay {
       for (const name of Object.keys(req.headers)) if (!(name in request.headers)) delete req.headers[name];
       void handle(req, res);
     };
-    // Loaded with the first refresh: an app that never serves stale never loads it.
-    const { default: inject } = await import('light-my-request');
-    const res = await inject(dispatch, { method: 'GET', url: request.url, headers: { ...request.headers } });
-    return { status: res.statusCode, headers: res.headers as Record<string, string | string[] | number | undefined>, body: [res.rawPayload] };
+    return injectTarget(dispatch, request);
   };
 }
 

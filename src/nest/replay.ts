@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { CacheDecision } from '../core/cache.js';
-import { expressReplay, type ExpressLikeApp } from '../http/node-replay.js';
+import { expressReplay, injectTarget, type ExpressLikeApp } from '../http/node-replay.js';
 import type { Replay, ReplayRequest } from '../http/pipeline.js';
 
 /**
@@ -13,7 +13,8 @@ const REPLAY_FIELD = 'dogpile-replay';
 /** What the handler produced for a background refresh. */
 export type ReplayOutcome = { value: unknown; decision: CacheDecision | undefined } | { error: unknown };
 
-type Injectable = { inject(options: { method: 'GET'; url: string; headers: Record<string, string | undefined> }): Promise<unknown> };
+/** The part of a Fastify instance a refresh uses: its request listener, once the app is ready. */
+type FastifyLike = { ready(): PromiseLike<unknown>; routing(req: IncomingMessage, res: ServerResponse): void };
 
 /** Background refreshes of one interceptor: the route runs through the whole app (guards, pipes, interceptors) on either platform. */
 export class NestReplays {
@@ -40,7 +41,9 @@ export class NestReplays {
         this.express ??= expressReplay(app as ExpressLikeApp);
         await this.express({ ...request, headers });
       } else {
-        await (app as Injectable).inject({ method: 'GET', url: request.url, headers: { 'user-agent': undefined, ...headers } });
+        const fastify = app as FastifyLike;
+        await fastify.ready();
+        await injectTarget((req, res) => fastify.routing(req, res), { ...request, headers });
       }
     } finally {
       this.pending.delete(token);
