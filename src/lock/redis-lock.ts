@@ -232,9 +232,9 @@ export class RedisLock extends BaseLock {
   }
 
   /**
-   * Deletes every lock under the prefix (SCAN, never KEYS; every master of a cluster) and
-   * wakes their waiters. Meant for application start-up after a crash. Returns how many
-   * locks were deleted.
+   * Deletes every lock under the prefix, taken literally (SCAN, never KEYS; every master of a
+   * cluster) and wakes their waiters. Meant for application start-up after a crash. Returns how
+   * many locks were deleted.
    */
   static async resetAll(redis: RedisClient, options: { prefix?: string } = {}): Promise<number> {
     const prefix = validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix);
@@ -244,7 +244,7 @@ export class RedisLock extends BaseLock {
     for (const node of nodes) {
       let cursor = '0';
       do {
-        const [next, keys] = (await node.call('SCAN', cursor, 'MATCH', `${prefix}:lock:{*`, 'COUNT', 500)) as [string | Buffer, (string | Buffer)[]];
+        const [next, keys] = (await node.call('SCAN', cursor, 'MATCH', `${globLiteral(prefix)}:lock:{*`, 'COUNT', 500)) as [string | Buffer, (string | Buffer)[]];
         cursor = String(next);
         for (const raw of keys) {
           const key = String(raw);
@@ -256,4 +256,9 @@ export class RedisLock extends BaseLock {
     }
     return count;
   }
+}
+
+/** `text` as a Redis glob (`SCAN MATCH`) that matches exactly it: `*`, `?`, `[`, `]` and `\` escaped. */
+function globLiteral(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
