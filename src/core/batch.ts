@@ -1,5 +1,7 @@
+import { types } from 'node:util';
 import { InvalidOptionError } from '../shared/errors.js';
-import type { Duration } from '../shared/duration.js';
+import { describe, type Duration } from '../shared/duration.js';
+import { validateKeys } from './bulk.js';
 import type { CacheEvents } from './events.js';
 import type { GetOrComputeOptions, LoaderContext } from './types.js';
 
@@ -12,8 +14,8 @@ export interface BatchLoaderContext {
 }
 
 /**
- * Loads many keys in one call: a `Map` of key → value, an object keyed by key, or an array in
- * the order of `ctx.keys`. A key left out is answered `undefined` and not stored.
+ * Loads many keys in one call: a `Map` of key → value, a plain object keyed by key, or an array
+ * in the order of `ctx.keys`. A key left out is answered `undefined` and not stored.
  */
 export type BatchLoader<T> = (keys: string[], ctx: BatchLoaderContext) => BatchResult<T> | Promise<BatchResult<T>>;
 export type BatchResult<T> = ReadonlyMap<string, T> | Readonly<Record<string, T>> | readonly (T | undefined)[];
@@ -48,10 +50,8 @@ export async function getOrComputeMany<T>(
   loader: BatchLoader<T>,
   ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>,
 ): Promise<(T | undefined)[]> {
-  if (!Array.isArray(keys)) throw new InvalidOptionError('keys', `expected an array of strings, got ${keys === null ? 'null' : typeof keys}`);
-  keys.forEach((key, i) => {
-    if (typeof key !== 'string') throw new InvalidOptionError('keys', `key ${i} is ${key === null ? 'null' : typeof key}; every key must be a string`);
-  });
+  // Every key is checked before any is looked up, led or written.
+  validateKeys(keys);
   if (typeof loader !== 'function') throw new InvalidOptionError('loader', `expected a function (keys, ctx) => values, got ${loader === null ? 'null' : typeof loader}`);
   const unique = [...new Set(keys)];
   if (unique.length === 0) return [];
@@ -140,7 +140,12 @@ async function load<T>(batch: Led[], loader: BatchLoader<T>): Promise<void> {
   batch.forEach((led, i) => led.resolve(values[i]));
 }
 
-/** The batch loader's answer, one value (or `undefined`) per key of `keys`. */
+/**
+ * The batch loader's answer, one value (or `undefined`) per key of `keys`. The one place that
+ * decides what a batch loader may return: a `Map`, a plain object keyed by key (its prototype
+ * `Object.prototype` or none), or an array in the order of `keys`. Anything else (a `Set`, a
+ * Map-like object, a class instance, a typed array, a primitive) is refused, naming it.
+ */
 function valuesOf<T>(result: BatchResult<T>, keys: readonly string[]): (T | undefined)[] {
   if (Array.isArray(result)) {
     if (result.length !== keys.length) {
@@ -148,10 +153,28 @@ function valuesOf<T>(result: BatchResult<T>, keys: readonly string[]): (T | unde
     }
     return result as (T | undefined)[];
   }
-  if (result instanceof Map) return keys.map((key) => (result as ReadonlyMap<string, T>).get(key));
-  if (typeof result === 'object' && result !== null) {
+  if (types.isMap(result)) return keys.map((key) => (result as ReadonlyMap<string, T>).get(key));
+  if (isPlainObject(result)) {
     const record = result as Readonly<Record<string, T>>;
     return keys.map((key) => (Object.prototype.hasOwnProperty.call(record, key) ? record[key] : undefined));
   }
-  throw new InvalidOptionError('loader', `must return a Map, an object keyed by key or an array, got ${result === null ? 'null' : typeof result}`);
+  throw new InvalidOptionError('loader', `returned ${returned(result)}; a batch loader returns a Map, a plain object keyed by key, or an array in the order of ctx.keys`);
+}
+
+/** An object literal or `Object.create(null)` (of any realm): its prototype is a root, or it has none. */
+function isPlainObject(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as object | null;
+  return proto === null || Object.getPrototypeOf(proto) === null;
+}
+
+/** What a loader returned, for an error message (a string by its length, not its text). */
+function returned(value: unknown): string {
+  if (typeof value === 'string') return `a string (${value.length} characters)`;
+  if (typeof value === 'object' && value !== null) {
+    const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+    if (types.isSet(value)) return 'a Set';
+    return typeof name === 'string' && name !== '' ? `an instance of ${name}` : 'an object that is not a plain object';
+  }
+  return describe(value);
 }
