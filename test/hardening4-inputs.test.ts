@@ -5,8 +5,10 @@
  * { prefix })` takes the prefix literally whatever glob characters it holds (a real Redis);
  * the msgpack serializer and an own `__proto__` property.
  */
+import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCache, InvalidOptionError, RedisLock, type DogpileCache } from '../src/index.js';
+import { msgpackSerializer } from '../src/msgpack/index.js';
 import { freshId } from '../tools/basics.js';
 import { useRedis } from './support/use-redis.js';
 
@@ -139,5 +141,51 @@ describe('RedisLock.resetAll takes its prefix literally', () => {
       expect(await rival.tryAcquire()).toBe(false);
       expect(await other.release()).toBe(true);
     }
+  });
+});
+
+describe('msgpackSerializer and an own __proto__ property', () => {
+  /** A value with own `__proto__` data properties (as JSON.parse makes them), next to keys that look like their escapes, shared and cyclic references. */
+  function protoKeyed() {
+    const value = JSON.parse('{"a":1,"__proto__":{"polluted":true},"__proto_":"x","__proto__$":"y","nested":[{"__proto__":5}]}') as Record<string, unknown> & { nested: Array<Record<string, unknown>> };
+    value.shared = value.nested[0];
+    value.self = value;
+    value.map = new Map<unknown, unknown>([['__proto__', 1], ['inner', JSON.parse('{"__proto__":[2]}')]]);
+    value.set = new Set([JSON.parse('{"__proto__":"in a set"}')]);
+    value.bare = Object.assign(Object.create(null) as Record<string, unknown>, JSON.parse('{"__proto__":"no prototype"}'));
+    return value;
+  }
+
+  it('a value read back from Redis keeps its own __proto__ properties, in their order, and pollutes no prototype', async () => {
+    const prefix = freshId('h4mp');
+    const writer = createCache({ redis: server.client(), prefix, serializer: msgpackSerializer });
+    const reader = createCache({ redis: server.client(), prefix, serializer: msgpackSerializer });
+    open.push(writer, reader);
+    const value = protoKeyed();
+    await writer.set('proto', value, 60_000);
+    const back = (await reader.get('proto')) as ReturnType<typeof protoKeyed>;
+
+    expect(Object.keys(back)).toEqual(Object.keys(value));
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(back, '__proto__')?.value).toEqual({ polluted: true });
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect([back.__proto_, back['__proto__$'], back.a]).toEqual(['x', 'y', 1]);
+    expect(Object.getOwnPropertyDescriptor(back.nested[0], '__proto__')?.value).toBe(5);
+    expect(back.shared).toBe(back.nested[0]);
+    expect(back.self).toBe(back);
+    const map = back.map as Map<unknown, unknown>;
+    expect(map.get('__proto__')).toBe(1);
+    expect(Object.getOwnPropertyDescriptor(map.get('inner'), '__proto__')?.value).toEqual([2]);
+    const [inSet] = [...(back.set as Set<object>)];
+    expect(Object.getOwnPropertyDescriptor(inSet, '__proto__')?.value).toBe('in a set');
+    const bare = back.bare as Record<string, unknown>;
+    expect(Object.getOwnPropertyDescriptor(bare, '__proto__')?.value).toBe('no prototype');
+  });
+
+  it('a value without one is written as plain MessagePack, as before; "__proto__" as a mere string round-trips too', () => {
+    const plain = { a: 1, list: ['x', { b: new Date(5) }], big: 3n };
+    expect(Buffer.from(msgpackSerializer.serialize(plain))).toEqual(Buffer.from(new Packr({ structuredClone: true, useBigIntExtension: true }).pack(plain)));
+    const strings = { text: '__proto__', __proto_: '__proto__$' };
+    expect(msgpackSerializer.deserialize(Buffer.from(msgpackSerializer.serialize(strings)))).toEqual(strings);
   });
 });
