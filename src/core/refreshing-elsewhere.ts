@@ -1,7 +1,9 @@
 import { monotonicNow } from '../shared/clock.js';
 import { keyHintSize } from '../shared/key-hints.js';
-import type { StoredEntry } from '../store/types.js';
-import type { GuardedBackend } from './guarded-backend.js';
+import type { MissCoordinator, StoredEntry } from '../store/types.js';
+
+/** What following a key takes: its channel (GuardedBackend's, bounded by `commandTimeout`), and whether it is live. */
+type KeyChannels = Pick<MissCoordinator, 'listen' | 'live'>;
 
 /** How long a key is followed at most after its last refresh elsewhere was heard of (a key refreshed on a cycle stays followed). */
 const FOLLOW_MAX_MS = 60_000;
@@ -26,8 +28,11 @@ interface Followed {
   until: number;
   /** Ends the following once the key has not been refreshed elsewhere for a while. */
   idle: NodeJS.Timeout | undefined;
-  unlisten: (() => void) | undefined;
+  /** Lets the channel go; set once the subscription is confirmed. */
+  unlisten: ((atOnce?: boolean) => void) | undefined;
   ended: boolean;
+  /** `keyHintSize` of the key: what its channel counts against `FOLLOWED_MAX_BYTES` until it is let go. */
+  size: number;
 }
 
 /**
@@ -41,17 +46,30 @@ interface Followed {
  * lock runs out. The channel stays followed for twice the value's TTL after the last such
  * lookup (at most a minute), so a key refreshed on a cycle is answered from memory from the
  * first lookup of each refresh, without subscribing again. Entries with tags are not kept (an
- * invalidation travels on the tag's channel, not the key's). At most `FOLLOWED_MAX` keys and
- * `FOLLOWED_MAX_BYTES` of key text are followed: past either, the key heard of longest ago is
- * forgotten (its channel let go), and its later lookups simply go to Redis.
+ * invalidation travels on the tag's channel, not the key's).
+ *
+ * At most `FOLLOWED_MAX` channels and `FOLLOWED_MAX_BYTES` of key text are held at every
+ * moment, checked before a key is followed: a channel counts from the moment it is asked for
+ * until it is let go (unsubscribed at once, without the subscriber's linger), so subscriptions
+ * still being confirmed count too. To make room for a new key, the keys heard of longest ago
+ * whose subscription is confirmed are let go; when that is not enough (the rest are still being
+ * subscribed), or the key alone is longer than the byte budget, the key is not followed and its
+ * lookups simply go to Redis.
  */
 export class RefreshingElsewhere {
   /** In the order they were last heard of: the first is the one to forget. */
   private readonly keys = new Map<string, Followed>();
-  /** `keyHintSize` of every key in `keys`. */
-  private bytes = 0;
+  /** Channels held: those of `keys`, and those of keys forgotten while their subscription was being confirmed. */
+  private held = 0;
+  /** `keyHintSize` of the keys whose channels are held. */
+  private heldBytes = 0;
 
-  constructor(private readonly backend: GuardedBackend) {}
+  constructor(private readonly backend: KeyChannels) {}
+
+  /** Channels held now and the key text they stand for (what the bounds apply to). */
+  get following(): { channels: number; bytes: number } {
+    return { channels: this.held, bytes: this.heldBytes };
+  }
 
   /** The stale value of `key` while its refresh runs elsewhere, else undefined. */
   get(key: string): StoredEntry | undefined {
@@ -72,8 +90,9 @@ export class RefreshingElsewhere {
     if (entry.tags !== undefined || remaining <= 0) return;
     let followed = this.keys.get(key);
     if (followed === undefined) {
-      if (keyHintSize(key) > FOLLOWED_MAX_BYTES) return;
-      followed = this.follow(key);
+      const size = keyHintSize(key);
+      if (!this.makeRoom(size)) return;
+      followed = this.follow(key, size);
     } else {
       // Heard of again: the last to be forgotten.
       this.keys.delete(key);
@@ -102,16 +121,29 @@ export class RefreshingElsewhere {
     for (const [key, followed] of this.keys) this.end(key, followed);
   }
 
-  private follow(key: string): Followed {
-    const followed: Followed = { liveAt: undefined, entry: undefined, newsAt: 0, until: 0, idle: undefined, unlisten: undefined, ended: false };
-    this.keys.set(key, followed);
-    this.bytes += keyHintSize(key);
-    // Over a bound: forget the keys heard of longest ago (never the one just added).
-    while (this.keys.size > FOLLOWED_MAX || this.bytes > FOLLOWED_MAX_BYTES) {
-      const [oldest, state] = this.keys.entries().next().value!;
-      if (oldest === key) break;
-      this.end(oldest, state);
+  /**
+   * Whether one more channel, for a key of `size`, fits within the bounds, once the keys heard
+   * of longest ago whose subscription is confirmed are let go as needed (at once: their room is
+   * free when this returns). Keys still being subscribed are not let go here: their room would
+   * be free only later.
+   */
+  private makeRoom(size: number): boolean {
+    const fits = () => this.held < FOLLOWED_MAX && this.heldBytes + size <= FOLLOWED_MAX_BYTES;
+    if (size > FOLLOWED_MAX_BYTES) return false;
+    if (fits()) return true;
+    for (const [key, followed] of this.keys) {
+      if (followed.unlisten === undefined) continue;
+      this.end(key, followed);
+      if (fits()) return true;
     }
+    return false;
+  }
+
+  private follow(key: string, size: number): Followed {
+    const followed: Followed = { liveAt: undefined, entry: undefined, newsAt: 0, until: 0, idle: undefined, unlisten: undefined, ended: false, size };
+    this.keys.set(key, followed);
+    this.held += 1;
+    this.heldBytes += size;
     const heard = (outcome: unknown) => {
       followed.entry = undefined;
       followed.newsAt = monotonicNow();
@@ -120,24 +152,39 @@ export class RefreshingElsewhere {
     };
     this.backend.listen(key, heard).then(
       (unlisten) => {
-        if (followed.ended) return unlisten();
+        if (followed.ended) {
+          // Forgotten while it was being subscribed: let go now that it is.
+          unlisten(true);
+          this.release(followed);
+          return;
+        }
         followed.unlisten = unlisten;
         followed.liveAt = monotonicNow();
       },
-      () => this.end(key, followed),
+      () => {
+        this.end(key, followed);
+        this.release(followed);
+      },
     );
     return followed;
   }
 
+  /** Stops following `key`; its channel is let go at once if subscribed, else once it is (see `follow`). */
   private end(key: string, followed: Followed): void {
     if (followed.ended) return;
     followed.ended = true;
     followed.entry = undefined;
     if (followed.idle) clearTimeout(followed.idle);
-    if (this.keys.get(key) === followed) {
-      this.keys.delete(key);
-      this.bytes -= keyHintSize(key);
+    if (this.keys.get(key) === followed) this.keys.delete(key);
+    if (followed.unlisten) {
+      followed.unlisten(true);
+      this.release(followed);
     }
-    followed.unlisten?.();
+  }
+
+  /** The channel of `followed` is let go: its room is free. */
+  private release(followed: Followed): void {
+    this.held -= 1;
+    this.heldBytes -= followed.size;
   }
 }

@@ -11,6 +11,13 @@ import { SubscriberClosedError } from '../shared/errors.js';
  */
 export type ChannelListener = (message: Buffer | null) => void;
 
+/**
+ * Removes a listener. The channel, once it has no listener left, stays subscribed for its
+ * linger (a busy key's next wait pays no SUBSCRIBE), or is unsubscribed `atOnce` (a follower
+ * that bounds how many channels it holds lets one go to make room).
+ */
+export type Unlisten = (atOnce?: boolean) => void;
+
 interface ChannelState {
   listeners: Set<ChannelListener>;
   ready: Promise<void>;
@@ -86,7 +93,7 @@ export class Subscriber {
    * Adds a listener and resolves once the channel subscription is confirmed by the server,
    * so a message published after that cannot be missed. Returns the function that removes it.
    */
-  async listen(channel: string, listener: ChannelListener): Promise<() => void> {
+  async listen(channel: string, listener: ChannelListener): Promise<Unlisten> {
     if (this.closed) throw new SubscriberClosedError('subscriber is closed');
     this.cancelLinger();
     let state = this.channels.get(channel);
@@ -107,11 +114,15 @@ export class Subscriber {
     state.listeners.add(listener);
     const current = state;
     let removed = false;
-    const remove = () => {
+    const remove = (atOnce = false) => {
       if (removed) return;
       removed = true;
       current.listeners.delete(listener);
-      if (current.listeners.size === 0 && this.channels.get(channel) === current && !current.idleTimer) {
+      if (current.listeners.size > 0 || this.channels.get(channel) !== current) return;
+      if (atOnce) {
+        if (current.idleTimer) clearTimeout(current.idleTimer);
+        this.drop(channel, current);
+      } else if (!current.idleTimer) {
         current.idleTimer = setTimeout(() => this.drop(channel, current), current.linger);
         current.idleTimer.unref();
       }

@@ -8,7 +8,7 @@ import { parseOutcome } from './outcome-message.js';
 import { RedisTagStamps } from './redis-tags.js';
 import { monotonicNow } from '../shared/clock.js';
 import { clientAvailable, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
-import { existingSharedSubscriber, sharedSubscriber } from '../redis/subscriber.js';
+import { existingSharedSubscriber, sharedSubscriber, type Unlisten } from '../redis/subscriber.js';
 import { knownPubSubMode, publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
 import { EXTEND } from '../redis/extend-script.js';
@@ -294,7 +294,7 @@ export class RedisBackend implements Backend, MissCoordinator {
     return (await EXTEND.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, lockTtl])) === 1;
   }
 
-  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
+  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<Unlisten> {
     return sharedSubscriber(this.client).listen(cacheKeys(this.options.prefix, key).channel, (message) => {
       listener(message === null ? null : this.parseMessage(message));
     });

@@ -163,8 +163,11 @@ export interface MissCoordinator {
    * reaches this process now (always true in process).
    */
   live(key: string): boolean;
-  /** Subscribes to the key's outcomes; resolves once the subscription is live. */
-  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void>;
+  /**
+   * Subscribes to the key's outcomes; resolves once the subscription is live, with the function
+   * that stops listening (`atOnce`: the channel is let go now rather than after its linger).
+   */
+  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<(atOnce?: boolean) => void>;
   /** The value a leader shared (not stored) and announced as too big to inline. */
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
 }
