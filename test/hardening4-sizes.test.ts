@@ -3,8 +3,9 @@
  * a compressed entry that inflates past `DECOMPRESSED_MAX_BYTES` (written straight into Redis)
  * is a corrupt entry (a miss, reported, replaced by the loader) and never inflates beyond it,
  * while one just under it still reads (for zstd in a Node 26 child process when this Node has
- * none), and a value too large to compress within it is stored uncompressed; a value announced inline on a key's channel past `inlineMax` is not decoded (a
- * notification only: the waiter reads Redis, the L1 copy is dropped); and the keys followed
+ * none), and a value too large to compress within it is stored uncompressed; a value announced
+ * inline on a key's channel past `inlineMax` is not decoded (a notification only: the waiter
+ * reads Redis, the L1 copy is dropped); and the keys followed
  * while other processes refresh them stay within `FOLLOWED_MAX` keys and `FOLLOWED_MAX_BYTES`
  * after every batch of a burst (counted in the class's subscriber and on the server), a single
  * key longer than the byte budget never being followed at all.
