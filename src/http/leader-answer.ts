@@ -5,6 +5,7 @@ import { capturePayload, isRepresentationHeader, type ResponseCapture } from './
 import { appendCacheStatus } from './cache-status.js';
 import { isTargetedField } from './targeted-fields.js';
 import { servedInstructions } from './pipeline.js';
+import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
 import { LoaderError } from '../shared/errors.js';
 
 /**
@@ -75,6 +76,9 @@ export function leaderHead<Req>(
       const served = servedInstructions(stale);
       return { status: served.status, replaceAll: true, set: served.headers as LeaderHead['set'], remove: [], body: stale.body ?? Buffer.alloc(0) };
     }
+    // A refresh answered with an origin failure is a failed run, as a loader that throws: the
+    // key is held for failSafeRetry. Its client still gets the handler's response, stored nowhere.
+    if (refreshFailed(plan, status)) capture.fail(new LoaderError(`the handler answered ${status} to a refresh`, { key: plan.key }));
     const renewed = guard.revalidated304(plan, status, own);
     if (renewed !== undefined) {
       const member = guard.leaderHeaders(plan, 304, own, targeted);
@@ -158,6 +162,11 @@ function headersAfter(head: LeaderHead, headers: OutgoingHttpHeaders): OutgoingH
   return out;
 }
 
+/** True when the run refreshes a stored response (`plan.fallback`) and the handler answered with an origin failure (500, 502, 503, 504). */
+function refreshFailed(plan: CachePlan, status: number): boolean {
+  return plan.fallback !== undefined && ORIGIN_ERROR_STATUSES.has(status);
+}
+
 /**
  * The leader's handler answered (`capture` set when its response is to be shared): what its
  * client gets, for an adapter that has the whole response in hand.
@@ -173,7 +182,8 @@ export function answerLeaderError<Req>(guard: HttpGuard<Req>, plan: CachePlan, c
   if (capture === undefined) throw error;
   const stale = guard.staleOnError(plan, 500);
   if (stale === undefined) {
-    capture.complete(500, {});
+    if (refreshFailed(plan, 500)) capture.fail(new LoaderError('the handler failed during a refresh', { key: plan.key, cause: error }));
+    else capture.complete(500, {});
     throw error;
   }
   capture.fail(new LoaderError('the handler failed; the stored response was served instead', { key: plan.key, cause: error }));

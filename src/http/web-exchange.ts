@@ -7,6 +7,7 @@ import { RequestClaims } from './request-plan.js';
 import type { ResponseCapture } from './capture.js';
 import type { PreparedResponse } from './serve.js';
 import type { HttpCacheOptions } from './options.js';
+import { LoaderError } from '../shared/errors.js';
 import { requestHost } from './cache-key.js';
 import { servedFieldRecord, servedInstructions, type Replay } from './pipeline.js';
 import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
@@ -199,7 +200,7 @@ function replayWith(live: Request, run: RunHandler): Replay {
   return async (replayed) => {
     const url = originOf(live.url) + replayed.url;
     // Never a handler run for another target than the stored one (see `replayable`).
-    if (!replayable(url)) throw new Error(`a background refresh cannot replay the target ${JSON.stringify(replayed.url)} exactly`);
+    if (!replayable(url)) throw new LoaderError(`a background refresh cannot replay the target ${JSON.stringify(replayed.url)} exactly`);
     const request = new Request(url, { method: 'GET', headers: replayed.headers });
     leaderRequests.claim(request);
     const response = await run(request);
