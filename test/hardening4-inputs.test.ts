@@ -189,3 +189,18 @@ describe('msgpackSerializer and an own __proto__ property', () => {
     expect(msgpackSerializer.deserialize(Buffer.from(msgpackSerializer.serialize(strings)))).toEqual(strings);
   });
 });
+
+describe('deleteMany with autoRecovery while Redis is unreachable', () => {
+  afterEach(() => server.thaw());
+
+  it('refuses a bad key at once (InvalidOptionError naming keys) instead of queueing it for the replay', async () => {
+    const cache = createCache({ redis: server.client({ maxRetriesPerRequest: null }), prefix: freshId('h4q'), autoRecovery: true, commandTimeout: 200 });
+    open.push(cache);
+    server.freeze();
+    // A delete that times out is queued: from then on, writes wait for the replay.
+    expect(await cache.delete('queued')).toBe(false);
+    const error = await rejection(cache.deleteMany(['a', '']));
+    expect(error.option).toBe('keys');
+    expect(error.message).toMatch(/key 1 is empty/);
+  });
+});

@@ -22,7 +22,7 @@ import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { getOrComputeMany, type BatchLoader } from './batch.js';
-import { deleteMany, getMany, readStored, setMany, storeOne, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deleteMany, getMany, readStored, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -355,7 +355,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
   /**
    * Stores every entry (`{ key, value, ttl?, tags? }`; `options` gives the `ttl` and `tags` of
-   * all), each announced as `set` does, in one round trip. Every entry is checked before
+   * all), each announced as `set` does, in chunks of `CHUNK_KEYS`, one round trip each. Every entry is checked before
    * anything is written. Rejects with `InvalidOptionError` / `SerializationError` (nothing
    * written) or `BackendError` (some entries may have been written).
    */
@@ -363,9 +363,19 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return setMany(this.bulk, entries, options);
   }
 
-  /** Deletes `keys` as `delete` does, in one round trip; resolves with how many held a value. */
+  /**
+   * Deletes `keys` as `delete` does, in chunks of `CHUNK_KEYS`, one round trip each; resolves
+   * with how many held a value. Every key is checked first: a bad one rejects with
+   * `InvalidOptionError` before anything is deleted or queued.
+   */
   deleteMany(keys: readonly string[]): Promise<number> {
-    return Array.isArray(keys) ? this.invalidate({ kind: 'delete', keys: [...keys] }, () => deleteMany(this.bulk, keys), 0) : deleteMany(this.bulk, keys);
+    let checked: readonly string[];
+    try {
+      checked = validateKeys(keys);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.invalidate({ kind: 'delete', keys: [...checked] }, () => deleteMany(this.bulk, checked), 0);
   }
 
   /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */
