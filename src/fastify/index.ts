@@ -21,6 +21,7 @@ import type { DogpileCache } from '../core/cache.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { replayer } from './replay.js';
 import { settleOnce } from '../http/settle-once.js';
+import { warn } from '../shared/diagnostics.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -92,7 +93,68 @@ function serveOn(reply: FastifyReply, response: PreparedResponse): void {
   reply.send(served.body);
 }
 
+/** Gives `fn` a name of its own: `printRoutes()` lists a route's hooks by name. */
+function named<F extends (...args: never[]) => unknown>(fn: F, name: string): F {
+  return Object.defineProperty(fn, 'name', { value: name });
+}
+
+/** One route of a `printRoutes({ method: 'GET', commonPrefix: false, includeMeta })` tree: its path and its meta lines. */
+interface PrintedRoute {
+  path: string;
+  meta: string[];
+}
+
+const TREE_NODE = /^((?:│ {3}| {4})*)(?:├── |└── )(.*)$/;
+const GET_ROUTE = ' (GET)';
+
+/**
+ * The GET routes of a route tree as Fastify prints it with `commonPrefix: false`: each printed
+ * node's key continues its parent's path; a node's routes (one per set of constraints) follow
+ * their key, each with its `• (hook) [...]` lines.
+ */
+function printedRoutes(tree: string): PrintedRoute[] {
+  const routes: PrintedRoute[] = [];
+  const paths: string[] = [];
+  let nodePath = '';
+  let current: PrintedRoute | undefined;
+  for (const line of tree.split('\n')) {
+    const node = TREE_NODE.exec(line);
+    let text: string;
+    if (node) {
+      const depth = node[1]!.length / 4;
+      text = node[2]!;
+      const at = text.indexOf(GET_ROUTE);
+      nodePath = (depth === 0 ? '' : (paths[depth - 1] ?? '')) + (at < 0 ? text : text.slice(0, at));
+      paths.length = depth;
+      paths[depth] = nodePath;
+    } else {
+      text = line.replace(/^[│ ]+/, '');
+      if (text.startsWith('• (')) {
+        current?.meta.push(text);
+        continue;
+      }
+    }
+    if (text.includes(GET_ROUTE)) {
+      current = { path: nodePath, meta: [] };
+      routes.push(current);
+    }
+  }
+  return routes;
+}
+
+/** The hook names of one meta line of `hook` (`• (onSend) ["a()","b()"]`), or none. */
+function hooksOf(route: PrintedRoute, hook: string): string {
+  return route.meta.find((line) => line.startsWith(`• (${hook}) `)) ?? '';
+}
+
+/** Distinguishes the hooks of each registration of the plugin in `printRoutes()`. */
+let registrations = 0;
+
+/** How many routes a start-up warning names before it says how many more there are. */
+const NAMED_ROUTES = 5;
+
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
+  const registration = ++registrations;
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   /** Requests whose handler leads: the plan, and the capture when the response is shared. */
   const leads = new WeakMap<FastifyRequest, { plan: CachePlan; capture: ResponseCapture | undefined }>();
@@ -104,10 +166,13 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   // Dogpile-* fields are read by this cache only: they never leave the server, whatever the
   // route and whoever sets them (a hook that runs after every hook of this plugin included):
   // they are dropped as the headers are written. A background refresh reads them instead.
-  fastify.addHook('onRequest', (request, reply, done) => {
+  // Named, as the capture below: the routes in this plugin's scope carry this hook; those it
+  // wraps carry the capture too (see the check at onReady).
+  const scopeHook = `dogpileGuardScope${registration}`;
+  fastify.addHook('onRequest', named((request: FastifyRequest, reply: FastifyReply, done: () => void) => {
     if (!replays.admit(request.raw)) dropTargetedFieldsOnWrite(reply.raw);
     done();
-  });
+  }, scopeHook));
 
   // A request the cache does not answer (an uncached route's too): the pipeline's header fields,
   // and a successful write's invalidation before the response is sent.
@@ -123,6 +188,27 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     else void after.then(() => done(null, payload));
   });
 
+  // The leader's response, after the route's own onSend hooks: what is stored, and what its
+  // client gets. Every GET or HEAD route this plugin sees carries it (a route left uncached
+  // too, for which it lets everything through): the check at onReady looks for it.
+  const captureHook = `dogpileGuardCapture${registration}`;
+  const onSend = named(function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
+    const lead = leads.get(request);
+    if (lead === undefined || replays.has(request.raw)) {
+      done(null, payload);
+      return;
+    }
+    leads.delete(request);
+    const { plan, capture } = lead;
+    const headers = reply.getHeaders() as OutgoingHttpHeaders;
+    const head = leaderHead(guard, plan, capture, reply.statusCode, headers, capturable(payload), payloadSize(payload));
+    if (head.replaceAll) for (const name of Object.keys(headers)) reply.removeHeader(name);
+    for (const name of head.remove) reply.removeHeader(name);
+    for (const [name, value] of head.set) void reply.header(name, value);
+    void reply.code(head.status);
+    done(null, leaderPayload(head, capture, payload));
+  }, captureHook);
+
   // The route's handler is wrapped: a hit is served, a wait happens and a leader's handler runs
   // exactly where the handler would run, after every hook and validation before it (app-level
   // and route-level onRequest, preParsing, preValidation, schema validation, preHandler), so a
@@ -131,8 +217,6 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   // onSend hook keeps the response out of the cache).
   fastify.addHook('onRoute', function (this: FastifyInstance, route: RouteOptions) {
     const settings = routeSettings(route.config?.dogpile, guard.options.ttl, guard.options.freshness, `${String(route.method)} ${route.url}`, guard.options.cache);
-    if (settings === false) return;
-    const { ttl, freshness } = settings;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('GET') && !methods.includes('HEAD')) return;
 
@@ -141,6 +225,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     // like a GET. A route with its own HEAD handler answers HEAD itself and stores nothing.
     const exposedHead = !methods.includes('GET') && isExposedHeadRoute(route.onSend);
     const headAsGet = methods.includes('GET') || exposedHead;
+    route.onSend = (exposedHead ? insertBeforeLastHook(route.onSend, onSend as RouteHook) : appendHook(route.onSend, onSend as RouteHook)) as RouteOptions['onSend'];
+    if (settings === false) return;
+    const { ttl, freshness } = settings;
 
     // Bound as Fastify binds a handler: to the instance the route is declared on, this one.
     const handler = (route.handler as RouteHandler).bind(this);
@@ -190,25 +277,28 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       return outcome.value();
     };
 
-    const onSend = function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
-      const lead = leads.get(request);
-      if (lead === undefined || replays.has(request.raw)) {
-        done(null, payload);
-        return;
-      }
-      leads.delete(request);
-      const { plan, capture } = lead;
-      const headers = reply.getHeaders() as OutgoingHttpHeaders;
-      const head = leaderHead(guard, plan, capture, reply.statusCode, headers, capturable(payload), payloadSize(payload));
-      if (head.replaceAll) for (const name of Object.keys(headers)) reply.removeHeader(name);
-      for (const name of head.remove) reply.removeHeader(name);
-      for (const [name, value] of head.set) void reply.header(name, value);
-      void reply.code(head.status);
-      done(null, leaderPayload(head, capture, payload));
-    };
-
     route.handler = guarded as RouteOptions['handler'];
-    route.onSend = (exposedHead ? insertBeforeLastHook(route.onSend, onSend as RouteHook) : appendHook(route.onSend, onSend as RouteHook)) as RouteOptions['onSend'];
+  });
+
+  // `onRoute` sees only the routes added after this plugin's hooks are in place: a route added
+  // before (the plugin registered after it, or without `await` before it) would run its handler
+  // every time with no word. Every route in this plugin's scope carries its onRequest hook, so
+  // one that carries it without the capture was added too early.
+  fastify.addHook('onReady', function (this: FastifyInstance, done: (err?: Error) => void) {
+    const tree = this.printRoutes({ method: 'GET', commonPrefix: false, includeMeta: ['onRequest', 'onSend'] });
+    const missed = printedRoutes(tree)
+      .filter((route) => hooksOf(route, 'onRequest').includes(`"${scopeHook}()"`) && !hooksOf(route, 'onSend').includes(`"${captureHook}()"`))
+      .map((route) => `GET ${route.path}`);
+    if (missed.length > 0) {
+      const list = missed.slice(0, NAMED_ROUTES).join(', ') + (missed.length > NAMED_ROUTES ? ` and ${missed.length - NAMED_ROUTES} more` : '');
+      warn(
+        'DOGPILE_FASTIFY_ORDER',
+        `dogpile-guard caches none of the routes added before dogpileGuardPlugin was in place (${list}): ` +
+          'register it with `await fastify.register(dogpileGuardPlugin, { ... })` before the routes it should cache ' +
+          '(a route to leave uncached says `config: { dogpile: false }`).',
+      );
+    }
+    done();
   });
 
   // Nothing to close: the cache is the user's (or the shared default). Responses still being

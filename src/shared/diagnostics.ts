@@ -182,3 +182,13 @@ export function traceHttp<R extends { status: TraceOutcome; degraded: boolean }>
 export function publishBackendError(key: string | undefined, operation: string, error: Error): void {
   if (backendErrorChannel.hasSubscribers) backendErrorChannel.publish({ key, operation, error } satisfies BackendErrorMessage);
 }
+
+/**
+ * A misconfiguration the library can see but not fix (the Fastify plugin registered after its
+ * routes, ...): a process warning of type `DogpileWarning` with a `code` to filter on
+ * (`process.on('warning')`, `--disable-warning=CODE`).
+ */
+export function warn(code: string, message: string): void {
+  const proc = (globalThis as { process?: { emitWarning?: (message: string, options: { type: string; code: string }) => void } }).process;
+  if (typeof proc?.emitWarning === 'function') proc.emitWarning(message, { type: 'DogpileWarning', code });
+}
