@@ -41,6 +41,17 @@ export function isRedisClient(value: unknown): value is RedisClient {
   return isIoRedis(value) || isNodeRedis(value);
 }
 
+/**
+ * Why a client passed in cannot be used as it is, or undefined. A node-redis client (or cluster)
+ * that was never connected, or was closed, has `isOpen` false and fails every command: the
+ * cache would answer `degraded` forever. One still connecting (`connect()` called, not yet
+ * ready) is accepted; ioredis and iovalkey clients connect by themselves.
+ */
+export function unconnectedClientProblem(client: RedisClient): string | undefined {
+  if (!isNodeRedis(client) || client.isOpen) return undefined;
+  return 'the node-redis client is not connected (its isOpen is false): call await client.connect() before createCache';
+}
+
 function isIoRedis(value: unknown): value is IoRedisLike {
   return (
     typeof value === 'object' &&
