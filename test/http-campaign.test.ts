@@ -1,0 +1,75 @@
+/**
+ * The differential HTTP campaign in the suite: first the oracle itself on hand-made replies
+ * (each rule finds what it names and accepts what a cache may do), then a short campaign on
+ * every adapter against real processes and a real Redis, which fails on any violation. The seed
+ * is random unless HTTP_CAMPAIGN_SEED is set; a failure names it and the file the shrunk case
+ * was written to (`npm run http-campaign -- --replay FILE` runs it again).
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ADAPTERS } from './http-campaign/apps.js';
+import { report, runCampaign, signature } from './http-campaign/campaign.js';
+import { requestBytes, unconditional, type Case } from './http-campaign/model.js';
+import { difference, notModified, rangeOf, unstorable } from './http-campaign/oracle.js';
+import type { WireReply } from './http-campaign/wire.js';
+
+function reply(status: number, fields: [string, string][], body = ''): WireReply {
+  return { status, fields, body: Buffer.from(body) };
+}
+
+describe('the HTTP campaign oracle', () => {
+  const app = reply(200, [['content-type', 'application/json'], ['content-length', '13'], ['etag', '"v1"']], '{"route":"a"}');
+
+  it('finds another body, status or field of the app, and ignores what a cache adds or takes off', () => {
+    expect(difference(reply(200, app.fields, '{"route":"b"}'), app, false)).toMatch(/^body/);
+    expect(difference(reply(404, app.fields, '{"route":"a"}'), app, false)).toMatch(/^status 404/);
+    expect(difference(reply(200, [...app.fields, ['x-other', '1']], '{"route":"a"}'), app, false)).toMatch(/^fields/);
+    const cached = reply(200, [...app.fields, ['age', '3'], ['x-cache', 'HIT'], ['cache-status', 'dogpile-guard; hit'], ['date', 'now']], '{"route":"a"}');
+    expect(difference(cached, app, false)).toBeUndefined();
+    expect(difference(cached, reply(200, [...app.fields, ['dogpile-cache-control', 'max-age=1']], '{"route":"a"}'), false)).toBeUndefined();
+    // A HEAD has no body to compare, and its length may be left out.
+    expect(difference(reply(200, [['content-type', 'application/json'], ['etag', '"v1"']]), app, true)).toBeUndefined();
+  });
+
+  it('accepts a 304 only for a condition the full answer satisfies, and a 206 only for the slice it names', () => {
+    expect(notModified({ inm: '"v1"' }, app)).toBe(true);
+    expect(notModified({ inm: 'W/"v1", "x"' }, app)).toBe(true);
+    expect(notModified({ inm: '"v2"' }, app)).toBe(false);
+    expect(notModified({ ims: 'Thu, 01 Jan 2026 00:00:00 GMT' }, reply(200, [['last-modified', 'Wed, 01 Jan 2025 00:00:00 GMT']]))).toBe(true);
+    expect(notModified({ ims: 'Mon, 01 Jan 2024 00:00:00 GMT' }, reply(200, [['last-modified', 'Wed, 01 Jan 2025 00:00:00 GMT']]))).toBe(false);
+    expect(rangeOf(reply(206, [['content-range', 'bytes 0-4/13']], '{"rou'), app)).toBeUndefined();
+    expect(rangeOf(reply(206, [['content-range', 'bytes 0-4/13']], '{"xyz'), app)).toMatch(/is not bytes 0-4/);
+    expect(rangeOf(reply(206, [['content-range', 'bytes 0-4/20']], '{"rou'), app)).toMatch(/20-byte body/);
+  });
+
+  it('names what a shared cache must not serve to another client', () => {
+    expect(unstorable(reply(200, [['set-cookie', 'a=1']]))).toBe('Set-Cookie');
+    expect(unstorable(reply(200, [['cache-control', 'public, private']]))).toBe('Cache-Control: private');
+    expect(unstorable(reply(200, [['cache-control', 'no-store']]))).toBe('Cache-Control: no-store');
+    expect(unstorable(reply(200, [['cache-control', 'max-age=60']]))).toBeUndefined();
+  });
+
+  it('writes each request of a case as exact bytes, and tells violations apart by what differs', () => {
+    const c: Case = { pool: [{ path: '/d/../secret', query: [['%61', '1'], ['a', '2']] }], actions: [] };
+    const bytes = requestBytes(c, { do: 'request', resource: 0, method: 'GET', form: 'absolute-other', reverseQuery: true, headers: { host: 'upper', conditional: 'inm-v1', range: 'bytes=0-9' }, copies: 1 }, 'h.test');
+    expect(bytes).toBe('GET http://evil.test/d/../secret?a=2&%61=1 HTTP/1.1\r\nHost: H.TEST\r\nIf-None-Match: "v1"\r\nRange: bytes=0-9\r\nConnection: close\r\n\r\n');
+    expect(unconditional(bytes)).toBe('GET http://evil.test/d/../secret?a=2&%61=1 HTTP/1.1\r\nHost: H.TEST\r\nConnection: close\r\n\r\n');
+    const v = { kind: 'wrong-answer', adapter: 'koa' as const, action: 0, request: bytes, message: 'X-Cache HIT: body ...', host: 'h.test' };
+    expect(signature({ ...v, differs: 'path' })).toBe('wrong-answer: path');
+    expect(signature({ ...v, kind: 'no-reply', message: 'socket error: x' })).toBe('no-reply: socket error');
+  });
+});
+
+describe('the HTTP campaign', () => {
+  it('finds no answer from the guard that the bare app would not give, on any adapter', async () => {
+    const seed = process.env.HTTP_CAMPAIGN_SEED !== undefined ? Number(process.env.HTTP_CAMPAIGN_SEED) : Math.floor(Math.random() * 2 ** 31);
+    const lines: string[] = [`http campaign seed ${seed}`];
+    const results = await runCampaign({ seed, adapters: ADAPTERS, searchMs: 30_000, maxCases: 40, shrinkMs: 20_000, failuresDir: path.join(os.tmpdir(), 'dogpile-guard-http-campaign') });
+    report(results, (line) => lines.push(line));
+    for (const r of results) expect(r.stats.cases, `${r.adapter} ran cases`).toBeGreaterThan(0);
+    expect(results.filter((r) => r.failures.length > 0 || r.crash !== undefined), lines.join('\n')).toEqual([]);
+    // Through the store, not around it: every adapter answered from it.
+    for (const r of results) expect((r.stats.replies.HIT ?? 0) + (r.stats.replies.STALE ?? 0), `${r.adapter} served from the store`).toBeGreaterThan(0);
+  }, 180_000);
+});

@@ -1,0 +1,347 @@
+/**
+ * The differential HTTP campaign: for each adapter, cases (model.ts) run against the app behind
+ * the guard, in two processes sharing one Redis (requests alternate between them), and every
+ * reply is checked against the bare app's reply to the same bytes (oracle.ts). A case that
+ * breaks a rule is shrunk by fast-check to the shortest sequence that still does, printed, and
+ * written to failures/<adapter>-<seed>.json, which `--replay` runs again.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import fc from 'fast-check';
+import { JsonChild, root } from '../../tools/child-process.js';
+import { RedisServer } from '../../tools/redis-server.js';
+import { sleep } from '../../tools/basics.js';
+import { ADAPTERS, type Adapter } from './apps.js';
+import { caseArbitrary, CYCLE_WAITS, describeCase, IMS, requestBytes, unconditional, type Action, type Case } from './model.js';
+import { difference, FROM_STORE, notModified, rangeOf, summary, unstorable } from './oracle.js';
+import { exchange, field, type WireReply } from './wire.js';
+
+/** A connection that has not ended this long after its last byte is a violation (a hang), not a wait. */
+export const EXCHANGE_BOUND_MS = 15_000;
+
+export interface Violation {
+  kind: string;
+  adapter: Adapter;
+  /** The index of the action in the case. */
+  action: number;
+  request: string;
+  message: string;
+  /** For a wrong answer: the fields of the echoed body that differ. */
+  differs?: string;
+  /** The authority the case ran with (its requests' Host). */
+  host: string;
+}
+
+export interface AdapterStats {
+  cases: number;
+  shrinkRuns: number;
+  /** Requests sent to the guarded app, and to the bare one. */
+  guardedRequests: number;
+  bareRequests: number;
+  /** Guarded replies by X-Cache (none: not through the cache). */
+  replies: Record<string, number>;
+  /** Actions run, by kind. */
+  actions: Record<string, number>;
+}
+
+export interface AdapterResult {
+  adapter: Adapter;
+  seed: number;
+  stats: AdapterStats;
+  failures: Failure[];
+  crash?: string;
+}
+
+export interface Failure {
+  /** The seed whose search found it first (`--seed` replays it). */
+  seed: number;
+  signature: string;
+  violation: Violation;
+  case: Case;
+  shrunk: boolean;
+  file: string;
+  text: string;
+}
+
+class CaseFailure extends Error {
+  constructor(readonly violation: Violation) {
+    super(`[${violation.kind}] ${violation.adapter}, action ${violation.action}: ${violation.message}`);
+  }
+}
+
+/** The processes of a campaign: one Redis, two guarded app processes on it, one bare app process. */
+export class Environment {
+  readonly redis = new RedisServer();
+  guarded: JsonChild[] = [];
+  bare!: JsonChild;
+  private ports = new Map<JsonChild, Record<string, number>>();
+
+  constructor(
+    readonly adapters: readonly Adapter[],
+    readonly headAware = false,
+  ) {}
+
+  private async app(label: string, redisUrl: string | undefined): Promise<JsonChild> {
+    const child = new JsonChild(label, ['--import', 'tsx', path.join(root, 'test/http-campaign/server.ts'), JSON.stringify({ adapters: this.adapters, redisUrl, headAware: this.headAware })]);
+    const listening = await child.take('listening', 90_000);
+    this.ports.set(child, listening.ports as Record<string, number>);
+    return child;
+  }
+
+  async start(): Promise<this> {
+    await this.redis.start();
+    [this.guarded[0], this.guarded[1], this.bare] = await Promise.all([this.app('guarded app 1', this.redis.url), this.app('guarded app 2', this.redis.url), this.app('bare app', undefined)]);
+    return this;
+  }
+
+  port(child: JsonChild, adapter: Adapter): number {
+    return this.ports.get(child)![adapter]!;
+  }
+
+  /** A process that ended while it should be serving, described; undefined when all run. */
+  crashed(): string | undefined {
+    for (const child of [...this.guarded, this.bare]) {
+      if (child && !child.running) return `${child.label} exited (${child.proc.exitCode ?? child.proc.signalCode}): ${child.stderr.slice(-2000)}`;
+    }
+    return undefined;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.guarded, this.bare].filter(Boolean).map((c) => c.exit(15_000)));
+    await this.redis.stop();
+  }
+}
+
+export function emptyStats(): AdapterStats {
+  return { cases: 0, shrinkRuns: 0, guardedRequests: 0, bareRequests: 0, replies: {}, actions: {} };
+}
+
+function bump(counts: Record<string, number>, key: string, n = 1): void {
+  counts[key] = (counts[key] ?? 0) + n;
+}
+
+function actionKind(a: Action): string {
+  if (a.do === 'wait') return 'wait';
+  if (a.do === 'write') return `write ${a.method}`;
+  if (a.do === 'cycle') return ['cycle', a.form !== 'origin' ? a.form : '', ...Object.keys(a.headers)].filter(Boolean).join(' ');
+  const parts = [a.method, a.form !== 'origin' ? a.form : '', a.copies > 1 ? 'burst' : '', ...Object.keys(a.headers)].filter(Boolean);
+  return parts.join(' ');
+}
+
+let serial = 0;
+
+/** Runs one case; returns its first violation (the case stops there), or undefined. */
+export async function runCase(env: Environment, adapter: Adapter, c: Case, stats: AdapterStats): Promise<Violation | undefined> {
+  const host = `c${++serial}-${process.pid}.${adapter}.test`;
+  let turn = 0;
+  for (const [index, a] of c.actions.entries()) {
+    bump(stats.actions, actionKind(a));
+    if (a.do === 'wait') {
+      await sleep(a.ms);
+      continue;
+    }
+    const bytes = requestBytes(c, a, host);
+    const rounds = a.do === 'cycle' ? [1, ...CYCLE_WAITS.map(() => 1)] : [a.do === 'request' ? a.copies : 1];
+    for (const [round, copies] of rounds.entries()) {
+      if (round > 0) await sleep(CYCLE_WAITS[round - 1]!);
+      const sent = [];
+      for (let i = 0; i < copies; i++) sent.push(exchange(env.port(env.guarded[turn++ % 2]!, adapter), bytes, EXCHANGE_BOUND_MS));
+      stats.guardedRequests += copies;
+      for (const result of await Promise.all(sent)) {
+        const violate = (kind: string, message: string): Violation => ({ kind, adapter, action: index, request: bytes, message, host });
+        if (!result.ok) return violate('no-reply', result.error);
+        const message = await judge(env, adapter, a, bytes, result.reply, stats);
+        if (message) return { ...violate(message[0], message[1]), ...(message[2] === undefined ? {} : { differs: message[2] }) };
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The oracle on one guarded reply: [kind, message] of the rule it breaks, or undefined. */
+async function judge(env: Environment, adapter: Adapter, a: Exclude<Action, { do: 'wait' }>, bytes: string, got: WireReply, stats: AdapterStats): Promise<[kind: string, message: string, differs?: string] | undefined> {
+  const xCache = field(got, 'x-cache')?.toUpperCase();
+  bump(stats.replies, xCache ?? 'none');
+  const fromStore = xCache !== undefined && FROM_STORE.has(xCache);
+  const headers = a.do === 'write' ? {} : a.headers;
+  if (fromStore && headers.credentials !== undefined) return ['credentials-from-store', `a request with ${headers.credentials} answered ${xCache}: ${summary(got)}`];
+  const bare = async (text: string): Promise<WireReply> => {
+    stats.bareRequests++;
+    const r = await exchange(env.port(env.bare, adapter), text, EXCHANGE_BOUND_MS);
+    if (!r.ok) throw new Error(`the bare ${adapter} app did not answer ${JSON.stringify(text)}: ${r.error}`);
+    return r.reply;
+  };
+  const expected = await bare(bytes);
+  const head = a.do === 'request' && a.method === 'HEAD';
+  let full = expected;
+  let diff: string | undefined;
+  const special = (s: number) => s === 304 || s === 206 || s === 416;
+  if (got.status === expected.status && !(got.status === 304 || got.status === 416)) {
+    diff = difference(got, expected, head);
+  } else if (special(got.status) || special(expected.status)) {
+    full = await bare(unconditional(bytes));
+    const conditional = headers.conditional;
+    const request = conditional === undefined ? {} : conditional.startsWith('inm') ? { inm: conditional === 'inm-v1' ? '"v1"' : conditional === 'inm-v2' ? '"v2"' : '*' } : { ims: IMS[conditional as keyof typeof IMS] };
+    if (got.status === 304) {
+      if (full.status !== 200 || !notModified(request, full)) diff = `304 to ${JSON.stringify(request)}, the app's full answer does not satisfy it: ${summary(full)}`;
+      else if (field(got, 'etag') !== undefined && field(got, 'etag') !== field(full, 'etag')) diff = `304 with ETag ${field(got, 'etag')}, the app's is ${field(full, 'etag')}`;
+    } else if (got.status === 206 || got.status === 416) {
+      diff = rangeOf(got, full) ?? difference({ ...got, status: full.status, body: full.body }, full, true, ['content-range', 'accept-ranges']);
+    } else {
+      diff = difference(got, full, head);
+    }
+  } else {
+    diff = difference(got, expected, head);
+  }
+  if (diff !== undefined) return ['wrong-answer', `X-Cache ${xCache ?? '(none)'}: ${diff}\n      got:      ${summary(got)}\n      expected: ${summary(expected)}`, bodyDifference(got, full)];
+  if (fromStore) {
+    const why = unstorable(full) ?? unstorable(got);
+    if (why !== undefined) return ['unstorable-from-store', `a reply the app marks ${why} answered ${xCache}: ${summary(got)}`];
+  }
+  return undefined;
+}
+
+/** The echoed body's fields, most telling first. */
+const BODY_FIELDS = ['query', 'path', 'route', 'target', 'link', 'host', 'xfh', 'acceptLanguage', 'method', 'credentials'];
+
+/** The first field of the echoed body that differs between two replies ('range', 'status', 'body' or 'fields' when no echoed field does). */
+function bodyDifference(got: WireReply, expected: WireReply): string {
+  if (got.status === 206 || got.status === 416) return 'range';
+  if (got.status !== expected.status) return `status ${got.status} for ${expected.status}`;
+  try {
+    const g = JSON.parse(got.body.toString('utf8')) as Record<string, unknown>;
+    const e = JSON.parse(expected.body.toString('utf8')) as Record<string, unknown>;
+    const key = BODY_FIELDS.find((k) => JSON.stringify(g[k]) !== JSON.stringify(e[k]));
+    if (key !== undefined) return key;
+  } catch {
+    /* not JSON: a body cut short, or none */
+  }
+  return got.body.equals(expected.body) ? 'fields' : 'body';
+}
+
+export interface CampaignOptions {
+  seed: number;
+  adapters: readonly Adapter[];
+  /** How long each adapter searches (they search at once). */
+  searchMs: number;
+  /** How long a failure is shrunk at most. */
+  shrinkMs: number;
+  /** At most this many cases per adapter. */
+  maxCases?: number;
+  /** Apps whose body names a HEAD as HEAD (apps.ts). */
+  headAware?: boolean;
+  /** Where failures are written (default: test/http-campaign/failures). */
+  failuresDir?: string;
+  log?: (line: string) => void;
+}
+
+/** At most this many distinct violations are shrunk per adapter. */
+const MAX_FAILURES = 6;
+
+/**
+ * What tells two violations apart without shrinking them: the rule, and for a wrong answer the
+ * first field of the echoed body that differs, in the order `BODY_FIELDS` gives (`query` for
+ * another query, `path` for another path, `target` for another authority...), else what else
+ * differs (`range`, `status`, `fields`).
+ */
+export function signature(v: Violation): string {
+  return `${v.kind}: ${v.differs ?? v.message.split(':')[0]}`;
+}
+
+/** Searches one adapter; every violation of a new signature is shrunk and written; then the search goes on with the next seed. */
+async function campaignFor(env: Environment, adapter: Adapter, options: CampaignOptions): Promise<AdapterResult> {
+  const stats = emptyStats();
+  const log = options.log ?? (() => {});
+  const failures: Failure[] = [];
+  const seen = new Set<string>();
+  // Shrinking does not count against the search time.
+  let deadline = performance.now() + options.searchMs;
+  /** While shrinking: the signature being shrunk (a smaller case counts only when it breaks the rule the same way). */
+  let shrinking: string | undefined;
+  let crash: string | undefined;
+  const property = fc.asyncProperty(caseArbitrary, async (c) => {
+    if (crash !== undefined) throw new Error(crash);
+    if (shrinking !== undefined) stats.shrinkRuns++;
+    else stats.cases++;
+    const violation = await runCase(env, adapter, c, stats);
+    if (violation?.kind === 'no-reply') await sleep(200); // a process that died: let its exit be seen
+    crash = env.crashed();
+    if (crash !== undefined) throw new Error(crash);
+    if (violation && (shrinking === undefined || signature(violation) === shrinking)) throw new CaseFailure(violation);
+  });
+  for (let round = 0; failures.length < MAX_FAILURES; round++) {
+    const left = deadline - performance.now();
+    const casesLeft = (options.maxCases ?? Infinity) - stats.cases;
+    if (left <= 0 || casesLeft <= 0) break;
+    const seed = options.seed + round;
+    shrinking = undefined;
+    const search = await fc.check(property, { seed, numRuns: Math.min(casesLeft, 1_000_000), endOnFailure: true, interruptAfterTimeLimit: left, markInterruptAsFailure: false });
+    if (!search.failed) break;
+    if (!(search.errorInstance instanceof CaseFailure)) {
+      crash ??= `the search stopped: ${String(search.errorInstance)}`;
+      break;
+    }
+    const found = search.errorInstance;
+    const sig = signature(found.violation);
+    if (seen.has(sig)) {
+      log(`${adapter}: seed ${seed}, case ${search.numRuns}: again ${sig}`);
+      continue;
+    }
+    seen.add(sig);
+    log(`${adapter}: seed ${seed}, case ${search.numRuns}: ${sig}; shrinking`);
+    shrinking = sig;
+    const shrinkStart = performance.now();
+    const shrink = await fc.check(property, { seed, path: search.counterexamplePath ?? undefined, interruptAfterTimeLimit: options.shrinkMs, markInterruptAsFailure: false });
+    deadline += performance.now() - shrinkStart;
+    const shrunk = shrink.failed && shrink.counterexample !== null && shrink.errorInstance instanceof CaseFailure;
+    const theCase = shrunk ? shrink.counterexample![0] : search.counterexample![0];
+    const violation = shrunk ? (shrink.errorInstance as CaseFailure).violation : found.violation;
+    const dir = options.failuresDir ?? path.join(root, 'test/http-campaign/failures');
+    mkdirSync(dir, { recursive: true });
+    const file = path.join(dir, `${adapter}-${seed}.json`);
+    const text = describeCase(theCase, violation.host);
+    writeFileSync(file, `${JSON.stringify({ adapter, seed, headAware: options.headAware === true, signature: sig, violation, case: theCase, requests: text.split('\n') }, null, 2)}\n`);
+    failures.push({ seed, signature: sig, violation, case: theCase, shrunk, file, text });
+  }
+  return { adapter, seed: options.seed, stats, failures, ...(crash === undefined ? {} : { crash }) };
+}
+
+/** Runs the campaign on every adapter at once, in one environment. */
+export async function runCampaign(options: CampaignOptions): Promise<AdapterResult[]> {
+  const env = await new Environment(options.adapters, options.headAware).start();
+  try {
+    return await Promise.all(options.adapters.map((adapter) => campaignFor(env, adapter, options)));
+  } finally {
+    await env.stop();
+  }
+}
+
+/** Runs a written case again (up to `attempts` times: timing decides whether a background refresh lands in between). */
+export async function replay(adapter: Adapter, c: Case, headAware = false, attempts = 3): Promise<Violation | undefined> {
+  const env = await new Environment([adapter], headAware).start();
+  try {
+    for (let i = 0; i < attempts; i++) {
+      const violation = await runCase(env, adapter, c, emptyStats());
+      if (violation) return violation;
+    }
+    return undefined;
+  } finally {
+    await env.stop();
+  }
+}
+
+export function report(results: AdapterResult[], log: (line: string) => void): void {
+  for (const r of results) {
+    const s = r.stats;
+    log(`${r.adapter}: ${s.cases} cases (+${s.shrinkRuns} while shrinking), ${s.guardedRequests} requests to the guarded app, ${s.bareRequests} to the bare one; replies ${JSON.stringify(s.replies)}`);
+    if (r.crash) log(`  CRASH: ${r.crash}`);
+    for (const f of r.failures) {
+      const v = f.violation;
+      log(`  VIOLATION [${f.signature}] at action ${v.action}${f.shrunk ? ' (shrunk)' : ''}: ${v.message}`);
+      log(`  case:\n${f.text.replace(/^/gm, '    ')}`);
+      log(`  written to ${path.relative(root, f.file)}; replay: npm run http-campaign -- --replay ${path.relative(root, f.file)}  (or --seed ${f.seed} --adapters ${r.adapter})`);
+    }
+  }
+}
+
+export { ADAPTERS };
