@@ -16,7 +16,7 @@ export default defineConfig({
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
-  sourcemap: true,
+  sourcemap: false,
   shims: true,
   target: 'node20',
   platform: 'node',
