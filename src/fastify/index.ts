@@ -1,10 +1,4 @@
-import type {
-  FastifyInstance,
-  FastifyPluginAsync,
-  FastifyReply,
-  FastifyRequest,
-  RouteOptions,
-} from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
@@ -21,7 +15,7 @@ import type { DogpileCache } from '../core/cache.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { replayer } from './replay.js';
 import { settleOnce } from '../http/settle-once.js';
-import { warn } from '../shared/diagnostics.js';
+import { named, warnOfEarlyRoutes } from './route-order.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -93,65 +87,8 @@ function serveOn(reply: FastifyReply, response: PreparedResponse): void {
   reply.send(served.body);
 }
 
-/** Gives `fn` a name of its own: `printRoutes()` lists a route's hooks by name. */
-function named<F extends (...args: never[]) => unknown>(fn: F, name: string): F {
-  return Object.defineProperty(fn, 'name', { value: name });
-}
-
-/** One route of a `printRoutes({ method: 'GET', commonPrefix: false, includeMeta })` tree: its path and its meta lines. */
-interface PrintedRoute {
-  path: string;
-  meta: string[];
-}
-
-const TREE_NODE = /^((?:│ {3}| {4})*)(?:├── |└── )(.*)$/;
-const GET_ROUTE = ' (GET)';
-
-/**
- * The GET routes of a route tree as Fastify prints it with `commonPrefix: false`: each printed
- * node's key continues its parent's path; a node's routes (one per set of constraints) follow
- * their key, each with its `• (hook) [...]` lines.
- */
-function printedRoutes(tree: string): PrintedRoute[] {
-  const routes: PrintedRoute[] = [];
-  const paths: string[] = [];
-  let nodePath = '';
-  let current: PrintedRoute | undefined;
-  for (const line of tree.split('\n')) {
-    const node = TREE_NODE.exec(line);
-    let text: string;
-    if (node) {
-      const depth = node[1]!.length / 4;
-      text = node[2]!;
-      const at = text.indexOf(GET_ROUTE);
-      nodePath = (depth === 0 ? '' : (paths[depth - 1] ?? '')) + (at < 0 ? text : text.slice(0, at));
-      paths.length = depth;
-      paths[depth] = nodePath;
-    } else {
-      text = line.replace(/^[│ ]+/, '');
-      if (text.startsWith('• (')) {
-        current?.meta.push(text);
-        continue;
-      }
-    }
-    if (text.includes(GET_ROUTE)) {
-      current = { path: nodePath, meta: [] };
-      routes.push(current);
-    }
-  }
-  return routes;
-}
-
-/** The hook names of one meta line of `hook` (`• (onSend) ["a()","b()"]`), or none. */
-function hooksOf(route: PrintedRoute, hook: string): string {
-  return route.meta.find((line) => line.startsWith(`• (${hook}) `)) ?? '';
-}
-
 /** Distinguishes the hooks of each registration of the plugin in `printRoutes()`. */
 let registrations = 0;
-
-/** How many routes a start-up warning names before it says how many more there are. */
-const NAMED_ROUTES = 5;
 
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const registration = ++registrations;
@@ -164,10 +101,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   const replays = replayer(fastify);
 
   // Dogpile-* fields are read by this cache only: they never leave the server, whatever the
-  // route and whoever sets them (a hook that runs after every hook of this plugin included):
-  // they are dropped as the headers are written. A background refresh reads them instead.
-  // Named, as the capture below: the routes in this plugin's scope carry this hook; those it
-  // wraps carry the capture too (see the check at onReady).
+  // route and whoever sets them: they are dropped as the headers are written (a background
+  // refresh reads them instead). Named, as the capture below: see `warnOfEarlyRoutes`.
   const scopeHook = `dogpileGuardScope${registration}`;
   fastify.addHook('onRequest', named((request: FastifyRequest, reply: FastifyReply, done: () => void) => {
     if (!replays.admit(request.raw)) dropTargetedFieldsOnWrite(reply.raw);
@@ -189,8 +124,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   });
 
   // The leader's response, after the route's own onSend hooks: what is stored, and what its
-  // client gets. Every GET or HEAD route this plugin sees carries it (a route left uncached
-  // too, for which it lets everything through): the check at onReady looks for it.
+  // client gets. Every GET or HEAD route this plugin sees carries it (an uncached one too).
   const captureHook = `dogpileGuardCapture${registration}`;
   const onSend = named(function (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void): void {
     const lead = leads.get(request);
@@ -280,24 +214,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     route.handler = guarded as RouteOptions['handler'];
   });
 
-  // `onRoute` sees only the routes added after this plugin's hooks are in place: a route added
-  // before (the plugin registered after it, or without `await` before it) would run its handler
-  // every time with no word. Every route in this plugin's scope carries its onRequest hook, so
-  // one that carries it without the capture was added too early.
+  // `onRoute` sees only the routes added after this plugin: the others are named at start-up.
   fastify.addHook('onReady', function (this: FastifyInstance, done: (err?: Error) => void) {
-    const tree = this.printRoutes({ method: 'GET', commonPrefix: false, includeMeta: ['onRequest', 'onSend'] });
-    const missed = printedRoutes(tree)
-      .filter((route) => hooksOf(route, 'onRequest').includes(`"${scopeHook}()"`) && !hooksOf(route, 'onSend').includes(`"${captureHook}()"`))
-      .map((route) => `GET ${route.path}`);
-    if (missed.length > 0) {
-      const list = missed.slice(0, NAMED_ROUTES).join(', ') + (missed.length > NAMED_ROUTES ? ` and ${missed.length - NAMED_ROUTES} more` : '');
-      warn(
-        'DOGPILE_FASTIFY_ORDER',
-        `dogpile-guard caches none of the routes added before dogpileGuardPlugin was in place (${list}): ` +
-          'register it with `await fastify.register(dogpileGuardPlugin, { ... })` before the routes it should cache ' +
-          '(a route to leave uncached says `config: { dogpile: false }`).',
-      );
-    }
+    warnOfEarlyRoutes(this, scopeHook, captureHook);
     done();
   });
 

@@ -3,10 +3,7 @@ import type { Context, Env, Input, MiddlewareHandler } from 'hono';
 import type { HttpCacheOptions } from '../http/options.js';
 import { WebGuard, type RunHandler } from '../http/web-exchange.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { warn } from '../shared/diagnostics.js';
-import { responseFreshness } from '../http/freshness.js';
-import { routeWindow } from '../http/stale-on-error.js';
-import { FRESHNESS_DEFAULTS, type FreshnessRules } from '../core/freshness.js';
+import { ForegroundRefreshNotice } from '../http/refresh-notice.js';
 
 export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
 
@@ -68,28 +65,10 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
   }
   const web = new WebGuard<Context<E, P, I>>(options === undefined ? undefined : rest);
   const replay: RunHandler | undefined = app === undefined ? undefined : (request) => app.fetch(request);
-  // Without `app` a stale window is refreshed in the foreground: said once per middleware, as
-  // soon as the window is known (the middleware's own or its cache's, else the first stored
-  // response that grants one). `refresh: 'foreground'` asks for exactly that: nothing to say.
-  let warned = app !== undefined || rest.refresh === 'foreground';
-  const ownWindow = (rules: FreshnessRules): void => {
-    if (warned || routeWindow(web.guard.options.freshness, rules, 'staleWhileRevalidate') <= 0) return;
-    warned = true;
-    warn('DOGPILE_HONO_NO_APP', noAppWarning('staleWhileRevalidate'));
-  };
-  const responseWindow = (response: Response): void => {
-    const { ttl, maxTtl, statuses } = web.guard.options;
-    const freshness = responseFreshness(response.status, Object.fromEntries(response.headers), { now: Date.now(), defaultTtl: ttl, maxTtl, statuses });
-    if (!freshness.storable || !((freshness.staleWhileRevalidate ?? 0) > 0)) return;
-    warned = true;
-    warn('DOGPILE_HONO_NO_APP', noAppWarning("the response's stale-while-revalidate"));
-  };
-  // The cache given is known now; the default cache only at the first request.
-  const given = web.guard.options.cache;
-  if (given !== undefined) ownWindow(given.options.freshness);
-  else if (web.guard.options.freshness.staleWhileRevalidate !== undefined) ownWindow(FRESHNESS_DEFAULTS);
+  // Without `app` a stale window is refreshed in the foreground: said once per middleware.
+  const notice = new ForegroundRefreshNotice(web.guard as never, 'DOGPILE_HONO_NO_APP', noAppWarning, app !== undefined);
   const middleware = function dogpileGuardMiddleware(c: Context<E, P, I>, next: () => Promise<void>): Promise<void> | undefined {
-    if (!warned) ownWindow(web.guard.cache.options.freshness);
+    notice.check();
     const original = c.req.raw;
     let ran = false;
     const nodeHeaders = incomingHeaders(c.env, original);
@@ -103,7 +82,7 @@ export function dogpileGuard<E extends Env = Env, P extends string = string, I e
       } finally {
         c.req.raw = original;
       }
-      if (!warned) responseWindow(c.res);
+      notice.checkResponse(c.res.status, () => Object.fromEntries(c.res.headers));
       return c.res;
     }, replay, nodeHeaders);
     // A hit from process memory is here at once: answered without a promise of this

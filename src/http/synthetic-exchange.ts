@@ -1,6 +1,7 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import type { HandlerResponse } from './pipeline.js';
+import { LoaderError } from '../shared/errors.js';
 
 /** A `node:http` request listener (an app's, or a dispatch of the adapter's own). */
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -138,7 +139,7 @@ export function runSyntheticExchange(listener: NodeListener, request: SyntheticR
     const fail = (error: unknown) => {
       if (settled) return;
       settled = true;
-      reject(error instanceof Error ? error : new Error('the app closed the response before it finished', { cause: error }));
+      reject(error instanceof Error ? error : new LoaderError('the app closed the response before it finished', { cause: error }));
     };
     // An error after the response finished has nowhere to go: kept off the process's unhandled errors.
     socket.on('error', (error) => (failure ??= error));
@@ -160,7 +161,7 @@ export function runSyntheticExchange(listener: NodeListener, request: SyntheticR
     res.once('close', () => {
       if (settled) return;
       if (!req.destroyed) req.destroy();
-      fail(failure ?? new Error('the app closed the response before it finished'));
+      fail(failure ?? new LoaderError('the app closed the response before it finished'));
     });
     try {
       listener(req, res);
