@@ -20,7 +20,7 @@ beforeAll(() => {
   mkdirSync(target, { recursive: true });
   execFileSync('tar', ['-xzf', path.join(project, packed), '-C', target, '--strip-components=1']);
   // The consumer's other dependencies come from this repository's install (no network needed).
-  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client', 'msgpackr', 'hono', 'koa', 'light-my-request']) {
+  for (const dep of ['lru-cache', 'fastify-plugin', 'ioredis', 'express', 'fastify', '@nestjs', 'rxjs', 'reflect-metadata', '@types', 'typescript', 'undici-types', '@opentelemetry', 'prom-client', 'msgpackr', 'hono', 'koa']) {
     const from = path.join(root, 'node_modules', dep);
     if (existsSync(from)) symlinkSync(from, path.join(project, 'node_modules', dep));
   }

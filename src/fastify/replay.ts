@@ -29,7 +29,6 @@ export function replayer(fastify: FastifyInstance): Replayer {
       const token = randomUUID();
       pending.set(token, new Set(Object.keys(request.headers)));
       try {
-        // `user-agent: undefined` keeps the injector from adding its own.
         await fastify.ready();
         // `fastify.routing` is the app's request listener (what `inject()` runs), here with the stored target.
         return await injectTarget((req, res) => fastify.routing(req, res), request, { ...request.headers, [REPLAY_FIELD]: token });

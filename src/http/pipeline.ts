@@ -76,8 +76,9 @@ export interface ReplayRequest {
  * stale response keeps being served under `staleIfError` and retries are held for
  * `failSafeRetry`.
  *
- * Fastify: `fastify.inject()`. Express and Nest: a synthetic request and response
- * (`light-my-request`) dispatched into the app. A `fetch` handler: a new `Request`.
+ * Express, Fastify, Koa and Nest: a request and response made in memory, with the stored
+ * target byte for byte, dispatched into the app's own listener (`injectTarget`). A `fetch`
+ * handler: a new `Request`.
  */
 export type Replay = (request: ReplayRequest) => Promise<HandlerResponse>;
 

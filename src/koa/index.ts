@@ -33,7 +33,6 @@ function koaReplay(app: Koa): Replay {
     const handle = listener;
     const dispatch = (req: IncomingMessage, res: ServerResponse) => {
       replayed.add(req);
-      for (const name of Object.keys(req.headers)) if (!(name in request.headers)) delete req.headers[name];
       void handle(req, res);
     };
     return injectTarget(dispatch, request);
