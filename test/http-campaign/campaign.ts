@@ -185,7 +185,10 @@ async function judge(env: Environment, adapter: Adapter, a: Exclude<Action, { do
     if (got.status === 304) {
       if (full.status !== 200 || !notModified(request, full)) diff = `304 to ${JSON.stringify(request)}, the app's full answer does not satisfy it: ${summary(full)}`;
       else if (field(got, 'etag') !== undefined && field(got, 'etag') !== field(full, 'etag')) diff = `304 with ETag ${field(got, 'etag')}, the app's is ${field(full, 'etag')}`;
-    } else if (got.status === 206 || got.status === 416) {
+    } else if (got.status === 416) {
+      // Its content is not the representation (RFC 9110 §15.5.17): only the length it names is checked.
+      diff = rangeOf(got, full);
+    } else if (got.status === 206) {
       diff = rangeOf(got, full) ?? difference({ ...got, status: full.status, body: full.body }, full, true, ['content-range', 'accept-ranges']);
     } else {
       diff = difference(got, full, head);

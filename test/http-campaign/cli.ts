@@ -3,7 +3,7 @@
  *
  * Runs the differential HTTP campaign on every adapter (or those named) at once, from a random
  * seed unless one is given, for 60 s of search per adapter unless `--minutes` says otherwise;
- * each violation of a new kind is shrunk (up to 45 s), printed and written to
+ * each violation of a new kind is shrunk (up to 60 s), printed and written to
  * test/http-campaign/failures/<adapter>-<seed>.json. `--replay FILE` runs a written case again.
  * `--head-aware`: the apps' bodies name a HEAD as HEAD (by default a HEAD renders as its GET).
  * Exits with 1 when anything broke a rule.
@@ -43,7 +43,7 @@ const searchMs = minutes === undefined ? 60_000 : minutes * 60_000;
 console.log(`http campaign: seed ${seed}, adapters ${adapters.join(', ')}, ${searchMs / 1000} s of search each`);
 const started = performance.now();
 const headAware = process.argv.includes('--head-aware');
-const results = await runCampaign({ seed, adapters, searchMs, shrinkMs: 45_000, headAware, log: (line) => console.log(line) });
+const results = await runCampaign({ seed, adapters, searchMs, shrinkMs: 60_000, headAware, log: (line) => console.log(line) });
 report(results, (line) => console.log(line));
 const failed = results.filter((r) => r.failures.length > 0 || r.crash);
 console.log(`\n${Math.round((performance.now() - started) / 1000)} s; ${failed.length === 0 ? 'no violations' : `violations on ${failed.map((r) => r.adapter).join(', ')}`} (seed ${seed})`);
