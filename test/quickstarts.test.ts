@@ -38,9 +38,21 @@ interface QuickStart {
   /** The packages of the `npm install` line. */
   packages: string[];
   files: { name: string; code: string }[];
-  /** The command's arguments after `node`. */
+  /** The command's arguments after `node` (after `npx -y bun` or `npx -y deno` for Bun and Deno). */
   args: string[];
+  /** What runs it: Node 20 and 24 for `node ...`, else Bun or Deno from the registry (`npx -y bun ...`, `npx -y deno ...`). */
+  runtimes: Runtime[];
   server: boolean;
+}
+
+type Runtime = 'node20' | 'node24' | 'bun' | 'deno';
+
+/** The runtimes a quick start's command runs on, or undefined for a command this test does not know. */
+function runtimesOf(command: string): Runtime[] | undefined {
+  if (command.startsWith('node ')) return ['node20', 'node24'];
+  if (command.startsWith('npx -y bun ')) return ['bun'];
+  if (command.startsWith('npx -y deno ')) return ['deno'];
+  return undefined;
 }
 
 /** The quick starts of one page, and what keeps one from being run as written. */
@@ -70,14 +82,16 @@ function quickStarts(page: string, markdown: string): { found: QuickStart[]; pro
       files.push({ name: first[1]!, code: block.code + '\n' });
       if (first[2]) command = first[2].trim();
     }
-    if (!command?.startsWith('node ')) {
-      problems.push(`${where}: no block says ", run with: node ..."`);
+    const runtimes = command === undefined ? undefined : runtimesOf(command);
+    if (command === undefined || runtimes === undefined) {
+      problems.push(`${where}: no block says ", run with: node ..." (or npx -y bun ..., npx -y deno ...)`);
       continue;
     }
     const packages = installLine.split(/\s+/).slice(2);
     if (!packages.includes('dogpile-guard')) problems.push(`${where}: the install line does not name dogpile-guard`);
     const code = files.map((f) => f.code).join('\n');
-    found.push({ page, heading, packages, files, args: command.split(/\s+/).slice(1), server: /\.listen\(|\bserve\(/.test(code) });
+    const words = command.split(/\s+/);
+    found.push({ page, heading, packages, files, args: words.slice(words[0] === 'npx' ? 3 : 1), runtimes, server: /\.listen\(|\bserve\(/i.test(code) });
   }
   if (found.length === 0) problems.push(`${page}: no quick start found`);
   return { found, problems };
@@ -107,6 +121,11 @@ beforeAll(async () => {
   tarball = pack(work);
   nodes.node20 = process.execPath;
   nodes.node24 = (await run('npx', ['-y', '-p', 'node@24', '-c', 'command -v node'], { cwd: work, env, encoding: 'utf8' })).stdout.trim();
+  // Bun and Deno as `npx -y bun` / `npx -y deno` run them, started directly (stopping npx would
+  // leave the runtime it started behind).
+  for (const runtime of ['bun', 'deno']) {
+    nodes[runtime] = (await run('npx', ['-y', '-p', runtime, '-c', `command -v ${runtime}`], { cwd: work, env, encoding: 'utf8' })).stdout.trim();
+  }
   let n = 0;
   for (const [, q] of cases) {
     const dir = path.join(work, `project-${n++}`);
@@ -139,7 +158,7 @@ it('every quick start names its install line, its files and how to run it', () =
 });
 
 describe.each(cases)('%s', (_name, q) => {
-  it.each(['node20', 'node24'])(`runs as written on %s${q.server ? `: a cold burst of ${BURST} gets one MISS, the rest COALESCED` : ', exits 0 by itself and opens no socket'}`, async (version) => {
+  it.each(q.runtimes)(`runs as written on %s${q.server ? `: a cold burst of ${BURST} gets one MISS, the rest COALESCED` : ', exits 0 by itself and opens no socket'}`, async (version) => {
     const cwd = projects.get(q)!;
     if (!q.server) {
       const child = new NodeChild(version, ['--import', path.join(work, 'report-sockets.mjs'), ...q.args], { command: nodes[version], cwd, env, stdin: 'ignore' });
