@@ -120,12 +120,14 @@ function bump(counts: Record<string, number>, key: string, n = 1): void {
   counts[key] = (counts[key] ?? 0) + n;
 }
 
-function actionKind(a: Action): string {
-  if (a.do === 'wait') return 'wait';
-  if (a.do === 'write') return `write ${a.method}`;
-  if (a.do === 'cycle') return ['cycle', a.form !== 'origin' ? a.form : '', ...Object.keys(a.headers)].filter(Boolean).join(' ');
-  const parts = [a.method, a.form !== 'origin' ? a.form : '', a.copies > 1 ? 'burst' : '', ...Object.keys(a.headers)].filter(Boolean);
-  return parts.join(' ');
+/** What an action exercises, one count each: its kind, method, form and header variants. */
+function actionKinds(a: Action): string[] {
+  if (a.do === 'wait') return [`wait ${a.ms} ms`];
+  if (a.do === 'write') return [`write ${a.method}`];
+  const kinds = a.do === 'cycle' ? ['cycle'] : [a.copies > 1 ? `${a.method} burst` : a.method];
+  if (a.form !== 'origin') kinds.push(a.form);
+  for (const [name, value] of Object.entries(a.headers)) kinds.push(value === true ? name : `${name} ${String(value)}`);
+  return kinds;
 }
 
 let serial = 0;
@@ -135,7 +137,7 @@ export async function runCase(env: Environment, adapter: Adapter, c: Case, stats
   const host = `c${++serial}-${process.pid}.${adapter}.test`;
   let turn = 0;
   for (const [index, a] of c.actions.entries()) {
-    bump(stats.actions, actionKind(a));
+    for (const kind of actionKinds(a)) bump(stats.actions, kind);
     if (a.do === 'wait') {
       await sleep(a.ms);
       continue;
@@ -281,7 +283,8 @@ async function campaignFor(env: Environment, adapter: Adapter, options: Campaign
     const search = await fc.check(property, { seed, numRuns: Math.min(casesLeft, 1_000_000), endOnFailure: true, interruptAfterTimeLimit: left, markInterruptAsFailure: false });
     if (!search.failed) break;
     if (!(search.errorInstance instanceof CaseFailure)) {
-      crash ??= `the search stopped: ${String(search.errorInstance)}`;
+      if (search.errorInstance !== null) crash ??= `the search stopped: ${String(search.errorInstance)}`;
+      else log(`${adapter}: seed ${seed}: the search ended without a case (${search.numRuns} runs, ${search.numSkips} skipped, interrupted: ${search.interrupted})`);
       break;
     }
     const found = search.errorInstance;
@@ -297,8 +300,10 @@ async function campaignFor(env: Environment, adapter: Adapter, options: Campaign
     const shrink = await fc.check(property, { seed, path: search.counterexamplePath ?? undefined, interruptAfterTimeLimit: options.shrinkMs, markInterruptAsFailure: false });
     deadline += performance.now() - shrinkStart;
     const shrunk = shrink.failed && shrink.counterexample !== null && shrink.errorInstance instanceof CaseFailure;
-    const theCase = shrunk ? shrink.counterexample![0] : search.counterexample![0];
     const violation = shrunk ? (shrink.errorInstance as CaseFailure).violation : found.violation;
+    // The actions after the one that broke the rule never ran.
+    const ran = shrunk ? shrink.counterexample![0] : search.counterexample![0];
+    const theCase: Case = { ...ran, actions: ran.actions.slice(0, violation.action + 1) };
     const dir = options.failuresDir ?? path.join(root, 'test/http-campaign/failures');
     mkdirSync(dir, { recursive: true });
     const file = path.join(dir, `${adapter}-${seed}.json`);
@@ -337,6 +342,7 @@ export function report(results: AdapterResult[], log: (line: string) => void): v
   for (const r of results) {
     const s = r.stats;
     log(`${r.adapter}: ${s.cases} cases (+${s.shrinkRuns} while shrinking), ${s.guardedRequests} requests to the guarded app, ${s.bareRequests} to the bare one; replies ${JSON.stringify(s.replies)}`);
+    log(`  actions: ${Object.entries(s.actions).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, n]) => `${k} ${n}`).join(', ')}`);
     if (r.crash) log(`  CRASH: ${r.crash}`);
     for (const f of r.failures) {
       const v = f.violation;
