@@ -11,7 +11,7 @@ import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dogpileGuardPlugin } from '../src/fastify/index.js';
 import { dogpileGuard } from '../src/hono/index.js';
-import { createCache, InvalidOptionError, type DogpileCache } from '../src/index.js';
+import { createCache, InvalidOptionError, RedisLock, withLock, type DogpileCache } from '../src/index.js';
 import { cacheKeys } from '../src/store/key.js';
 import { freshId } from '../tools/basics.js';
 import { get } from '../tools/http-client.js';
@@ -234,6 +234,27 @@ describe.each([6, 5] as const)('node-redis %i: a client that is not connected', 
     }
     expect([client.isOpen, cluster.isOpen]).toEqual([false, false]);
     expect(await server.command('DBSIZE')).toBe(keysBefore);
+  });
+
+  it('is refused by new RedisLock, RedisLock.resetAll and withLock with InvalidOptionError naming redis and connect()', async () => {
+    const client = nodeRedisModule(version).createClient({ url: server.url });
+    const attempts: [string, () => unknown][] = [
+      ['new RedisLock', () => new RedisLock(client, 'job')],
+      ['RedisLock.resetAll', () => RedisLock.resetAll(client)],
+      ['withLock', () => withLock('job', async () => 'ran', { redis: client })],
+    ];
+    for (const [what, attempt] of attempts) {
+      let error: unknown;
+      try {
+        await attempt();
+      } catch (e) {
+        error = e;
+      }
+      expect(error, what).toBeInstanceOf(InvalidOptionError);
+      expect((error as InvalidOptionError).option, what).toBe('redis');
+      expect((error as Error).message, what).toContain('await client.connect()');
+    }
+    expect(client.isOpen).toBe(false);
   });
 
   it('a client still connecting (connect() called, not awaited) is accepted and coordinates through Redis', async () => {

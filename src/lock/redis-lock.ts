@@ -6,7 +6,7 @@ import { LOCK_OPTION_NAMES, validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
-import { ACCEPTED_CLIENTS, commandClient, isRedisClient, masterClients, type CommandClient, type RedisClient } from '../redis/client.js';
+import { checkRedisClient, commandClient, masterClients, type CommandClient, type RedisClient } from '../redis/client.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { isNodeRedis } from '../redis/node-redis.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
@@ -74,7 +74,7 @@ export class RedisLock extends BaseLock {
   private readonly replication: Replication | undefined;
 
   constructor(redis: RedisClient, name: string, options: RedisLockOptions = {}) {
-    if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
+    checkRedisClient(redis);
     super(name, options, REDIS_LOCK_OPTION_NAMES);
     this.client = redis;
     this.commands = commandClient(redis);
@@ -238,7 +238,7 @@ export class RedisLock extends BaseLock {
    */
   static async resetAll(redis: RedisClient, options: { prefix?: string } = {}): Promise<number> {
     const prefix = validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix);
-    if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
+    checkRedisClient(redis);
     const nodes = await masterClients(redis);
     let count = 0;
     for (const node of nodes) {

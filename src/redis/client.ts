@@ -49,7 +49,14 @@ export function isRedisClient(value: unknown): value is RedisClient {
  */
 export function unconnectedClientProblem(client: RedisClient): string | undefined {
   if (!isNodeRedis(client) || client.isOpen) return undefined;
-  return 'the node-redis client is not connected (its isOpen is false): call await client.connect() before createCache';
+  return 'the node-redis client is not connected (its isOpen is false): call await client.connect() before createCache or RedisLock';
+}
+
+/** Checks a client passed in (`InvalidOptionError` naming `redis`): one of `ACCEPTED_CLIENTS`, and connected (`unconnectedClientProblem`). */
+export function checkRedisClient(redis: unknown): asserts redis is RedisClient {
+  if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
+  const unconnected = unconnectedClientProblem(redis);
+  if (unconnected !== undefined) throw new InvalidOptionError('redis', unconnected);
 }
 
 function isIoRedis(value: unknown): value is IoRedisLike {

@@ -1,5 +1,5 @@
 import { InvalidOptionError } from '../shared/errors.js';
-import { ACCEPTED_CLIENTS, closeClient, createClientFromUrl, isRedisClient, unconnectedClientProblem, type RedisClient } from './client.js';
+import { ACCEPTED_CLIENTS, closeClient, createClientFromUrl, isRedisClient, checkRedisClient, type RedisClient } from './client.js';
 import { isNodeRedis } from './node-redis.js';
 
 /*
@@ -27,8 +27,7 @@ export function checkRedisOption(redis: unknown, withReplicas: boolean): void {
     return;
   }
   if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
-  const unconnected = unconnectedClientProblem(redis);
-  if (unconnected !== undefined) throw new InvalidOptionError('redis', unconnected);
+  checkRedisClient(redis);
   if (withReplicas && isNodeRedis(redis)) {
     throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lead); with node-redis, leave replicas at 0');
   }
