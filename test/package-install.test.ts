@@ -5,10 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { root } from '../tools/child-process.js';
+import { buildIsStale } from '../tools/built-package.js';
 
 let scratch: string;
 let tarball: string;
@@ -83,12 +84,3 @@ function npmCli(): string {
   return path.join(execFileSync('npm', ['root', '-g']).toString().trim(), 'npm', 'bin', 'npm-cli.js');
 }
 
-/** True when dist/ is missing or older than a file under src/. */
-function buildIsStale(): boolean {
-  const built = path.join(root, 'dist', 'index.js');
-  if (!existsSync(built)) return true;
-  const builtAt = statSync(built).mtimeMs;
-  const newest = (dir: string): number =>
-    Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(path.join(dir, e.name)) : statSync(path.join(dir, e.name)).mtimeMs)));
-  return newest(path.join(root, 'src')) > builtAt;
-}

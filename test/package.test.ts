@@ -4,10 +4,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync, readdirSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildIsStale } from '../tools/built-package.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let project: string;
@@ -117,15 +118,6 @@ describe('npm pack', () => {
   });
 });
 
-/** True when dist/ is missing or older than a file under src/ (npm test builds first anyway). */
-function buildIsStale(): boolean {
-  const built = path.join(root, 'dist', 'index.js');
-  if (!existsSync(built)) return true;
-  const builtAt = statSync(built).mtimeMs;
-  const newest = (dir: string): number =>
-    Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(path.join(dir, e.name)) : statSync(path.join(dir, e.name)).mtimeMs)));
-  return newest(path.join(root, 'src')) > builtAt;
-}
 
 function readdir(dir: string): string[] {
   return execFileSync('ls', [dir]).toString().split('\n').filter(Boolean);

@@ -16,7 +16,7 @@
  * serves both Node versions.
  */
 import { execFileSync, execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, cpSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,6 +26,7 @@ import { NodeChild, killAllChildren, root } from '../tools/child-process.js';
 import { codeBlocks } from '../tools/docs-check.js';
 import { fetchReply } from '../tools/http-client.js';
 import { monotonicNow } from '../src/shared/clock.js';
+import { buildIsStale } from '../tools/built-package.js';
 
 const PAGES = ['README.md', 'docs/getting-started.md'];
 /** The route a server quick start answers slowly, by heading (the rest serve `/report`). */
@@ -233,12 +234,3 @@ function pack(dir: string): string {
   return path.join(dir, name);
 }
 
-/** True when dist/ is missing or older than a file under src/. */
-function buildIsStale(): boolean {
-  const built = path.join(root, 'dist', 'index.js');
-  if (!existsSync(built)) return true;
-  const builtAt = statSync(built).mtimeMs;
-  const newest = (dir: string): number =>
-    Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(path.join(dir, e.name)) : statSync(path.join(dir, e.name)).mtimeMs)));
-  return newest(path.join(root, 'src')) > builtAt;
-}
