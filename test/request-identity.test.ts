@@ -38,6 +38,7 @@ type Kind = 'express' | 'fastify' | 'koa' | 'hono' | 'fetch' | 'nest-express' | 
 interface Seen {
   target: string;
   query: unknown;
+  method?: string;
 }
 
 interface App {
@@ -54,9 +55,9 @@ const GUARD = { ttl: 200, staleWhileRevalidate: '60s' } as const;
  * One catch-all GET route. Its body names the target it saw and the query as the app reads it,
  * and, for `/secret` and `/e/private` (the routes a resolved dot segment would reach), SECRET.
  */
-function body(run: number, target: string, query: unknown, path: string): string {
+function body(run: number, target: string, query: unknown, path: string, method: string): string {
   const secret = path === '/secret' || path === '/e/private';
-  return JSON.stringify({ route: secret ? 'SECRET' : 'catch-all', run, target, query });
+  return JSON.stringify({ route: secret ? 'SECRET' : 'catch-all', run, method, target, query });
 }
 
 const opened: App[] = [];
@@ -77,9 +78,9 @@ function closeServer(server: http.Server | ServerType): Promise<void> {
 async function start(kind: Kind): Promise<App> {
   const cache: DogpileCache = createCache();
   const seen: Seen[] = [];
-  const run = (target: string, query: unknown, path: string) => {
-    seen.push({ target, query });
-    return body(seen.length, target, query, path);
+  const run = (target: string, query: unknown, path: string, method: string) => {
+    seen.push({ target, query, method });
+    return body(seen.length, target, query, path, method);
   };
   let port: number;
   let stop: () => Promise<void>;
@@ -87,7 +88,7 @@ async function start(kind: Kind): Promise<App> {
     const app = express();
     app.use(expressGuard({ cache, ...GUARD }));
     app.get(/.*/, (req, res) => {
-      res.type('application/json').send(run(req.originalUrl, req.query, req.path));
+      res.type('application/json').send(run(req.originalUrl, req.query, req.path, req.method));
     });
     const server = http.createServer(app);
     port = await listen(server);
@@ -97,7 +98,7 @@ async function start(kind: Kind): Promise<App> {
     await app.register(dogpileGuardPlugin, { cache, ...GUARD });
     app.get('/*', (request, reply) => {
       const path = request.url.split('?')[0]!;
-      void reply.type('application/json').send(run(request.url, request.query, path));
+      void reply.type('application/json').send(run(request.url, request.query, path, request.method));
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     port = (app.server.address() as AddressInfo).port;
@@ -107,7 +108,7 @@ async function start(kind: Kind): Promise<App> {
     app.use(koaGuard({ cache, ...GUARD }));
     app.use((ctx) => {
       ctx.type = 'application/json';
-      ctx.body = run(ctx.originalUrl, ctx.query, ctx.path);
+      ctx.body = run(ctx.originalUrl, ctx.query, ctx.path, ctx.method);
     });
     const server = http.createServer(app.callback());
     port = await listen(server);
@@ -115,7 +116,7 @@ async function start(kind: Kind): Promise<App> {
   } else if (kind === 'hono' || kind === 'fetch') {
     const handler = (request: Request): Response => {
       const url = new URL(request.url);
-      const text = run(request.url, [...url.searchParams], url.pathname);
+      const text = run(request.url, [...url.searchParams], url.pathname, request.method);
       return new Response(text, { headers: { 'content-type': 'application/json' } });
     };
     let fetch: (request: Request) => Response | Promise<Response>;
@@ -135,9 +136,9 @@ async function start(kind: Kind): Promise<App> {
     class CatchAll {
       @Get(['d/:a/:b', 'e/:a/:b', 'secret', 'e/private', 'q', 'page'])
       @Cached(GUARD)
-      all(@Req() req: { originalUrl?: string; url: string; query: unknown }): unknown {
+      all(@Req() req: { originalUrl?: string; url: string; query: unknown; method: string }): unknown {
         const target = req.originalUrl ?? req.url;
-        return JSON.parse(run(target, req.query, target.split('?')[0]!));
+        return JSON.parse(run(target, req.query, target.split('?')[0]!, req.method));
       }
     }
     @Module({ imports: [DogpileModule.forRoot({ cache })], controllers: [CatchAll] })
@@ -248,5 +249,17 @@ describe('query names that decode to one name', () => {
     await send(app, '/q?b=1&c=2');
     const reordered = await send(app, '/q?c=2&b=1');
     expect(reordered.headers['x-cache']).toBe('HIT');
+  });
+});
+
+describe('a HEAD that leads', () => {
+  it.each(ALL)('%s: runs the handler as the GET it stands for, so the GET served from its entry is the GET response', async (kind) => {
+    const app = await start(kind);
+    const head = await rawRequest(app.port, `HEAD /m HTTP/1.1\r\nHost: 127.0.0.1:${app.port}`);
+    expect(head.status).toBe(200);
+    const get = await send(app, '/m');
+    expect(get.headers['x-cache']).toBe('HIT');
+    expect(JSON.parse(get.text).method).toBe('GET');
+    expect(app.seen.map((run) => run.method)).toEqual(['GET']);
   });
 });

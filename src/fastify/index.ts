@@ -4,6 +4,7 @@ import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { watchClientGone, type ResponseCapture } from '../http/capture.js';
+import { runAsGet } from '../http/node-exchange.js';
 import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
 import { HttpGuard, type CachePlan, type PassThrough } from '../http/guard.js';
 import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/leader-answer.js';
@@ -191,6 +192,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         proceed(capture, active = plan) {
           leads.set(request, { plan: active, capture });
           if (capture) watchClientGone(reply.raw, capture);
+          // A HEAD that leads stores the GET response: its handler sees the GET it stands for.
+          if (capture && request.raw.method === 'HEAD') runAsGet(request.raw, reply.raw);
           let result: unknown;
           try {
             result = handler(request, reply);
