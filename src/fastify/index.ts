@@ -4,7 +4,6 @@ import fp from 'fastify-plugin';
 import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { watchClientGone, type ResponseCapture } from '../http/capture.js';
-import { runAsGet } from '../http/node-exchange.js';
 import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
 import { HttpGuard, type CachePlan, type PassThrough } from '../http/guard.js';
 import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/leader-answer.js';
@@ -133,7 +132,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       done(null, payload);
       return;
     }
-    leads.delete(request);
+    leads.delete(request); // a HEAD that led ran as a GET (see `proceed`): Fastify's HEAD handling follows
+    if (Object.hasOwn(request, 'method')) delete (request as { method?: string }).method;
     const { plan, capture } = lead;
     const headers = reply.getHeaders() as OutgoingHttpHeaders;
     const head = leaderHead(guard, plan, capture, reply.statusCode, headers, capturable(payload), payloadSize(payload));
@@ -192,8 +192,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         proceed(capture, active = plan) {
           leads.set(request, { plan: active, capture });
           if (capture) watchClientGone(reply.raw, capture);
-          // A HEAD that leads stores the GET response: its handler sees the GET it stands for.
-          if (capture && request.raw.method === 'HEAD') runAsGet(request.raw, reply.raw);
+          if (capture && request.raw.method === 'HEAD') Object.defineProperty(request, 'method', { value: 'GET', configurable: true }); // stores the GET response
           let result: unknown;
           try {
             result = handler(request, reply);
