@@ -63,7 +63,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
     const { method, headers } = info;
     if (method !== 'GET' && method !== 'HEAD') return undefined;
-    if (handled.has(marker) || info.inexact !== undefined) return undefined;
+    if (handled.has(marker)) return undefined;
     const { key: keyFn, skip } = this.options;
     if (skip !== undefined && skip(req)) return undefined;
     const scan = this.scan(headers);
@@ -162,7 +162,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   /** The `Cache-Status` for a GET or HEAD that a request rule made pass the cache, or undefined. */
   private bypassStatus(info: HttpRequestInfo): string | undefined {
     if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
-    const reason = info.inexact ?? requestBypassReason(info.method, info.headers, this.privateNames);
+    const reason = requestBypassReason(info.method, info.headers, this.privateNames);
     return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });
   }
 

@@ -12,16 +12,11 @@ export interface HttpRequestInfo {
   url: string;
   headers: IncomingHttpHeaders;
   /**
-   * The scheme and authority the handler sees, when they are not `http` and the `Host` field
-   * (a web adapter whose `Request` URL is `https://…`): the key is built from them (`keyAuthority`).
+   * What the key is built from instead of the `Host` field, when the handler sees more than it:
+   * a web adapter's `Request` URL whose scheme is not `http` (`https://host`), or whose authority
+   * is not the `Host` field's (`http://url-authority host-field`). See `keyAuthority`.
    */
   origin?: string;
-  /**
-   * Why the cache cannot represent the request's target exactly (the handler would see an
-   * authority other than the `Host` field the key is built from): the request passes uncached,
-   * and `Cache-Status` says this.
-   */
-  inexact?: string;
 }
 
 /** A request the cache will handle: its key and how long its response is kept. */

@@ -25,7 +25,7 @@ export function requestBaseKey(method: string, url: string, headers: IncomingHtt
 
 /**
  * The authority a request's default key is built from: the `Host` field, or, where the handler
- * sees another scheme than `http` (`HttpRequestInfo.origin`), that scheme and authority.
+ * sees more than it (`HttpRequestInfo.origin`: another scheme, another authority), that.
  */
 export function keyAuthority(info: { headers: IncomingHttpHeaders; origin?: string }): string {
   return info.origin ?? requestHost(info.headers);

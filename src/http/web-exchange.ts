@@ -38,8 +38,11 @@ export function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders)
   const headers = nodeHeaders ?? requestHeaders(request);
   const target = webTarget(request.url);
   const info: HttpRequestInfo = { method: request.method, url: target.path, headers };
-  if (target.scheme !== 'http') info.origin = `${target.scheme}://${target.authority}`;
-  if (!sameAuthority(target, requestHost(headers))) info.inexact = 'authority';
+  const host = requestHost(headers);
+  // The handler may read the URL's scheme and authority, and the Host field: when they are not
+  // `http` and that field, the key is built from what the handler sees (no space is in either).
+  if (!sameAuthority(target, host)) info.origin = `${target.scheme}://${target.authority} ${host}`;
+  else if (target.scheme !== 'http') info.origin = `${target.scheme}://${target.authority}`;
   return info;
 }
 
@@ -63,8 +66,8 @@ function webTarget(url: string): WebTarget {
 /**
  * True when the `Host` field names the authority of the `Request`'s URL (case aside, a default
  * port written or not). A server that takes the authority of an absolute-form target over `Host`
- * (RFC 9112 §3.2.2) hands the handler a URL that the `Host` field does not name: the handler may
- * read either, so no one key represents the request.
+ * (RFC 9112 §3.2.2), or one that builds its URLs from its own name (Next.js), hands the handler
+ * a URL that the `Host` field does not name: the handler may read either, so the key has both.
  */
 function sameAuthority(target: WebTarget, host: string): boolean {
   if (host === target.authority) return true;
