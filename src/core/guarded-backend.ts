@@ -68,7 +68,7 @@ export class GuardedBackend {
   }
 
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', () => this.backend.coordination.getShared(key));
+    return this.timed(key, 'get', () => this.backend.getShared(key));
   }
 
   lookup(request: LookupRequest): Promise<Lookup> {
@@ -81,7 +81,7 @@ export class GuardedBackend {
    * invalidation made during an outage waits to be replayed. What a stale answer from memory needs.
    */
   live(key: string): boolean {
-    return !this.breaker.isOpen() && !this.hold?.() && this.backend.coordination.live(key);
+    return !this.breaker.isOpen() && !this.hold?.() && this.backend.live(key);
   }
 
   /** An entry held in process memory, fresh or stale (the fallback while the store is unusable); no call to the store. */
@@ -98,7 +98,7 @@ export class GuardedBackend {
   readonly now: () => number;
 
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'lead', () => this.backend.coordination.tryLead(key, token, lockTtl));
+    return this.timed(key, 'lead', () => this.backend.tryLead(key, token, lockTtl));
   }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
@@ -106,11 +106,11 @@ export class GuardedBackend {
   }
 
   renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'renew', () => this.backend.coordination.renew(key, token, lockTtl));
+    return this.timed(key, 'renew', () => this.backend.renew(key, token, lockTtl));
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.timed(key, 'subscribe', () => this.backend.coordination.listen(key, listener));
+    return this.timed(key, 'subscribe', () => this.backend.listen(key, listener));
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {

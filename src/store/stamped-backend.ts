@@ -1,6 +1,6 @@
 import { spreadTtl } from './jitter.js';
 import { judged, staleSince, stampVerdict, type StampVerdict, type TagStamp } from './tags.js';
-import type { Backend, Commit, Lookup, LookupRequest, OwnCoordination, Store, StoredEntry, TagStamps } from './types.js';
+import type { Backend, Commit, Lookup, LookupRequest, Outcome, Store, StoredEntry, TagStamps } from './types.js';
 
 /** What a cache adds to the store it writes through: its generations and its write rules. */
 export interface StampRules {
@@ -40,8 +40,6 @@ export class StampedBackend implements Backend {
   readonly distributed: boolean;
   readonly peekLayer: 'store' | 'l1';
   readonly holdsInMemory: boolean;
-  /** The store's own coordination steps: not passed through this layer. */
-  readonly coordination: OwnCoordination;
   /** The store's clock itself (no call through this layer). */
   readonly now: () => number;
   /** The reads of generation stamps in flight: following them, and reading them once. */
@@ -58,7 +56,6 @@ export class StampedBackend implements Backend {
     this.distributed = inner.distributed;
     this.peekLayer = inner.peekLayer;
     this.holdsInMemory = inner.holdsInMemory;
-    this.coordination = inner;
     this.now = inner.now;
   }
 
@@ -117,6 +114,29 @@ export class StampedBackend implements Backend {
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
     if (commit.mode === 'store') spreadTtl(commit.entry, this.rules.jitter, this.rules.tagStampTtl);
     return this.inner.commit(key, token, commit);
+  }
+
+  // The coordinator's steps that no stamp judges: the store's own.
+
+  tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return this.inner.tryLead(key, token, lockTtl);
+  }
+
+  renew(key: string, token: string, lockTtl: number): Promise<boolean> {
+    return this.inner.renew(key, token, lockTtl);
+  }
+
+  live(key: string): boolean {
+    return this.inner.live(key);
+  }
+
+  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<(atOnce?: boolean) => void> {
+    return this.inner.listen(key, listener);
+  }
+
+  /** A value a leader shared, not stored, read once by its waiters: judged by no stamp, as an announced value is not. */
+  getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
+    return this.inner.getShared(key);
   }
 
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {

@@ -190,9 +190,6 @@ export interface MissCoordinator {
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
 }
 
-/** The miss coordinator's steps that no layer above the store changes: the store's own. */
-export type OwnCoordination = Pick<MissCoordinator, 'tryLead' | 'renew' | 'listen' | 'live' | 'getShared'>;
-
 /**
  * A store of entries (in process, or Redis): both roles, and the stamps of the tags its entries
  * carry. Judged by no stamp itself: the stamp layer (stamped-backend.ts) wraps it.
@@ -203,19 +200,14 @@ export interface Store extends EntryStore, MissCoordinator {
 }
 
 /**
- * Where entries live and how a miss is coordinated, as the core sees it: a store seen through
- * the invalidation stamps of its entries (stamped-backend.ts): the entry store and the
- * coordinator's steps those stamps judge (lookup, commit), the two writes of stamps
- * (`invalidateTags`, `clear`), and `coordination`, the rest of the coordinator, handed on as
- * the store's own object instead of being passed through call by call.
+ * The invalidation role: the stamps that judge every entry read (its tags', its cache's
+ * generations': one rule), written by `invalidateTags` and `clear`, and held in process.
  */
-export interface Backend extends EntryStore, Omit<MissCoordinator, keyof OwnCoordination> {
-  /** The store's own coordination steps. */
-  readonly coordination: OwnCoordination;
+export interface Invalidation {
   /**
-   * `entry` as the stamps held in this process make it (its tags' and its cache's generations':
-   * stale since an invalidation with `stale: true`), or undefined when one of them was written
-   * since it was made or is not held here. No call to the store.
+   * `entry` as the stamps held in this process make it (stale since an invalidation with
+   * `stale: true`), or undefined when one of them was written since it was made or is not
+   * held here. No call to the store.
    */
   withKnownStamps(entry: StoredEntry): StoredEntry | undefined;
   /** Stamps `tags` as invalidated now (on the store's clock), hard or stale, kept `keepFor` ms; every process hears of it. */
@@ -223,3 +215,11 @@ export interface Backend extends EntryStore, Omit<MissCoordinator, keyof OwnCoor
   /** Stamps the cache's own generation as `invalidateTags` stamps a tag: its entries and its namespaces' become older. */
   clear(stale: boolean, keepFor: number): Promise<void>;
 }
+
+/**
+ * Where entries live and how a miss is coordinated, as the core sees it: the three roles it
+ * calls, each with its contract suite (test/support/backend-contract.ts), kept by a store seen
+ * through its entries' stamps (stamped-backend.ts): every entry the first two hand out is
+ * judged by the stamps the third writes.
+ */
+export interface Backend extends EntryStore, MissCoordinator, Invalidation {}

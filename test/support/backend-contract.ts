@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEntry, EntryKind } from '../../src/store/entry.js';
-import type { Commit, EntryStore, Lookup, MissCoordinator, Outcome, StoredEntry } from '../../src/store/types.js';
+import type { Backend, Commit, EntryStore, Lookup, MissCoordinator, Outcome, StoredEntry } from '../../src/store/types.js';
 import { freshId, sleep, waitUntil } from '../../tools/basics.js';
 
 export interface BackendHarness {
@@ -627,5 +627,105 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         expect(left).toBeLessThanOrEqual(LOCK_TTL);
       });
     });
+  });
+}
+
+export interface InvalidationHarness {
+  /** The backend under test, the last generation of its chain its own (what `clear` stamps). */
+  backend: Backend;
+  close(): Promise<void>;
+}
+
+/**
+ * The invalidation role (`Invalidation`): tags' and generations' stamps, written by
+ * `invalidateTags` and `clear`, judge every entry read through the other two roles by one rule:
+ * an entry whose run began at or before a stamp is a miss, or stale since it with `stale: true`
+ * (a miss without a stale window); an entry made after it is untouched.
+ */
+export function invalidationContract(name: string, setup: () => Promise<InvalidationHarness>): void {
+  describe(`Invalidation contract: ${name}`, () => {
+    let h: InvalidationHarness;
+    let backend: Backend;
+    beforeAll(async () => {
+      h = await setup();
+      backend = h.backend;
+    });
+    afterAll(async () => {
+      await h?.close();
+    });
+
+    /** An entry made now on the store's clock (the clock stamps are written on). */
+    const made = (value: unknown, more: Partial<StoredEntry> = {}): StoredEntry => ({ kind: EntryKind.Value, value, createdAt: backend.now(), ttl: 60_000, ...more });
+    const lookup = (key: string) => backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
+    /**
+     * Apart on the store's clock from the stamp written before or after (its time and `now`, an
+     * estimate of it, may differ a little): entries made before a stamp are made after the stamps
+     * of the earlier tests.
+     */
+    const apart = () => sleep(30);
+
+    for (const write of ['invalidateTags', 'clear'] as const) {
+      /** What an entry the write concerns carries: a tag of its own, or nothing (every entry of the cache). */
+      const concerned = (): Partial<StoredEntry> => (write === 'invalidateTags' ? { tags: [freshId('tag')] } : {});
+      const invalidate = (more: Partial<StoredEntry>, stale: boolean) => (more.tags ? backend.invalidateTags(more.tags, stale, 60_000) : backend.clear(stale, 60_000));
+
+      it(`${write}: an entry made before is a miss (get, lookup leads), one made after is a hit, and an entry it does not concern is untouched`, async () => {
+        const more = concerned();
+        await apart();
+        const [before, other] = [freshId('k'), freshId('k')];
+        await backend.set(before, made('old', more));
+        if (write === 'invalidateTags') await backend.set(other, made('other'));
+        await apart();
+        await invalidate(more, false);
+        await apart();
+        expect(await backend.get(before)).toBeUndefined();
+        expect(await lookup(before)).toEqual({ kind: 'lead' });
+        if (write === 'invalidateTags') expect(await backend.get(other)).toMatchObject({ value: 'other' });
+        const after = freshId('k');
+        await backend.set(after, made('new', more));
+        expect(await backend.get(after)).toMatchObject({ value: 'new' });
+        expect((await lookup(after)).kind).toBe('hit');
+      });
+
+      it(`${write}: a run that began before it is older, even when its value was made after (createdAt less delta)`, async () => {
+        const more = concerned();
+        const key = freshId('k');
+        await invalidate(more, false);
+        await apart();
+        await backend.set(key, made('computed across it', { ...more, delta: 5_000 }));
+        expect(await backend.get(key)).toBeUndefined();
+      });
+
+      it(`${write} with stale: an entry with a stale window reads stale since it; one without is a miss`, async () => {
+        const more = concerned();
+        await apart();
+        const [windowed, bare] = [freshId('k'), freshId('k')];
+        await backend.set(windowed, made('windowed', { ...more, stale: 60_000 }));
+        await backend.set(bare, made('bare', more));
+        await apart();
+        await invalidate(more, true);
+        await apart();
+        const found = await backend.get(windowed);
+        expect(found).toMatchObject({ value: 'windowed' });
+        const entry = found as StoredEntry;
+        expect(entry.createdAt + entry.ttl).toBeLessThanOrEqual(backend.now());
+        expect(await backend.get(bare)).toBeUndefined();
+        expect(await lookup(windowed)).toMatchObject({ kind: 'stale', lead: true });
+      });
+
+      it(`${write}: withKnownStamps judges by the stamps held in this process, without a call`, async () => {
+        const more = concerned();
+        await apart();
+        const key = freshId('k');
+        const old = made('old', more);
+        await backend.set(key, old);
+        await apart();
+        await invalidate(more, false);
+        await apart();
+        // A read follows the stamps it met (held from then on, once their channels are live).
+        await waitUntil('the stamps to be held here', async () => (await backend.get(key)) === undefined && backend.withKnownStamps(made('new', more)) !== undefined, 5_000);
+        expect(backend.withKnownStamps(old)).toBeUndefined();
+      });
+    }
   });
 }
