@@ -5,7 +5,6 @@ import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagn
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../shared/key-names.js';
-import type { ScopedBackend } from '../store/scoped-backend.js';
 import type { Backend } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
 import { ListenerFlag, type CacheEvents } from './events.js';
@@ -39,7 +38,6 @@ export { AbandonedLoad } from './settled.js';
 export class DogpileCache extends EventEmitter<CacheEvents> {
   readonly options: ResolvedCacheOptions;
   private readonly backend: Backend;
-  private readonly scoped: ScopedBackend;
   private readonly scope: CacheScope;
   /** Namespaces made by `namespace()`, by name. */
   private readonly children = new Map<string, DogpileCache>();
@@ -62,8 +60,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     super();
     this.options = scope === undefined ? resolveCacheOptions(options) : scope.options;
     this.scope = scope ?? rootScope(this.options);
-    this.scoped = scopedBackend(this.scope);
-    this.backend = this.scoped;
+    this.backend = scopedBackend(this.scope);
     this.clock = this.backend.now;
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
@@ -152,9 +149,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (flight === undefined && this.guarded.usable(key)) {
-        return this.flights.sharedRead(key, () => this.guarded.getUnchecked(key)).then(
+        return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
           (found) => {
-            // An entry with tags is not answered here: the full path checks them.
+            // An entry with tags is not answered here: it goes the full way.
             if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found, this.clock)) {
               if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
               if (this.options.l1) this.hints.remember(key, found);
@@ -334,7 +331,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async clear(options?: ClearOptions): Promise<void> {
     const stale = clearStale(options);
     this.assertOpen();
-    await this.invalidate({ kind: 'clear', stale }, () => clearScope(this.scoped, stale, this.options.commandTimeout, this), undefined);
+    await this.invalidate({ kind: 'clear', stale }, () => clearScope(this.backend, stale, this.options.commandTimeout, this), undefined);
   }
 
   /**

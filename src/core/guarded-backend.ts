@@ -2,7 +2,7 @@ import { monotonicNow } from '../shared/clock.js';
 import { debug, publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, SerializationError } from '../shared/errors.js';
 import { faultOf } from '../store/open-store.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry } from '../store/types.js';
+import type { Backend, Commit, Lookup, LookupRequest, Outcome, StoredEntry } from '../store/types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import type { CacheEmitter } from './events.js';
 
@@ -67,20 +67,12 @@ export class GuardedBackend {
     return this.timed(key, 'get', () => this.backend.get(key));
   }
 
-  /**
-   * `get` past the tag checks: the hit fast path, which hands an entry with tags to the full
-   * path instead of checking its tags here.
-   */
-  getUnchecked(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', () => (this.backend.untagged ?? this.backend).get(key));
-  }
-
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
-    return this.timed(key, 'get', () => this.backend.coordination.getShared(key));
+    return this.timed(key, 'get', () => this.backend.getShared(key));
   }
 
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup> {
-    return this.timed(key, 'lookup', () => this.backend.lookup(key, token, lockTtl, skipValue, expired, tryLead));
+  lookup(request: LookupRequest): Promise<Lookup> {
+    return this.timed(request.key, 'lookup', () => this.backend.lookup(request));
   }
 
   /**
@@ -89,7 +81,7 @@ export class GuardedBackend {
    * invalidation made during an outage waits to be replayed. What a stale answer from memory needs.
    */
   live(key: string): boolean {
-    return !this.breaker.isOpen() && !this.hold?.() && this.backend.coordination.live(key);
+    return !this.breaker.isOpen() && !this.hold?.() && this.backend.live(key);
   }
 
   /** An entry held in process memory, fresh or stale (the fallback while the store is unusable); no call to the store. */
@@ -97,16 +89,16 @@ export class GuardedBackend {
     return this.backend.peekStale(key);
   }
 
-  /** `entry` as the tag stamps held in this process make it (see `Backend.withKnownTags`); no call to the store. */
+  /** `entry` as the stamps held in this process make it (see `Backend.withKnownStamps`); no call to the store. */
   withKnownTags(entry: StoredEntry): StoredEntry | undefined {
-    return this.backend.withKnownTags(entry);
+    return this.backend.withKnownStamps(entry);
   }
 
   /** The store's clock (ms since the epoch): the server's for Redis, never this process's wall clock (the store's own function). */
   readonly now: () => number;
 
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'lead', () => this.backend.coordination.tryLead(key, token, lockTtl));
+    return this.timed(key, 'lead', () => this.backend.tryLead(key, token, lockTtl));
   }
 
   commit(key: string, token: string, commit: Commit): Promise<boolean> {
@@ -114,11 +106,11 @@ export class GuardedBackend {
   }
 
   renew(key: string, token: string, lockTtl: number): Promise<boolean> {
-    return this.timed(key, 'renew', () => this.backend.coordination.renew(key, token, lockTtl));
+    return this.timed(key, 'renew', () => this.backend.renew(key, token, lockTtl));
   }
 
   listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.timed(key, 'subscribe', () => this.backend.coordination.listen(key, listener));
+    return this.timed(key, 'subscribe', () => this.backend.listen(key, listener));
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
@@ -145,7 +137,7 @@ export class GuardedBackend {
   }
 
   invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
-    return this.timed(undefined, 'invalidateTags', () => this.backend.tagStamps.invalidate(tags, stale, keepFor));
+    return this.timed(undefined, 'invalidateTags', () => this.backend.invalidateTags(tags, stale, keepFor));
   }
 
   /** True for a failure that says the backend is unusable (not an answer about one key, not the caller's value). */

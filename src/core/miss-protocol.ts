@@ -136,7 +136,7 @@ export class MissProtocol {
       const sentAt = monotonicNow();
       let lookup;
       try {
-        lookup = await this.backend.lookup(key, token, opts.lockTtl, skipValue, false, tryLead);
+        lookup = await this.backend.lookup({ key, token, lockTtl: opts.lockTtl, skip: skipValue ? 'any' : undefined, tryLead });
       } catch (error) {
         // A fault of this key: look again past its value; if even that fails, run without Redis
         // for this call only.
@@ -277,7 +277,7 @@ export class MissProtocol {
         const token = this.leader.nextToken();
         let lookup;
         try {
-          lookup = await this.backend.lookup(key, token, opts.lockTtl, forcedSince ?? false);
+          lookup = await this.backend.lookup({ key, token, lockTtl: opts.lockTtl, skip: forcedSince === undefined ? undefined : { createdUpTo: forcedSince } });
         } catch (error) {
           this.backend.keyFault(key, error);
           return this.local.degraded(key, loader, opts);

@@ -3,8 +3,7 @@ import { BackendError, InvalidOptionError } from '../shared/errors.js';
 import { bounded } from '../shared/wait.js';
 import { GENERATION_KEEP_MS, ROOT_GENERATION } from '../store/generations.js';
 import { openBackend, openGenerations, openRedis, type RedisConnection } from '../store/open-store.js';
-import type { ScopedBackend } from '../store/scoped-backend.js';
-import type { TagStamps } from '../store/types.js';
+import type { Backend, TagStamps } from '../store/types.js';
 import type { CacheEmitter } from './events.js';
 import type { ResolvedCacheOptions } from './options.js';
 
@@ -63,8 +62,8 @@ export function childScope(parent: CacheScope, name: string, detach: () => void)
   };
 }
 
-/** The backend of a cache in `scope`: Redis or in process, tags checked, generations checked, TTLs spread. */
-export function scopedBackend(scope: CacheScope): ScopedBackend {
+/** The backend of a cache in `scope`: Redis or in process, seen through its stamps (tags and generations), TTLs spread. */
+export function scopedBackend(scope: CacheScope): Backend {
   return openBackend(scope.connection, scope.closesConnection, scope.options, scope);
 }
 
@@ -82,7 +81,7 @@ export function clearStale(options: unknown): boolean {
  * Writes the cache's generation stamp, bounded by `commandTimeout`; a failure is reported as
  * `backendError` (operation `clear`) and rejects with `BackendError`.
  */
-export async function clearScope(backend: ScopedBackend, stale: boolean, commandTimeout: number, events: CacheEmitter): Promise<void> {
+export async function clearScope(backend: Backend, stale: boolean, commandTimeout: number, events: CacheEmitter): Promise<void> {
   try {
     await bounded(backend.clear(stale, GENERATION_KEEP_MS), {
       ms: commandTimeout,

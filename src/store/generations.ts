@@ -1,9 +1,10 @@
-import { laterStamp, NO_STAMP, stampVerdict, type TagStamp } from './tags.js';
-import type { StoredEntry, TagStamps } from './types.js';
+import { laterStamp, NO_STAMP, type TagStamp } from './tags.js';
+import type { TagStamps } from './types.js';
 
 /**
  * The generation of a cache or namespace is a stamp like a tag's (`hard:stale`, on the store's
- * clock), written by `clear()`: an entry whose run began at or before it is a miss (or stale).
+ * clock), written by `clear()` and judged by the same rule (`stampVerdict` in tags.ts, applied
+ * by stamped-backend.ts): an entry whose run began at or before it is a miss (or stale).
  * A cache's entries are judged by the stamps of its whole chain: the root cache's, then each
  * enclosing namespace's, then its own. Names: `/` for the root, `/a`, `/a/b` for namespaces.
  */
@@ -11,15 +12,6 @@ export const ROOT_GENERATION = '/';
 
 /** How long a generation stamp is kept in Redis: longer than any entry lives (ten years). */
 export const GENERATION_KEEP_MS = 3650 * 24 * 3600 * 1000;
-
-/**
- * What the stamps of a chain make of `entry`: `ok`, `gone`, or the time (ms since the epoch)
- * since which it is stale (an entry without a stale window is then `gone`). As tags: an entry
- * whose run began at or before a stamp (its `createdAt` less its `delta`) is older.
- */
-export function generationVerdict(entry: StoredEntry, stamps: readonly TagStamp[]): 'ok' | 'gone' | number {
-  return stampVerdict(entry, stamps.length, (i) => stamps[i]!);
-}
 
 /**
  * Generation stamps of the in-process store: a map that never forgets (one stamp per cleared

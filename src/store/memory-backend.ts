@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { processNow } from '../shared/clock.js';
 import type { EntryCodec } from './codec.js';
 import { MemoryTagStamps } from './memory-tags.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry, MissCoordinator, OwnCoordination } from './types.js';
+import type { Commit, Lookup, LookupRequest, Outcome, Store, StoredEntry } from './types.js';
 
 /**
  * The embedded default: entries in an lru-cache in this process, values kept as they are
@@ -16,9 +16,7 @@ import type { Backend, Commit, Lookup, Outcome, StoredEntry, MissCoordinator, Ow
 /** How many keys' last `set`/`delete` the store remembers (for leads still running when they were written). */
 const WRITES_REMEMBERED = 10_000;
 
-export class MemoryBackend implements Backend, MissCoordinator {
-  /** Its own coordination steps: this backend itself. */
-  readonly coordination: OwnCoordination = this;
+export class MemoryBackend implements Store {
   readonly distributed = false;
   readonly peekLayer = 'store';
   readonly holdsInMemory = true;
@@ -45,11 +43,6 @@ export class MemoryBackend implements Backend, MissCoordinator {
   /** The store is in this process: its clock is this process's (monotonic, in ms since the epoch). */
   readonly now: () => number = processNow;
 
-  /** No tags checked at this layer (TaggedBackend does). */
-  withKnownTags(entry: StoredEntry): StoredEntry {
-    return entry;
-  }
-
   live(): boolean {
     return true;
   }
@@ -70,9 +63,9 @@ export class MemoryBackend implements Backend, MissCoordinator {
     // The in-process store is the store: nothing sits in front of it.
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
-    const stored = skipValue === true ? undefined : this.lru.get(key);
-    const entry = typeof skipValue === 'number' && stored && stored.createdAt <= skipValue ? undefined : stored;
+  async lookup({ key, token, lockTtl, skip, expired = false, tryLead = true }: LookupRequest): Promise<Lookup> {
+    const stored = skip === 'any' ? undefined : this.lru.get(key);
+    const entry = skip !== undefined && skip !== 'any' && stored && stored.createdAt <= skip.createdUpTo ? undefined : stored;
     if (!entry) {
       this.startedLead(token);
       return { kind: 'lead' };

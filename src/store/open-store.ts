@@ -9,16 +9,15 @@ import { tagKeys } from './key.js';
 import { MemoryBackend } from './memory-backend.js';
 import { RedisBackend } from './redis-backend.js';
 import { RedisTagStamps } from './redis-tags.js';
-import { ScopedBackend, type ScopeRules } from './scoped-backend.js';
 import type { Serializer } from './serializer.js';
+import { StampedBackend, type StampRules } from './stamped-backend.js';
 import { parseStamp } from './tags.js';
-import { TaggedBackend } from './tagged-backend.js';
 import type { TagStamps } from './types.js';
 
 /*
  * The store a cache opens, in one place: its connection (a client passed in, or made from a
  * URL and closed by the store), its generation stamps, and its backend (Redis or in process,
- * tags checked, generations checked, TTLs spread). The core sees these parts, not Redis.
+ * seen through its stamps: tags and generations, one rule; TTLs spread). The core sees these parts, not Redis.
  */
 
 export type { RedisClient, RedisConnection, Replication };
@@ -62,9 +61,9 @@ export interface StoreScope {
 
 /**
  * The backend of a cache: Redis (closing the connection with it when `closes`) or in process,
- * tags checked, generations checked, TTLs spread.
+ * seen through its stamps (tags and generations judged by one rule), TTLs spread.
  */
-export function openBackend(connection: RedisConnection | undefined, closes: boolean, settings: StoreSettings, scope: StoreScope): ScopedBackend {
+export function openBackend(connection: RedisConnection | undefined, closes: boolean, settings: StoreSettings, scope: StoreScope): StampedBackend {
   const codec = new EntryCodec(settings.serializer, connection === undefined ? undefined : settings.compression);
   const inner =
     connection === undefined
@@ -78,12 +77,12 @@ export function openBackend(connection: RedisConnection | undefined, closes: boo
           replication: settings.replication,
           writeTimeout: settings.commandTimeout,
         });
-  const rules: ScopeRules = { generations: scope.generations, stamps: scope.stamps, jitter: settings.jitter, tagStampTtl: settings.tagStampTtl };
+  const rules: StampRules = { generations: scope.generations, stamps: scope.stamps, jitter: settings.jitter, tagStampTtl: settings.tagStampTtl };
   if (connection !== undefined) {
     // One GET per stamp, for a read that finds a value before the stamps are followed here.
     const commands = commandClient(connection.client);
     const stampPrefix = generationPrefix(scope.rootPrefix);
     rules.readOnce = (names) => Promise.all(names.map(async (name) => parseStamp((await commands.getBuffer(tagKeys(stampPrefix, name).stamp))?.toString('latin1'))));
   }
-  return new ScopedBackend(new TaggedBackend(inner), rules);
+  return new StampedBackend(inner, rules);
 }

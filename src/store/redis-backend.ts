@@ -16,7 +16,7 @@ import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
 import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE, TRY_LEAD } from './cache-scripts.js';
-import type { Backend, Commit, Lookup, Outcome, StoredEntry, MissCoordinator, OwnCoordination } from './types.js';
+import type { Commit, Lookup, LookupRequest, Outcome, Store, StoredEntry } from './types.js';
 
 export interface RedisBackendOptions {
   prefix: string;
@@ -46,9 +46,7 @@ const EMPTY = Buffer.alloc(0);
  * one to store, release and announce; waiters listen on the key's channel through the
  * client's shared subscriber connection.
  */
-export class RedisBackend implements Backend, MissCoordinator {
-  /** Its own coordination steps: this backend itself. */
-  readonly coordination: OwnCoordination = this;
+export class RedisBackend implements Store {
   readonly distributed = true;
   readonly peekLayer = 'l1';
   /** True with an L1. */
@@ -95,11 +93,6 @@ export class RedisBackend implements Backend, MissCoordinator {
   /** The Redis server's time (ms since the epoch), estimated without a round trip: the one clock of the fleet. */
   readonly now: () => number;
 
-  /** No tags checked at this layer (TaggedBackend does). */
-  withKnownTags(entry: StoredEntry): StoredEntry {
-    return entry;
-  }
-
   live(key: string): boolean {
     return existingSharedSubscriber(this.client)?.isLive(cacheKeys(this.options.prefix, key).channel) === true;
   }
@@ -134,14 +127,15 @@ export class RedisBackend implements Backend, MissCoordinator {
     if (!link) this.links.follow(key);
   }
 
-  async lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired = false, tryLead = true): Promise<Lookup> {
+  async lookup(request: LookupRequest): Promise<Lookup> {
+    const { key, token, lockTtl, skip, expired = false, tryLead = true } = request;
     const k = cacheKeys(this.options.prefix, key);
     // A value this process may keep in L1 is coming (a lead's result, a waiter's announcement,
     // a stale value's refresh): follow the key's channel from now on, so that it can be served
     // from L1 as soon as it arrives.
     if (this.links && !this.links.has(key)) this.links.follow(key);
     const sent = monotonicNow();
-    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, typeof skipValue === 'number' ? `<${skipValue}` : skipValue ? '1' : '0', expired ? '1' : '0', tryLead ? '1' : '0', this.notAfter()]);
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skip === undefined ? '0' : skip === 'any' ? '1' : `<${skip.createdUpTo}`, expired ? '1' : '0', tryLead ? '1' : '0', this.notAfter()]);
     const time = Number(String(reply[1]));
     this.clock.observe(time, sent, monotonicNow());
     switch (reply[0]) {
@@ -152,7 +146,7 @@ export class RedisBackend implements Backend, MissCoordinator {
           this.startedLead(token, time);
           return { kind: 'lead' };
         }
-        if ('error' in decoded) return this.unreadable(key, token, lockTtl, decoded.error, tryLead);
+        if ('error' in decoded) return this.unreadable(request, decoded.error);
         if (reply[3] === 1) this.startedLead(token, time);
         return reply[3] === 1
           ? { kind: 'stale', entry: decoded, lead: true, remaining: 0, hold: false }
@@ -160,7 +154,7 @@ export class RedisBackend implements Backend, MissCoordinator {
       }
       case 1: {
         const decoded = this.decode(reply[2], sent);
-        return 'error' in decoded ? this.unreadable(key, token, lockTtl, decoded.error, tryLead) : { kind: 'hit', entry: decoded };
+        return 'error' in decoded ? this.unreadable(request, decoded.error) : { kind: 'hit', entry: decoded };
       }
       case 2:
         this.startedLead(token, time);
@@ -180,11 +174,12 @@ export class RedisBackend implements Backend, MissCoordinator {
    * reported once per key (`corrupt`: the caller then looks past it and leads or waits);
    * after that, the lookup looks past it at once while it is the entry the key holds.
    */
-  private unreadable(key: string, token: string, lockTtl: number, error: Error, tryLead: boolean): Lookup | Promise<Lookup> {
+  private unreadable(request: LookupRequest, error: Error): Lookup | Promise<Lookup> {
+    const key = request.key;
     if (!(error instanceof UnknownSerializerError)) return { kind: 'corrupt', error };
     if (this.foreign.met(key, error)) return { kind: 'corrupt', error: forKey(error, key) };
     const createdAt = error.entry?.createdAt;
-    return createdAt === undefined ? { kind: 'corrupt', error } : this.lookup(key, token, lockTtl, createdAt, false, tryLead);
+    return createdAt === undefined ? { kind: 'corrupt', error } : this.lookup({ ...request, skip: { createdUpTo: createdAt }, expired: false });
   }
 
   /** Remembers when the lead of `token` was taken (server's clock), for its commit. */

@@ -25,34 +25,54 @@ export function parseStamp(text: string | undefined | null): TagStamp {
 }
 
 /**
- * What the stamps of its tags make of `entry`: `ok` (no tag invalidated since its loader
- * started), `gone` (a tag was invalidated since: a miss), or the time at which it became
- * stale (a tag was invalidated with `stale: true` since; an entry with no stale window is
- * then `gone`). An entry's loader started `delta` ms before `createdAt`: a value computed
- * while its tag was invalidated counts as computed before.
+ * What invalidation stamps make of an entry: `ok`, `gone` (a miss), or the time (ms since the
+ * epoch, on the store's clock) since which it is stale.
  */
-export function tagVerdict(entry: StoredEntry, stampOf: (tag: string) => TagStamp): 'ok' | 'gone' | number {
+export type StampVerdict = 'ok' | 'gone' | number;
+
+/**
+ * What the stamps of its tags make of `entry` (see `stampVerdict`): `ok` (no tag invalidated
+ * since its loader started), `gone` (a tag was invalidated since: a miss), or the time at which
+ * it became stale (a tag was invalidated with `stale: true` since).
+ */
+export function tagVerdict(entry: StoredEntry, stampOf: (tag: string) => TagStamp): StampVerdict {
   const tags = entry.tags;
   if (!tags) return 'ok';
-  return stampVerdict(entry, tags.length, (i) => stampOf(tags[i]!));
+  return stampVerdict(entry, tags, stampOf)!;
 }
 
 /**
- * What `count` invalidation stamps (`stampAt(i)`: a tag's, a generation's) make of `entry`:
- * `ok`, `gone` (one was written at or after its run began, `createdAt` less `delta`), or the
- * time since which it is stale (an entry with no stale window is then `gone`).
+ * The one rule of invalidation stamps (a tag's, a cache's or namespace's generation): what the
+ * stamps of `names` make of `entry`, on top of `since` (what other stamps made of it). `gone`
+ * when one was written at or after its run began (`createdAt` less `delta`: a value computed
+ * while its stamp was written counts as computed before), else the earliest time since which
+ * one makes it stale (an entry with no stale window is then `gone`), else `ok`. Undefined when
+ * `stampOf` holds no stamp for a name met before any that makes it `gone`.
  */
-export function stampVerdict(entry: StoredEntry, count: number, stampAt: (i: number) => TagStamp): 'ok' | 'gone' | number {
+export function stampVerdict(
+  entry: StoredEntry,
+  names: readonly string[],
+  stampOf: (name: string) => TagStamp | undefined,
+  since: StampVerdict = 'ok',
+): StampVerdict | undefined {
+  if (since === 'gone') return 'gone';
   const started = entry.createdAt - (entry.delta ?? 0);
-  let staleAt = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < count; i++) {
-    const stamp = stampAt(i);
+  let staleAt = since === 'ok' ? Number.POSITIVE_INFINITY : since;
+  for (let i = 0; i < names.length; i++) {
+    const stamp = stampOf(names[i]!);
+    if (stamp === undefined) return undefined;
     if (stamp.hard >= started) return 'gone';
     if (stamp.stale >= started && stamp.stale < staleAt) staleAt = stamp.stale;
   }
   if (staleAt === Number.POSITIVE_INFINITY) return 'ok';
   if (!(entry.stale ?? 0)) return 'gone';
   return staleAt;
+}
+
+/** `entry` as `verdict` makes it: itself, undefined (`gone`), or stale since the verdict's time. */
+export function judged(entry: StoredEntry, verdict: StampVerdict): StoredEntry | undefined {
+  if (verdict === 'ok') return entry;
+  return verdict === 'gone' ? undefined : staleSince(entry, verdict);
 }
 
 /** `entry` as it reads once stale since `at` (ms since the epoch): its freshness ends there. */

@@ -28,6 +28,25 @@ export interface StoredEntry {
   tags?: readonly string[];
 }
 
+/** What a lookup (step 2 of the miss protocol) asks the store. */
+export interface LookupRequest {
+  readonly key: string;
+  /** The caller's lead token: the lock's value if this lookup takes the lead. */
+  readonly token: string;
+  /** How long a lead taken by this lookup holds the lock (ms). */
+  readonly lockTtl: number;
+  /**
+   * Looks past the stored value: any value (`'any'`), or only one created at or before
+   * `createdUpTo` (ms since the epoch, on the store's clock: the value the caller found
+   * invalidated). Absent: a stored value is the answer.
+   */
+  readonly skip?: 'any' | { readonly createdUpTo: number };
+  /** Answers any value with a stale window as `stale`, as if past its `ttl`. @default false */
+  readonly expired?: boolean;
+  /** Tries the lead lock of a `stale` value in the same call. @default true */
+  readonly tryLead?: boolean;
+}
+
 /** Step 2 of the miss protocol: the value, the lead, or how long the current leader has left. */
 export type Lookup =
   | { kind: 'hit'; entry: StoredEntry }
@@ -146,13 +165,12 @@ export interface MissCoordinator {
   /** True when other processes share this backend (waiting and locks go through it). */
   readonly distributed: boolean;
   /**
-   * Step 2: the value, or the lead, or the leader's remaining lock time. `skipValue`: look
-   * past a stored value (`true`), or past it only if it was created at or before that time
-   * (a number, ms since the epoch: the value the caller found invalidated). A value past its
-   * `ttl` on the store's clock (or any value with a stale window, when `expired`) is answered
-   * as `stale`, and the lead lock is tried in the same call unless `tryLead` is false.
+   * Step 2: the value, or the lead, or the leader's remaining lock time (see `LookupRequest`).
+   * A value past its `ttl` on the store's clock (or any value with a stale window, when
+   * `expired`) is answered as `stale`, and the lead lock is tried in the same call unless
+   * `tryLead` is false.
    */
-  lookup(key: string, token: string, lockTtl: number, skipValue: boolean | number, expired?: boolean, tryLead?: boolean): Promise<Lookup>;
+  lookup(request: LookupRequest): Promise<Lookup>;
   /** Takes the key's lead lock if it is free (a background refresh of a value still stored). */
   tryLead(key: string, token: string, lockTtl: number): Promise<boolean>;
   /** Step 4: store (or not), release the lead and tell waiters; false when the lead was lost. Rejects with `SerializationError` before anything is sent when the value cannot be encoded. */
@@ -172,26 +190,36 @@ export interface MissCoordinator {
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
 }
 
-/** The miss coordinator's steps that no layer above the store changes: the store's own. */
-export type OwnCoordination = Pick<MissCoordinator, 'tryLead' | 'renew' | 'listen' | 'live' | 'getShared'>;
-
 /**
- * Where entries live and how a miss is coordinated, as the core sees it: the entry store, the
- * coordinator's steps that tags and generations judge (lookup, commit), the tag stamps entries
- * are checked against, and `coordination`, the rest of the coordinator, which the layers above
- * the store (tags, generations) hand on as the store's own object instead of passing each call.
+ * A store of entries (in process, or Redis): both roles, and the stamps of the tags its entries
+ * carry. Judged by no stamp itself: the stamp layer (stamped-backend.ts) wraps it.
  */
-export interface Backend extends EntryStore, Omit<MissCoordinator, keyof OwnCoordination> {
-  /** The store's own coordination steps (the innermost backend's). */
-  readonly coordination: OwnCoordination;
+export interface Store extends EntryStore, MissCoordinator {
   /** The invalidation stamps of tags. */
   readonly tagStamps: TagStamps;
-  /**
-   * `entry` as the tag stamps held in this process make it (stale since an invalidation with
-   * `stale: true`), or undefined when one of its tags was invalidated since it was made or a
-   * stamp is not held here. Entries without tags are returned as they are.
-   */
-  withKnownTags(entry: StoredEntry): StoredEntry | undefined;
-  /** Behind a layer that checks tags: the backend it wraps (read by the hit fast path, which checks tags itself). */
-  readonly untagged?: Backend;
 }
+
+/**
+ * The invalidation role: the stamps that judge every entry read (its tags', its cache's
+ * generations': one rule), written by `invalidateTags` and `clear`, and held in process.
+ */
+export interface Invalidation {
+  /**
+   * `entry` as the stamps held in this process make it (stale since an invalidation with
+   * `stale: true`), or undefined when one of them was written since it was made or is not
+   * held here. No call to the store.
+   */
+  withKnownStamps(entry: StoredEntry): StoredEntry | undefined;
+  /** Stamps `tags` as invalidated now (on the store's clock), hard or stale, kept `keepFor` ms; every process hears of it. */
+  invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void>;
+  /** Stamps the cache's own generation as `invalidateTags` stamps a tag: its entries and its namespaces' become older. */
+  clear(stale: boolean, keepFor: number): Promise<void>;
+}
+
+/**
+ * Where entries live and how a miss is coordinated, as the core sees it: the three roles it
+ * calls, each with its contract suite (test/support/backend-contract.ts), kept by a store seen
+ * through its entries' stamps (stamped-backend.ts): every entry the first two hand out is
+ * judged by the stamps the third writes.
+ */
+export interface Backend extends EntryStore, MissCoordinator, Invalidation {}

@@ -14,7 +14,7 @@ import { freshId, sleep, waitUntil } from '../../tools/basics.js';
 
 export interface BackendHarness {
   /** The backend under test, its codec on the v8 serializer. */
-  backend: Backend & MissCoordinator;
+  backend: EntryStore & MissCoordinator;
   /** Values whose encoding is larger than this are announced without the bytes. */
   inlineMax?: number;
   /** Direct access to the store, for faults no cache call produces. */
@@ -44,7 +44,7 @@ export interface BackendTraits {
   /** Its harness provides `raw` store access for the fault tests. */
   storeAccess: boolean;
   /** Which layer `peek` reads: the store itself, or an L1 in front of a shared store. */
-  peekLayer: Backend['peekLayer'];
+  peekLayer: EntryStore['peekLayer'];
   /** With `peekLayer: 'l1'`: the ttl (ms) of the backend's L1, or undefined when it has none. */
   l1Ttl?: number;
 }
@@ -213,7 +213,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
     const store = (e: StoredEntry): Commit => ({ mode: 'store', entry: e, sharedTtl: 1_000 });
     const share = (e: StoredEntry, sharedTtl = 1_000): Commit => ({ mode: 'share', entry: e, sharedTtl });
     const lead = async (key: string, token = freshId('t')) => {
-      expect(await backend.lookup(key, token, LOCK_TTL, false)).toEqual({ kind: 'lead' });
+      expect(await backend.lookup({ key, token, lockTtl: LOCK_TTL })).toEqual({ kind: 'lead' });
       return token;
     };
     const expectEntry = (found: unknown, expected: StoredEntry) => {
@@ -232,7 +232,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         const token = await lead(key);
         const e = entry({ v: 1 });
         expect(await backend.commit(key, token, store(e))).toBe(true);
-        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        const found = await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
         expect(found.kind).toBe('hit');
         expectEntry((found as Extract<Lookup, { kind: 'hit' }>).entry, e);
         expectEntry(await backend.get(key), e);
@@ -242,7 +242,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         const key = freshId('k');
         const e = entry('old');
         await backend.set(key, e);
-        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, true)).kind).toBe('lead');
+        expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL, skip: 'any' })).kind).toBe('lead');
       });
 
       it('commit "store" replaces the value', async () => {
@@ -250,7 +250,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         const old = entry('old');
         await backend.set(key, old);
         const token = freshId('t');
-        expect(await backend.lookup(key, token, LOCK_TTL, true)).toEqual({ kind: 'lead' });
+        expect(await backend.lookup({ key, token, lockTtl: LOCK_TTL, skip: 'any' })).toEqual({ kind: 'lead' });
         const e = entry('new');
         expect(await backend.commit(key, token, store(e))).toBe(true);
         expectEntry(await backend.get(key), e);
@@ -279,7 +279,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
           : { mode };
         expect(await backend.commit(key, token, commit)).toBe(true);
         expect(await backend.get(key)).toBeUndefined();
-        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
+        expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).kind).toBe('lead');
       });
 
       it('renew while leading is true', async () => {
@@ -304,14 +304,14 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         await backend.set(key, old);
         await sleep(150);
         const t1 = freshId('t');
-        const first = await backend.lookup(key, t1, LOCK_TTL, false);
+        const first = await backend.lookup({ key, token: t1, lockTtl: LOCK_TTL });
         expect(first).toMatchObject({ kind: 'stale', lead: true, hold: false });
         expectEntry((first as Extract<Lookup, { kind: 'stale' }>).entry, old);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: false, hold: false });
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, false, false)).toMatchObject({ kind: 'stale', lead: false });
+        expect(await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).toMatchObject({ kind: 'stale', lead: false, hold: false });
+        expect(await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL, tryLead: false })).toMatchObject({ kind: 'stale', lead: false });
         const fresh = aged('new', 0, 60_000, 60_000);
         expect(await backend.commit(key, t1, store(fresh))).toBe(true);
-        const after = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        const after = await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
         expect(after.kind).toBe('hit');
         expectEntry((after as Extract<Lookup, { kind: 'hit' }>).entry, fresh);
       });
@@ -320,8 +320,8 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         const key = freshId('k');
         await backend.set(key, aged('old', 0, 100, 60_000));
         await sleep(150);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false, false, false)).toMatchObject({ kind: 'stale', lead: false, hold: false });
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: true });
+        expect(await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL, tryLead: false })).toMatchObject({ kind: 'stale', lead: false, hold: false });
+        expect(await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).toMatchObject({ kind: 'stale', lead: true });
       });
 
       it('commit "fail" keeps the lock as a hold for holdMs: lookups of the stale value say hold, and lead again after it', async () => {
@@ -329,11 +329,11 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         await backend.set(key, aged('old', 0, 100, 60_000));
         await sleep(150);
         const token = freshId('t');
-        expect(await backend.lookup(key, token, LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: true });
+        expect(await backend.lookup({ key, token, lockTtl: LOCK_TTL })).toMatchObject({ kind: 'stale', lead: true });
         expect(await backend.commit(key, token, { mode: 'fail', name: 'Error', message: 'boom', holdMs: 300 })).toBe(true);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: false, hold: true });
+        expect(await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).toMatchObject({ kind: 'stale', lead: false, hold: true });
         await sleep(350);
-        expect(await backend.lookup(key, freshId('t'), LOCK_TTL, false)).toMatchObject({ kind: 'stale', lead: true });
+        expect(await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).toMatchObject({ kind: 'stale', lead: true });
       });
 
       it('tryLead takes a free lead lock once', async () => {
@@ -369,7 +369,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         expect(backend.distributed).toBe(true);
         const key = freshId('k');
         await lead(key);
-        const waiting = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        const waiting = await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
         expect(waiting.kind).toBe('wait');
         const { remaining, repaired } = waiting as Extract<Lookup, { kind: 'wait' }>;
         expect(remaining).toBeGreaterThan(0);
@@ -397,16 +397,16 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
 
       onlyDistributed('a lead runs out after its lock ttl; renew keeps it', async () => {
         const key = freshId('k');
-        expect(await backend.lookup(key, 'short', 200, false)).toEqual({ kind: 'lead' });
-        await waitUntil('the lead to run out', async () => (await backend.lookup(key, 'next', LOCK_TTL, false)).kind === 'lead', 5_000);
+        expect(await backend.lookup({ key, token: 'short', lockTtl: 200 })).toEqual({ kind: 'lead' });
+        await waitUntil('the lead to run out', async () => (await backend.lookup({ key, token: 'next', lockTtl: LOCK_TTL })).kind === 'lead', 5_000);
 
         const kept = freshId('k');
-        expect(await backend.lookup(kept, 'renewer', 300, false)).toEqual({ kind: 'lead' });
+        expect(await backend.lookup({ key: kept, token: 'renewer', lockTtl: 300 })).toEqual({ kind: 'lead' });
         for (let i = 0; i < 4; i++) {
           await sleep(100);
           expect(await backend.renew(kept, 'renewer', 300)).toBe(true);
         }
-        expect((await backend.lookup(kept, 'other', LOCK_TTL, false)).kind).toBe('wait');
+        expect((await backend.lookup({ key: kept, token: 'other', lockTtl: LOCK_TTL })).kind).toBe('wait');
       });
 
       describe('listen and announce', () => {
@@ -506,7 +506,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         await backend.set(key, e);
         expectEntry(backend.peek(key), e);
         const token = freshId('t');
-        expect(await backend.lookup(key, token, LOCK_TTL, true)).toEqual({ kind: 'lead' });
+        expect(await backend.lookup({ key, token, lockTtl: LOCK_TTL, skip: 'any' })).toEqual({ kind: 'lead' });
         const next = entry('next');
         expect(await backend.commit(key, token, store(next))).toBe(true);
         expectEntry(backend.peek(key), next);
@@ -528,14 +528,14 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         backend.keep(key, entry('kept'), 60_000);
         expect(backend.peek(key)).toBeUndefined();
         expect(await backend.get(key)).toBeUndefined();
-        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
+        expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).kind).toBe('lead');
       });
 
       withL1('peek reads only what was kept, not the shared store; keep writes nothing to the store', async () => {
         const key = freshId('k');
         const e = entry({ stored: true });
         await backend.set(key, e);
-        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('hit');
+        expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).kind).toBe('hit');
         expectEntry(await backend.get(key), e);
         expect(backend.peek(key)).toBeUndefined();
         expectEntry(await keepRead(key), e);
@@ -550,7 +550,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         expect(backend.peek(keptOnly)).toBeUndefined();
         expectEntry(backend.peekStale(keptOnly), k);
         expect(await backend.get(keptOnly)).toBeUndefined();
-        expect((await backend.lookup(keptOnly, freshId('t'), LOCK_TTL, false)).kind).toBe('lead');
+        expect((await backend.lookup({ key: keptOnly, token: freshId('t'), lockTtl: LOCK_TTL })).kind).toBe('lead');
       });
     });
 
@@ -568,7 +568,7 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
           expect(await backend.get(key)).toBeUndefined();
           expect(await backend.getShared(key)).toBeUndefined();
           if (traits.distributed) {
-            expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('wait');
+            expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).kind).toBe('wait');
             expect(await backend.renew(key, token, LOCK_TTL)).toBe(true);
           }
           await sleep(20);
@@ -586,12 +586,12 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
       withRaw('foreign bytes under a key are reported corrupt, not returned', async () => {
         const key = freshId('k');
         await h.raw!.writeValue(key, Buffer.from('written by someone else'));
-        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        const found = await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
         expect(found.kind).toBe('corrupt');
         expect((found as Extract<Lookup, { kind: 'corrupt' }>).error.name).toBe('CorruptEntryError');
         expect(await backend.get(key)).toMatchObject({ corrupt: expect.objectContaining({ name: 'CorruptEntryError' }) });
         // Looking past it, a caller can lead and replace it.
-        expect((await backend.lookup(key, 'fixer', LOCK_TTL, true)).kind).toBe('lead');
+        expect((await backend.lookup({ key, token: 'fixer', lockTtl: LOCK_TTL, skip: 'any' })).kind).toBe('lead');
         const e = entry('fixed');
         expect(await backend.commit(key, 'fixer', store(e))).toBe(true);
         expectEntry(await backend.get(key), e);
@@ -601,23 +601,23 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         const key = freshId('k');
         // The header of a value entry (as the codec writes it) around bytes the v8 serializer rejects.
         await h.raw!.writeValue(key, encodeEntry(EntryKind.Value, Date.now(), 60_000, Buffer.from([0xff, 0x00, 0xff])));
-        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, false)).kind).toBe('corrupt');
+        expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL })).kind).toBe('corrupt');
       });
 
       withRaw('a value of another type is corrupt, and skipValue leads past it', async () => {
         const key = freshId('k');
         await h.raw!.writeWrongType(key);
-        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        const found = await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
         expect(found.kind).toBe('corrupt');
         expect((found as Extract<Lookup, { kind: 'corrupt' }>).error.message).toMatch(/WRONGTYPE|foreign/);
-        expect((await backend.lookup(key, freshId('t'), LOCK_TTL, true)).kind).toBe('lead');
+        expect((await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL, skip: 'any' })).kind).toBe('lead');
       });
 
       withRaw('a lock without expiry is given one: the caller waits, told it was repaired', async () => {
         const key = freshId('k');
         await h.raw!.writeLockWithoutExpiry(key, 'forever');
         expect(await h.raw!.lockTtl(key)).toBe(-1);
-        const found = await backend.lookup(key, freshId('t'), LOCK_TTL, false);
+        const found = await backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
         expect(found.kind).toBe('wait');
         const { remaining, repaired } = found as Extract<Lookup, { kind: 'wait' }>;
         expect(remaining).toBe(LOCK_TTL);
@@ -627,5 +627,105 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         expect(left).toBeLessThanOrEqual(LOCK_TTL);
       });
     });
+  });
+}
+
+export interface InvalidationHarness {
+  /** The backend under test, the last generation of its chain its own (what `clear` stamps). */
+  backend: Backend;
+  close(): Promise<void>;
+}
+
+/**
+ * The invalidation role (`Invalidation`): tags' and generations' stamps, written by
+ * `invalidateTags` and `clear`, judge every entry read through the other two roles by one rule:
+ * an entry whose run began at or before a stamp is a miss, or stale since it with `stale: true`
+ * (a miss without a stale window); an entry made after it is untouched.
+ */
+export function invalidationContract(name: string, setup: () => Promise<InvalidationHarness>): void {
+  describe(`Invalidation contract: ${name}`, () => {
+    let h: InvalidationHarness;
+    let backend: Backend;
+    beforeAll(async () => {
+      h = await setup();
+      backend = h.backend;
+    });
+    afterAll(async () => {
+      await h?.close();
+    });
+
+    /** An entry made now on the store's clock (the clock stamps are written on). */
+    const made = (value: unknown, more: Partial<StoredEntry> = {}): StoredEntry => ({ kind: EntryKind.Value, value, createdAt: backend.now(), ttl: 60_000, ...more });
+    const lookup = (key: string) => backend.lookup({ key, token: freshId('t'), lockTtl: LOCK_TTL });
+    /**
+     * Apart on the store's clock from the stamp written before or after (its time and `now`, an
+     * estimate of it, may differ a little): entries made before a stamp are made after the stamps
+     * of the earlier tests.
+     */
+    const apart = () => sleep(30);
+
+    for (const write of ['invalidateTags', 'clear'] as const) {
+      /** What an entry the write concerns carries: a tag of its own, or nothing (every entry of the cache). */
+      const concerned = (): Partial<StoredEntry> => (write === 'invalidateTags' ? { tags: [freshId('tag')] } : {});
+      const invalidate = (more: Partial<StoredEntry>, stale: boolean) => (more.tags ? backend.invalidateTags(more.tags, stale, 60_000) : backend.clear(stale, 60_000));
+
+      it(`${write}: an entry made before is a miss (get, lookup leads), one made after is a hit, and an entry it does not concern is untouched`, async () => {
+        const more = concerned();
+        await apart();
+        const [before, other] = [freshId('k'), freshId('k')];
+        await backend.set(before, made('old', more));
+        if (write === 'invalidateTags') await backend.set(other, made('other'));
+        await apart();
+        await invalidate(more, false);
+        await apart();
+        expect(await backend.get(before)).toBeUndefined();
+        expect(await lookup(before)).toEqual({ kind: 'lead' });
+        if (write === 'invalidateTags') expect(await backend.get(other)).toMatchObject({ value: 'other' });
+        const after = freshId('k');
+        await backend.set(after, made('new', more));
+        expect(await backend.get(after)).toMatchObject({ value: 'new' });
+        expect((await lookup(after)).kind).toBe('hit');
+      });
+
+      it(`${write}: a run that began before it is older, even when its value was made after (createdAt less delta)`, async () => {
+        const more = concerned();
+        const key = freshId('k');
+        await invalidate(more, false);
+        await apart();
+        await backend.set(key, made('computed across it', { ...more, delta: 5_000 }));
+        expect(await backend.get(key)).toBeUndefined();
+      });
+
+      it(`${write} with stale: an entry with a stale window reads stale since it; one without is a miss`, async () => {
+        const more = concerned();
+        await apart();
+        const [windowed, bare] = [freshId('k'), freshId('k')];
+        await backend.set(windowed, made('windowed', { ...more, stale: 60_000 }));
+        await backend.set(bare, made('bare', more));
+        await apart();
+        await invalidate(more, true);
+        await apart();
+        const found = await backend.get(windowed);
+        expect(found).toMatchObject({ value: 'windowed' });
+        const entry = found as StoredEntry;
+        expect(entry.createdAt + entry.ttl).toBeLessThanOrEqual(backend.now());
+        expect(await backend.get(bare)).toBeUndefined();
+        expect(await lookup(windowed)).toMatchObject({ kind: 'stale', lead: true });
+      });
+
+      it(`${write}: withKnownStamps judges by the stamps held in this process, without a call`, async () => {
+        const more = concerned();
+        await apart();
+        const key = freshId('k');
+        const old = made('old', more);
+        await backend.set(key, old);
+        await apart();
+        await invalidate(more, false);
+        await apart();
+        // A read follows the stamps it met (held from then on, once their channels are live).
+        await waitUntil('the stamps to be held here', async () => (await backend.get(key)) === undefined && backend.withKnownStamps(made('new', more)) !== undefined, 5_000);
+        expect(backend.withKnownStamps(old)).toBeUndefined();
+      });
+    }
   });
 }
