@@ -178,6 +178,11 @@ describe('a failed refresh holds the key across processes', () => {
     // a's call finds the value stale and refreshes it in the background: the refresh fails.
     expect(await call(a)).toMatchObject({ ok: true, status: 'stale', run: 1 });
     await waitUntil('the refresh failed', async () => (await redis.llen(`${key}:log`)) === 1);
+    // The loader's throw is logged before its commit: wait for the hold ('F:' + token) on the key's lock.
+    await waitUntil('the failed refresh holds the key', async () => {
+      for (const name of await redis.keys(`*${key}*`)) if ((await redis.type(name)) === 'string' && (await redis.get(name))?.startsWith('F:')) return true;
+      return false;
+    });
     const failedAt = performance.now();
     const records: Record[] = [];
     for (let i = 0; i < 10; i++) {
