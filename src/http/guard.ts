@@ -22,7 +22,7 @@ import type { CachePlan, ClientConditional, Exchange, HttpRequestInfo, LeaderRun
 import { leaderStatus } from './leader-rules.js';
 import { hasValidator, type StoreRules } from './response-store.js';
 import { ResponseWrites } from './response-writes.js';
-import { atExpiryEdge, routeWindow, staleInsteadOf } from './stale-on-error.js';
+import { reuseOf, routeWindow, staleInsteadOf } from './stale-on-error.js';
 import { refreshOnceAnswered, replayRequest, runReplay } from './background-refresh.js';
 import type { Replay } from './pipeline.js';
 
@@ -45,6 +45,15 @@ const handled = new RequestClaims('handled');
 /** A request a plain hit answers as it is: no validators to evaluate, no range to cut (`plainHit`). */
 function asksPlainly(plan: CachePlan): boolean {
   return plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined;
+}
+
+/**
+ * A request answered from a stored response or else by its own handler, never leading nor
+ * storing: a HEAD that cannot run as a GET (an explicit HEAD handler produces no body to store),
+ * or a GET with `Range` (`lookupOnly`).
+ */
+function answersOnly(plan: CachePlan, exchange: Exchange): boolean {
+  return (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true;
 }
 
 /** The loader's verdict on a captured response (`ctx.decide`), and the value it resolves with. */
@@ -204,7 +213,7 @@ export class HttpGuard<Req> {
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
   handle(plan: CachePlan, exchange: Exchange): void {
     try {
-      if ((plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) this.handleHead(plan, exchange);
+      if (answersOnly(plan, exchange)) this.handleHead(plan, exchange);
       else this.handleGet(plan, exchange);
     } catch (error) {
       exchange.fail(error);
@@ -317,7 +326,7 @@ export class HttpGuard<Req> {
     // handler conditionally, as a revalidation does: a 304 renews the stored response without
     // a new body (RFC 9111 §4.3.1, §4.3.4).
     const foreground = (ctx: LoaderContext, stored: ServableResponse | undefined): Promise<Buffer | null> => {
-      if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader(ctx, stored);
+      if (stored === undefined || !hasValidator(stored.headerObject) || answersOnly(plan, exchange)) return lead.loader(ctx, stored);
       const conditional = this.leaderLoader(
         plan,
         exchange,
@@ -418,19 +427,13 @@ export class HttpGuard<Req> {
       return;
     }
     // How long it has been stored, on the cache's clock (the one it was stored on).
-    const now = this.cache.now();
+    const cache = this.cache;
+    const now = cache.now();
     const remaining = remainingFreshness(stored, now);
-    // The response's lifetime counts from its `createdAt`, its entry's from the write that
-    // followed: for a moment the entry is fresh and the response is not. Inside a stale window
-    // it is served as stale, as it will be once the entry's end comes (its refresh follows then).
-    if (remaining <= 0 && xCache === 'HIT' && atExpiryEdge(stored, -remaining, routeWindow(plan.freshness, this.cache.options.freshness, 'staleWhileRevalidate'))) xCache = 'STALE';
-    if (remaining <= 0 && xCache !== 'STALE') {
-      // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
-      // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
-      if (xCache !== 'HIT' || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) exchange.proceed(undefined);
-      else this.revalidate(plan, stored, exchange);
-      return;
-    }
+    const reuse = reuseOf(stored, remaining, xCache, !answersOnly(plan, exchange), plan.freshness, cache.options.freshness);
+    if (reuse === 'handler') return exchange.proceed(undefined);
+    if (reuse === 'revalidate') return this.revalidate(plan, stored, exchange);
+    xCache = reuse;
     if (xCache === 'HIT' && asksPlainly(plan)) {
       exchange.serve(plainHit(stored, remaining, now, this.hitMember));
       return;
@@ -488,7 +491,7 @@ export class HttpGuard<Req> {
    */
   private refreshesInBackground(plan: CachePlan, exchange: Exchange): exchange is Exchange & { replay: Replay } {
     if (this.options.refresh !== 'background' || exchange.replay === undefined) return false;
-    if ((plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return false;
+    if (answersOnly(plan, exchange)) return false;
     return !plan.userKey || this.options.replayHeaders !== undefined;
   }
 
