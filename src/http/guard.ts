@@ -1,5 +1,6 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { LoaderContext } from '../core/cache.js';
+import type { DogpileCache, LoaderContext } from '../core/cache.js';
+import { getDefaultCache } from '../core/default-cache.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { getOrComputeChannel, httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
@@ -12,8 +13,6 @@ import { ResponseCapture, type CapturedResponse, type SharedResponse } from './c
 import { isValidHost, requestHost, userCacheKey } from './cache-key.js';
 import { keyAuthority, requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { resolveResponse } from './cache-calls.js';
-import { getDefaultCache } from '../core/default-cache.js';
-import type { DogpileCache } from '../core/cache.js';
 import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { defaultKeyInvalidation, invalidationTargets, isUnsafe } from './invalidation.js';
 import { toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
