@@ -67,8 +67,8 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
     guard.handle(plan, {
       headAsGet,
       replay: replayFor(req.app as unknown as ExpressLikeApp),
-      proceed(capture, active = plan) {
-        leadOnServerResponse(res, capture, (status, headers) => leaderHead(guard, active, capture, status, headers));
+      proceed(capture, run) {
+        leadOnServerResponse(res, capture, (status, headers) => leaderHead(guard, run, capture, status, headers));
         if (capture && req.method === 'HEAD') runAsGet(req, res);
         next();
       },

@@ -5,7 +5,7 @@ import { toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { watchClientGone, type ResponseCapture } from '../http/capture.js';
 import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
-import { HttpGuard, type CachePlan, type PassThrough } from '../http/guard.js';
+import { HttpGuard, type LeaderRun, type PassThrough } from '../http/guard.js';
 import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/leader-answer.js';
 import { servedInstructions } from '../http/pipeline.js';
 import type { PreparedResponse } from '../http/serve.js';
@@ -93,8 +93,8 @@ let registrations = 0;
 const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fastify: FastifyInstance, options) => {
   const registration = ++registrations;
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
-  /** Requests whose handler leads: the plan, and the capture when the response is shared. */
-  const leads = new WeakMap<FastifyRequest, { plan: CachePlan; capture: ResponseCapture | undefined }>();
+  /** Requests whose handler leads: the run and its capture, when the response is shared. */
+  const leads = new WeakMap<FastifyRequest, { run: LeaderRun | undefined; capture: ResponseCapture | undefined }>();
   /** Requests the cache does not answer: what the pipeline does around their handler. */
   const passing = new WeakMap<FastifyRequest, PassThrough>();
   /** Background refreshes: requests injected to run a route's handler, which this plugin lets through. */
@@ -134,9 +134,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
     }
     leads.delete(request); // a HEAD that led ran as a GET (see `proceed`): Fastify's HEAD handling follows
     if (Object.hasOwn(request, 'method')) delete (request as { method?: string }).method;
-    const { plan, capture } = lead;
+    const { run, capture } = lead;
     const headers = reply.getHeaders() as OutgoingHttpHeaders;
-    const head = leaderHead(guard, plan, capture, reply.statusCode, headers, capturable(payload), payloadSize(payload));
+    const head = leaderHead(guard, run, capture, reply.statusCode, headers, capturable(payload), payloadSize(payload));
     if (head.replaceAll) for (const name of Object.keys(headers)) reply.removeHeader(name);
     for (const name of head.remove) reply.removeHeader(name);
     for (const [name, value] of head.set) void reply.header(name, value);
@@ -189,8 +189,8 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
       guard.handle(plan, {
         headAsGet,
         replay: replays.replay,
-        proceed(capture, active = plan) {
-          leads.set(request, { plan: active, capture });
+        proceed(capture, run) {
+          leads.set(request, { run, capture });
           if (capture) watchClientGone(reply.raw, capture);
           if (capture && request.raw.method === 'HEAD') Object.defineProperty(request, 'method', { value: 'GET', configurable: true }); // stores the GET response
           let result: unknown;

@@ -1,26 +1,31 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { LoaderContext } from '../core/cache.js';
+import type { DogpileCache, LoaderContext } from '../core/cache.js';
+import { getDefaultCache } from '../core/default-cache.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { getOrComputeChannel, httpChannel, traceHttp } from '../shared/diagnostics.js';
 import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
 import { describe } from '../shared/duration.js';
 import { validateTags } from '../shared/tag-names.js';
 import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT, type RequestScan } from './cacheability.js';
-import { type CacheStatusEntry } from './cache-status.js';
+import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
 import { revalidationHeaders } from './conditional.js';
 import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
-import { isValidHost, requestHost } from './cache-key.js';
+import { isValidHost, requestHost, userCacheKey } from './cache-key.js';
 import { keyAuthority, requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { resolveResponse } from './cache-calls.js';
+import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
+import { defaultKeyInvalidation, invalidationTargets, isUnsafe } from './invalidation.js';
 import { toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
-import type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
-import { LeaderRules, verdict } from './leader-rules.js';
-import { hasValidator } from './response-store.js';
-import { atExpiryEdge, routeWindow } from './stale-on-error.js';
-import { refreshOnceAnswered } from './background-refresh.js';
+import type { CachePlan, ClientConditional, Exchange, HttpRequestInfo, LeaderRun } from './plan-types.js';
+import { leaderStatus } from './leader-rules.js';
+import { hasValidator, type StoreRules } from './response-store.js';
+import { ResponseWrites } from './response-writes.js';
+import { reuseOf, routeWindow, staleInsteadOf } from './stale-on-error.js';
+import { refreshOnceAnswered, replayRequest, runReplay } from './background-refresh.js';
+import type { Replay } from './pipeline.js';
 
-export type { CachePlan, Exchange, HttpRequestInfo } from './plan-types.js';
+export type { CachePlan, Exchange, HttpRequestInfo, LeaderRun } from './plan-types.js';
 
 /** What the pipeline does for a request it does not answer from the cache: `HttpGuard.passing`. */
 export interface PassThrough {
@@ -36,24 +41,107 @@ export interface PassThrough {
 /** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
 const handled = new RequestClaims('handled');
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
-
 /** A request a plain hit answers as it is: no validators to evaluate, no range to cut (`plainHit`). */
 function asksPlainly(plan: CachePlan): boolean {
   return plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined;
 }
 
 /**
+ * A request answered from a stored response or else by its own handler, never leading nor
+ * storing: a HEAD that cannot run as a GET (an explicit HEAD handler produces no body to store),
+ * or a GET with `Range` (`lookupOnly`).
+ */
+function answersOnly(plan: CachePlan, exchange: Exchange): boolean {
+  return (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true;
+}
+
+/** The loader's verdict on a captured response (`ctx.decide`), and the value it resolves with. */
+function verdict(ctx: LoaderContext, shared: SharedResponse | null): Buffer | null {
+  if (shared === null) {
+    ctx.decide('private');
+    return null;
+  }
+  ctx.decide(shared.decision);
+  return shared.bytes;
+}
+
+/**
+ * The request fields of the leader's request that its handler must not see: the client's own
+ * validators are taken off (the handler produces the full response for everyone; its client
+ * still gets the answer to them, `leaderNotModified`), and a revalidation's are put on
+ * (`revalidating`: the stored response's). Edits `headers`, the request's own; returns the
+ * client's validators.
+ */
+function leaderRequestHeaders(headers: CachePlan['headers'], revalidating: ServableResponse | undefined): ClientConditional {
+  const conditional: { 'if-none-match'?: string; 'if-modified-since'?: string } = {};
+  for (const name of ['if-none-match', 'if-modified-since'] as const) {
+    if (headers[name] !== undefined) conditional[name] = headers[name];
+    delete headers[name];
+  }
+  if (revalidating !== undefined) Object.assign(headers, revalidationHeaders(revalidating.headerObject));
+  return conditional;
+}
+
+/**
+ * The request as a `key` function would see a GET of the same URL: `method` reads 'GET', all
+ * else is the request (methods are called on the request itself).
+ */
+function readAsGet<Req>(req: Req): Req {
+  if (req === null || typeof req !== 'object') return req;
+  return new Proxy(req as object, {
+    get(target, property) {
+      if (property === 'method') return 'GET';
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  }) as Req;
+}
+
+/**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
  * cached, the key, the lead/wait flow over `DogpileCache.resolve`, and what to write back.
  * An adapter turns its request into `HttpRequestInfo`, calls `plan()` then `handle()`, and
- * implements `Exchange`.
+ * implements `Exchange`. The RFC 9111 decisions it applies are pure functions (`leader-rules`,
+ * `response-store`, `freshness`, `conditional`, `serve`, `stale-on-error`); the cache is held,
+ * not inherited, and its writes go through `ResponseWrites`.
  */
-export class HttpGuard<Req> extends LeaderRules<Req> {
+export class HttpGuard<Req> {
+  readonly options: ResolvedHttpCacheOptions<Req>;
+  /** Stored responses decoded once per value object (in-process hits hand out the same Buffer). */
+  private readonly decoded = new WeakMap<object, ServableResponse>();
+  /** What the guard writes to its cache once a leader's response is complete. */
+  private readonly writes: ResponseWrites;
   private readonly pending = new Set<ResponseCapture>();
   /** The request fields that pass a request as a credential: none when a `key` function includes the identity. */
-  private readonly privateNames: readonly string[] = this.options.key === undefined ? this.options.privateHeaders : [];
-  private readonly scan: RequestScan = requestScanner(this.privateNames);
+  private readonly privateNames: readonly string[];
+  private readonly scan: RequestScan;
+
+  constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {
+    this.options = resolveHttpCacheOptions(options, resolveOptions);
+    this.privateNames = this.options.key === undefined ? this.options.privateHeaders : [];
+    this.scan = requestScanner(this.privateNames);
+    this.writes = new ResponseWrites(
+      () => this.cache,
+      () => this.storeRules(),
+    );
+  }
+
+  /** The cache in use: the one given, or the default cache at the time of the call. */
+  get cache(): DogpileCache {
+    const cache = this.options.cache ?? getDefaultCache();
+    return this.options.namespace === undefined ? cache : cache.namespace(this.options.namespace);
+  }
+
+  /** This cache's `Cache-Status` member for an entry. */
+  member(entry: CacheStatusEntry): string {
+    return formatCacheStatus(entry, this.options.cacheStatusName);
+  }
+
+  /** The storage rules now: this guard's options and its cache's stale windows. */
+  private storeRules(): StoreRules {
+    const { maxTtl, maxBodySize, statuses } = this.options;
+    return { maxTtl, maxBodySize, statuses, cacheFreshness: this.cache.options.freshness };
+  }
 
   /**
    * Whether the cache handles this request, and under which key; undefined lets it through
@@ -86,9 +174,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed, authority) : this.requestTags(req);
     if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
     handled.claim(marker);
-    const plan: CachePlan = { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined };
-    if (tags !== undefined) plan.tags = tags;
-    return plan;
+    return { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined, tags };
   }
 
   /** The `tags` option's tags for a request (validated: `InvalidOptionError`), or undefined for none. */
@@ -126,7 +212,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
   /** Serves, waits or leads. Never throws; errors go to `exchange.fail`. */
   handle(plan: CachePlan, exchange: Exchange): void {
     try {
-      if ((plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) this.handleHead(plan, exchange);
+      if (answersOnly(plan, exchange)) this.handleHead(plan, exchange);
       else this.handleGet(plan, exchange);
     } catch (error) {
       exchange.fail(error);
@@ -155,7 +241,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const bypass = cachedRoute ? this.bypassStatus(info) : undefined;
     return {
       headers: bypass === undefined ? [] : [['cache-status', bypass]],
-      afterHandler: (status, headers) => (HttpGuard.unsafe(info.method) && status >= 200 && status <= 399 ? this.invalidate(info, status, headers(), req) : undefined),
+      afterHandler: (status, headers) => (isUnsafe(info.method) && status >= 200 && status <= 399 ? this.invalidate(info, status, headers(), req) : undefined),
     };
   }
 
@@ -168,31 +254,28 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
 
   /**
    * The loader that makes this request the leader: its handler runs with a capture that hands
-   * the response to `finish`. The handler must produce the full response for the others, not a
-   * 304 for this client's copy, so this client's conditional headers are taken off the request
-   * (its own client still gets the answer to them: leaderNotModified); `prepare` adjusts the
-   * request further before the handler sees it. `ran` tells whether the loader ran here.
+   * the response to `finish`, for the `LeaderRun` it starts. The handler must produce the full
+   * response for the others, not a 304 for this client's copy, so this client's conditional
+   * headers are taken off the request (its own client still gets the answer to them:
+   * leaderNotModified); a revalidation of `revalidating` puts its validators on. The loader's
+   * `fallback` is the stored response the run refreshes. `ran` tells whether the loader ran here.
    */
   private leaderLoader(
     plan: CachePlan,
     exchange: Exchange,
-    finish: (response: CapturedResponse) => SharedResponse | null,
-    prepare?: () => void,
-  ): { loader: (ctx: LoaderContext) => Promise<Buffer | null>; ran: boolean } {
+    finish: (run: LeaderRun, response: CapturedResponse) => SharedResponse | null,
+    revalidating?: ServableResponse,
+  ): { loader: (ctx: LoaderContext, fallback?: ServableResponse) => Promise<Buffer | null>; ran: boolean } {
     const lead = {
       ran: false,
-      loader: (ctx: LoaderContext): Promise<Buffer | null> => {
+      loader: (ctx: LoaderContext, fallback?: ServableResponse): Promise<Buffer | null> => {
         lead.ran = true;
-        const capture = new ResponseCapture(this.options.maxBodySize, finish, (c) => this.pending.delete(c), this.cache.options.waitTimeout);
+        const conditional = leaderRequestHeaders(plan.headers, revalidating);
+        const run: LeaderRun = { plan, conditional, revalidating, fallback, targeted: undefined, tagged: undefined };
+        const capture = new ResponseCapture(this.options.maxBodySize, (response) => finish(run, response), (c) => this.pending.delete(c), this.cache.options.waitTimeout);
         this.pending.add(capture);
-        plan.conditional = {};
-        for (const name of ['if-none-match', 'if-modified-since'] as const) {
-          if (plan.headers[name] !== undefined) plan.conditional[name] = plan.headers[name];
-          delete plan.headers[name];
-        }
-        prepare?.();
         try {
-          exchange.proceed(capture, plan);
+          exchange.proceed(capture, run);
         } catch (error) {
           capture.share(null);
           exchange.fail(error);
@@ -210,12 +293,8 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
    * stored response, a full response replaces it.
    */
   private revalidate(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
-    const lead = this.leaderLoader(plan, exchange, (response) => this.finishRevalidation(plan, stored, response), () => {
-      Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
-      plan.revalidating = stored;
-    });
-    const { loader } = lead;
-    this.cache.resolve(`${plan.key}\n#revalidate`, loader, { ttl: 1000, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
+    const lead = this.leaderLoader(plan, exchange, (run, response) => this.writes.finishRevalidation(run, stored, response), stored);
+    this.cache.resolve(`${plan.key}\n#revalidate`, (ctx) => lead.loader(ctx), { ttl: 1000, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
       (result) => {
         if (lead.ran) return;
         try {
@@ -238,7 +317,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       this.serveValue(plan, fresh, 'HIT', exchange);
       return;
     }
-    const lead = this.leaderLoader(plan, exchange, (response) => this.finish(plan, response));
+    const lead = this.leaderLoader(plan, exchange, (run, response) => this.writes.finish(run, response));
     const background = this.refreshesInBackground(plan, exchange);
     /** This request has been answered from the cache: a run of its loader now is detached from it. */
     let answered = false;
@@ -246,20 +325,16 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     // handler conditionally, as a revalidation does: a 304 renews the stored response without
     // a new body (RFC 9111 §4.3.1, §4.3.4).
     const foreground = (ctx: LoaderContext, stored: ServableResponse | undefined): Promise<Buffer | null> => {
-      if (stored !== undefined) plan.fallback = stored;
-      if (stored === undefined || !hasValidator(stored.headerObject) || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) return lead.loader(ctx);
+      if (stored === undefined || !hasValidator(stored.headerObject) || answersOnly(plan, exchange)) return lead.loader(ctx, stored);
       const conditional = this.leaderLoader(
         plan,
         exchange,
         // Stored (or renewed) by the cache, with the route's stale windows: the loader's verdict says how.
-        (response) => this.finishRevalidation(plan, stored, response, false),
-        () => {
-          Object.assign(plan.headers, revalidationHeaders(stored.headerObject));
-          plan.revalidating = stored;
-        },
+        (run, response) => this.writes.finishRevalidation(run, stored, response, false),
+        stored,
       );
       lead.ran = true;
-      return conditional.loader(ctx);
+      return conditional.loader(ctx, stored);
     };
     const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
       const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value, this.decoded);
@@ -283,7 +358,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     (httpChannel.hasSubscribers ? traceHttp(plan.key, plan.head ? 'HEAD' : 'GET', resolve) : resolve()).then(
       (result) => {
         // When the loader ran for this request, its handler has answered it already.
-        if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
+        if (lead.ran) return void this.writes.settled(plan.key);
         answered = true;
         try {
           this.serveValue(plan, result.value, xCacheFor(result.status), exchange);
@@ -292,7 +367,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
         }
       },
       (error: unknown) => {
-        if (lead.ran) return void this.refusedRefreshes.delete(plan.key);
+        if (lead.ran) return void this.writes.settled(plan.key);
         // A closed cache (shutting down) still lets the app answer.
         if (error instanceof CacheClosedError) exchange.proceed(undefined);
         else exchange.fail(error);
@@ -342,7 +417,7 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
     const stored = known ?? toServable(value, this.decoded);
     // Not a stored response (something else wrote this key), or a stale one whose refresh here
     // was just answered with a response that may not be stored: let the app answer.
-    if (stored === undefined || (xCache === 'STALE' && this.refusedRefreshes.has(plan.key))) {
+    if (stored === undefined || (xCache === 'STALE' && this.writes.refused(plan.key))) {
       exchange.proceed(undefined);
       return;
     }
@@ -351,19 +426,13 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       return;
     }
     // How long it has been stored, on the cache's clock (the one it was stored on).
-    const now = this.cache.now();
+    const cache = this.cache;
+    const now = cache.now();
     const remaining = remainingFreshness(stored, now);
-    // The response's lifetime counts from its `createdAt`, its entry's from the write that
-    // followed: for a moment the entry is fresh and the response is not. Inside a stale window
-    // it is served as stale, as it will be once the entry's end comes (its refresh follows then).
-    if (remaining <= 0 && xCache === 'HIT' && atExpiryEdge(stored, -remaining, routeWindow(plan.freshness, this.cache.options.freshness, 'staleWhileRevalidate'))) xCache = 'STALE';
-    if (remaining <= 0 && xCache !== 'STALE') {
-      // Not to be reused without the handler (RFC 9111 §4.2.4, §4.3): a stored one is
-      // revalidated (a GET); a request that waited for one (collapsed) runs its own handler.
-      if (xCache !== 'HIT' || (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true) exchange.proceed(undefined);
-      else this.revalidate(plan, stored, exchange);
-      return;
-    }
+    const reuse = reuseOf(stored, remaining, xCache, !answersOnly(plan, exchange), plan.freshness, cache.options.freshness);
+    if (reuse === 'handler') return exchange.proceed(undefined);
+    if (reuse === 'revalidate') return this.revalidate(plan, stored, exchange);
+    xCache = reuse;
     if (xCache === 'HIT' && asksPlainly(plan)) {
       exchange.serve(plainHit(stored, remaining, now, this.hitMember));
       return;
@@ -385,14 +454,89 @@ export class HttpGuard<Req> extends LeaderRules<Req> {
       return;
     }
     const names = [...new Set([...(plan.record?.names ?? []), ...stored.vary.map(([name]) => name)])].sort();
-    const record: VaryRecord = { names, gen: plan.record?.gen ?? this.generationFor(plan.base, names) };
+    const record: VaryRecord = { names, gen: plan.record?.gen ?? this.writes.generationFor(plan.base, names) };
     // Made up here, not read from the store: the one that stores a response under it checks the store first.
     this.handle({ ...plan, record, madeUpRecord: plan.record === undefined, key: variantKey(plan.base, record, plan.headers), retried: true }, exchange);
   }
 
-  /** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4). */
-  static unsafe(method: string): boolean {
-    return !SAFE_METHODS.has(method);
+  /**
+   * The headers of the leader's response are about to be sent (this cache's own fields taken
+   * off into `run`): its `Cache-Status` member (`leaderStatus`). `captured`: the adapter
+   * captures this response to share it.
+   */
+  leaderHeaders(run: LeaderRun | undefined, status: number, headers: CapturedResponse['headers'], captured = true, bodySize?: number): string {
+    if (run === undefined || !captured) return this.member({ fwd: 'miss' });
+    return this.member(leaderStatus(run, status, headers, this.storeRules(), Date.now(), captured, bodySize));
+  }
+
+  /**
+   * The handler's response to a refresh is an origin failure (a 500, 502, 503 or 504, the
+   * framework's answer to a handler that threw included): the stored response its client gets
+   * instead when its own `stale-if-error` window, else the route's `staleIfError`, allows it
+   * (RFC 5861 §4), never one that forbids serving stale; else undefined. The adapter then fails
+   * the capture, so the requests waiting for this run are served the same stale response.
+   */
+  staleOnError(run: LeaderRun, status: number): PreparedResponse | undefined {
+    const cache = this.cache;
+    const window = routeWindow(run.plan.freshness, cache.options.freshness, 'staleIfError');
+    return staleInsteadOf(status, run.fallback, cache.now(), window, run.conditional, run.plan.head ? 'HEAD' : 'GET', this.hitMember);
+  }
+
+  /**
+   * Whether a refresh of this plan's stored response runs detached from its client, through the
+   * adapter's `replay`: the `refresh` option says so, the adapter can, the request is a GET or
+   * a HEAD that runs as one, and the pipeline can name every header the key depends on (a `key`
+   * function needs `replayHeaders`).
+   */
+  private refreshesInBackground(plan: CachePlan, exchange: Exchange): exchange is Exchange & { replay: Replay } {
+    if (this.options.refresh !== 'background' || exchange.replay === undefined) return false;
+    if (answersOnly(plan, exchange)) return false;
+    return !plan.userKey || this.options.replayHeaders !== undefined;
+  }
+
+  /**
+   * A refresh detached from every client: the handler runs for a request reconstructed from
+   * the stored response (conditional when it has a validator), and its response is stored,
+   * renews the stored one (a 304), or is refused (stored nowhere, the stale copy dropped).
+   */
+  private async refreshDetached(plan: CachePlan, stored: ServableResponse, replay: Replay, ctx: LoaderContext): Promise<Buffer | null> {
+    const conditional = hasValidator(stored.headerObject);
+    const source = { url: plan.url, headers: plan.headers, defaultKey: !plan.userKey, replayHeaders: this.options.replayHeaders ?? [] };
+    const request = replayRequest(source, stored, conditional);
+    const { response, targeted, tagged } = await runReplay(replay, request, plan.key, this.options.maxBodySize);
+    // The run: the replayed request's headers, no client to answer, no stale stand-in (a failure throws).
+    const run: LeaderRun = { plan: { ...plan, headers: request.headers }, conditional: {}, revalidating: conditional ? stored : undefined, fallback: undefined, targeted, tagged };
+    const shared = conditional ? this.writes.finishRevalidation(run, stored, response, false) : this.writes.finish(run, response);
+    return verdict(ctx, shared);
+  }
+
+  /**
+   * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
+   * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
+   * the same host, whatever forwarding headers the write carried (`defaultKeyInvalidation`).
+   * With a `key` function, the key of its own URL is what that function returns
+   * for `req` seen as a GET (`method` reads 'GET'; URL, headers and everything else are the
+   * request's own, so a key that includes the identity finds that client's entry); the
+   * `Location` / `Content-Location` URLs are then left alone, since no request for them exists
+   * to ask the function about. Never rejects.
+   */
+  private async invalidate(info: HttpRequestInfo, status: number, responseHeaders: CapturedResponse['headers'], req?: Req): Promise<void> {
+    const targets = invalidationTargets(info.method, status, info.url, requestHost(info.headers), responseHeaders);
+    if (targets.length === 0) return;
+    const keyFn = this.options.key;
+    if (keyFn === undefined) {
+      const { keys, tags } = defaultKeyInvalidation(targets, info.headers, keyAuthority(info));
+      return this.writes.invalidate(keys, tags);
+    }
+    if (req === undefined) return;
+    let k: unknown;
+    try {
+      k = keyFn(readAsGet(req));
+    } catch {
+      // A key function that cannot answer for the GET view has nothing to invalidate.
+      return;
+    }
+    return this.writes.invalidate(typeof k === 'string' && k !== '' ? [userCacheKey(k)] : [], []);
   }
 
 }

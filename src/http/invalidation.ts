@@ -5,6 +5,11 @@ import { singletonField, type HeaderBag } from './header-bag.js';
 /** Safe methods (RFC 9110 §9.2.1); every other method, known or not, is unsafe. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 
+/** True for a method whose successful response invalidates stored responses (RFC 9111 §4.4): any but a safe one, as written (methods are case-sensitive). */
+export function isUnsafe(method: string): boolean {
+  return !SAFE_METHODS.has(method);
+}
+
 /**
  * The URLs (path with query, no fragment) whose stored GET entries a response to an unsafe
  * request invalidates (RFC 9111 §4.4): nothing unless the method is unsafe and the status is

@@ -1,9 +1,10 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import type { CachePlan, HttpGuard } from './guard.js';
+import type { HttpGuard, LeaderRun } from './guard.js';
 import { capturePayload, isRepresentationHeader, type ResponseCapture } from './capture.js';
 import { appendCacheStatus } from './cache-status.js';
 import { isTargetedField } from './targeted-fields.js';
+import { leaderNotModified, revalidated304 } from './leader-rules.js';
 import { servedInstructions } from './pipeline.js';
 import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
 import { LoaderError } from '../shared/errors.js';
@@ -43,8 +44,8 @@ function fieldValue(value: OutgoingHttpHeaders[string]): string | undefined {
 
 /**
  * The pipeline's decision for the leader's response. `headers` are the handler's final fields
- * (lower-case names, this cache's `Dogpile-*` fields still on them); `capture` is set when the
- * response is to be shared; `storable` says whether the adapter can capture the body it has,
+ * (lower-case names, this cache's `Dogpile-*` fields still on them, which go into `run`);
+ * `capture` and `run` are set when the response is to be shared (`Exchange.proceed`); `storable` says whether the adapter can capture the body it has,
  * `bodySize` its length when known. In order: a stored response standing in for an origin
  * failure (`stale-if-error`; the capture fails, so waiters get the same), a handler's 304 that
  * renews the stored response (its client gets the renewed one), else the handler's response with
@@ -53,7 +54,7 @@ function fieldValue(value: OutgoingHttpHeaders[string]): string | undefined {
  */
 export function leaderHead<Req>(
   guard: HttpGuard<Req>,
-  plan: CachePlan,
+  run: LeaderRun | undefined,
   capture: ResponseCapture | undefined,
   status: number,
   headers: OutgoingHttpHeaders,
@@ -62,39 +63,42 @@ export function leaderHead<Req>(
 ): LeaderHead {
   const targeted = fieldValue(headers['dogpile-cache-control']);
   const tagged = fieldValue(headers['dogpile-tags']);
-  if (tagged !== undefined) plan.tagged = tagged;
+  if (run !== undefined) {
+    if (targeted !== undefined) run.targeted = targeted;
+    if (tagged !== undefined) run.tagged = tagged;
+  }
   const own: OutgoingHttpHeaders = {};
   const remove: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     if (isTargetedField(name)) remove.push(name);
     else if (name !== 'x-cache' && name !== 'cache-status') own[name] = value;
   }
-  if (capture !== undefined) {
-    const stale = guard.staleOnError(plan, status);
+  if (capture !== undefined && run !== undefined) {
+    const stale = guard.staleOnError(run, status);
     if (stale !== undefined) {
-      capture.fail(new LoaderError(`the handler answered ${status}; the stored response was served instead`, { key: plan.key }));
+      capture.fail(new LoaderError(`the handler answered ${status}; the stored response was served instead`, { key: run.plan.key }));
       const served = servedInstructions(stale);
       return { status: served.status, replaceAll: true, set: served.headers as LeaderHead['set'], remove: [], body: stale.body ?? Buffer.alloc(0) };
     }
     // A refresh answered with an origin failure is a failed run, as a loader that throws: the
     // key is held for failSafeRetry. Its client still gets the handler's response, stored nowhere.
-    if (refreshFailed(plan, status)) capture.fail(new LoaderError(`the handler answered ${status} to a refresh`, { key: plan.key }));
-    const renewed = guard.revalidated304(plan, status, own);
+    if (refreshFailed(run, status)) capture.fail(new LoaderError(`the handler answered ${status} to a refresh`, { key: run.plan.key }));
+    const renewed = revalidated304(run, status, own, Date.now());
     if (renewed !== undefined) {
-      const member = guard.leaderHeaders(plan, 304, own, targeted);
+      const member = guard.leaderHeaders(run, 304, own);
       capture.complete(304, { ...renewed.headers });
       const set: LeaderHead['set'] = [...Object.entries(renewed.headers), ['x-cache', 'MISS'], ['cache-status', member]];
       return { status: renewed.status, replaceAll: true, set, remove: [], body: renewed.body };
     }
   }
-  const member = guard.leaderHeaders(plan, status, own, targeted, capture !== undefined && storable, bodySize);
+  const member = guard.leaderHeaders(run, status, own, capture !== undefined && storable, bodySize);
   const set: LeaderHead['set'] = [
     ['x-cache', 'MISS'],
     ['cache-status', appendCacheStatus(headers['cache-status'] as string | string[] | undefined, member)],
   ];
   if (capture === undefined) return { status, replaceAll: false, set, remove, body: 'handler' };
   const stored = { status, headers: own };
-  if (!guard.leaderNotModified(plan, status, own)) return { status, replaceAll: false, set, remove, body: 'handler', stored };
+  if (run === undefined || !leaderNotModified(run, status, own)) return { status, replaceAll: false, set, remove, body: 'handler', stored };
   // This client's conditional request is answered with a 304; the full response is still
   // captured and stored.
   for (const name of Object.keys(own)) if (isRepresentationHeader(name)) remove.push(name);
@@ -162,31 +166,31 @@ function headersAfter(head: LeaderHead, headers: OutgoingHttpHeaders): OutgoingH
   return out;
 }
 
-/** True when the run refreshes a stored response (`plan.fallback`) and the handler answered with an origin failure (500, 502, 503, 504). */
-function refreshFailed(plan: CachePlan, status: number): boolean {
-  return plan.fallback !== undefined && ORIGIN_ERROR_STATUSES.has(status);
+/** True when the run refreshes a stored response (`run.fallback`) and the handler answered with an origin failure (500, 502, 503, 504). */
+function refreshFailed(run: LeaderRun, status: number): boolean {
+  return run.fallback !== undefined && ORIGIN_ERROR_STATUSES.has(status);
 }
 
 /**
  * The leader's handler answered (`capture` set when its response is to be shared): what its
  * client gets, for an adapter that has the whole response in hand.
  */
-export function answerLeader<Req>(guard: HttpGuard<Req>, plan: CachePlan, capture: ResponseCapture | undefined, answer: HandlerAnswer): ClientAnswer {
+export function answerLeader<Req>(guard: HttpGuard<Req>, run: LeaderRun | undefined, capture: ResponseCapture | undefined, answer: HandlerAnswer): ClientAnswer {
   const { status, headers, payload } = answer;
-  const head = leaderHead(guard, plan, capture, status, headers, capturable(payload), payloadSize(payload));
+  const head = leaderHead(guard, run, capture, status, headers, capturable(payload), payloadSize(payload));
   return { status: head.status, headers: headersAfter(head, headers), payload: leaderPayload(head, capture, payload) as ClientAnswer['payload'] };
 }
 
 /** A handler that failed (threw): its client gets the stored response `stale-if-error` allows, else the error goes on. */
-export function answerLeaderError<Req>(guard: HttpGuard<Req>, plan: CachePlan, capture: ResponseCapture | undefined, error: unknown): ClientAnswer {
-  if (capture === undefined) throw error;
-  const stale = guard.staleOnError(plan, 500);
+export function answerLeaderError<Req>(guard: HttpGuard<Req>, run: LeaderRun | undefined, capture: ResponseCapture | undefined, error: unknown): ClientAnswer {
+  if (capture === undefined || run === undefined) throw error;
+  const stale = guard.staleOnError(run, 500);
   if (stale === undefined) {
-    if (refreshFailed(plan, 500)) capture.fail(new LoaderError('the handler failed during a refresh', { key: plan.key, cause: error }));
+    if (refreshFailed(run, 500)) capture.fail(new LoaderError('the handler failed during a refresh', { key: run.plan.key, cause: error }));
     else capture.complete(500, {});
     throw error;
   }
-  capture.fail(new LoaderError('the handler failed; the stored response was served instead', { key: plan.key, cause: error }));
+  capture.fail(new LoaderError('the handler failed; the stored response was served instead', { key: run.plan.key, cause: error }));
   const served = servedInstructions(stale);
   return { status: served.status, headers: Object.fromEntries(served.headers) as OutgoingHttpHeaders, payload: stale.body ?? null };
 }

@@ -19,42 +19,64 @@ export interface HttpRequestInfo {
   origin?: string;
 }
 
-/** A request the cache will handle: its key and how long its response is kept. */
+/**
+ * A request the cache will handle: its key and how long its response is kept. Made once by
+ * `HttpGuard.plan` (a `Vary` variant's or a retry's is a new plan) and never written after:
+ * what one run of the handler learns and changes lives in its `LeaderRun`.
+ */
 export interface CachePlan {
-  head: boolean;
+  readonly head: boolean;
   /** Path and query as received. */
-  url: string;
+  readonly url: string;
   /** The key comes from the user's `key` function. */
-  userKey: boolean;
+  readonly userKey: boolean;
   /** The key without the `Vary` part: the URL's own key, where its response or its `VaryRecord` is. */
-  base: string;
-  key: string;
-  ttl: number;
-  headers: IncomingHttpHeaders;
+  readonly base: string;
+  readonly key: string;
+  readonly ttl: number;
+  /**
+   * The request's own header fields (the object its handler reads): a run that leads takes the
+   * client's validators off them and puts a revalidation's on (`LeaderRun`), so that the handler
+   * produces the response to share.
+   */
+  readonly headers: IncomingHttpHeaders;
   /** The URL's `VaryRecord` this plan's key was built from (the key is then a variant's). */
-  record?: VaryRecord;
+  readonly record?: VaryRecord;
   /** `record` was made up for a lookup before the URL's record could be read (see varyMismatch): whoever stores under it checks the store first. */
-  madeUpRecord?: boolean;
-  retried: boolean;
+  readonly madeUpRecord?: boolean;
+  readonly retried: boolean;
   /**
    * Answered from a stored response or else by the handler alone, never leading nor storing:
    * a GET with `Range` (the handler's 206 is never stored).
    */
-  lookupOnly?: boolean;
-  /** A stored response that needs revalidation: the handler runs with its validators. */
-  revalidating?: ServableResponse;
-  /** The stored response this run refreshes, past its freshness: served instead of the origin's failure when it allows it. */
-  fallback?: ServableResponse;
-  /** The leader's own conditional headers, taken off the request its handler sees. */
-  conditional?: { 'if-none-match'?: string; 'if-modified-since'?: string };
-  /** The leader's `Dogpile-Cache-Control`, taken off its response before it was sent. */
-  targeted?: string;
+  readonly lookupOnly?: boolean;
   /** The tags of the request (the `tags` option), validated. */
-  tags?: readonly string[];
-  /** The leader's `Dogpile-Tags`, taken off its response before it was sent. */
-  tagged?: string;
+  readonly tags?: readonly string[];
   /** The stale-serving options of this route (the adapter's, then the route's). */
-  freshness: FreshnessOptions;
+  readonly freshness: FreshnessOptions;
+}
+
+/** The client's own conditional header fields, taken off the request the leader's handler sees. */
+export type ClientConditional = Readonly<{ 'if-none-match'?: string; 'if-modified-since'?: string }>;
+
+/**
+ * One run of the handler for a plan (a request that leads, or a background refresh): what it
+ * knows as it starts, and the fields only this cache reads, which the handler's response
+ * carries and which are taken off it before it is sent. The only state of an exchange that
+ * changes while it runs; the rules read it, the guard and `leaderHead` write it.
+ */
+export interface LeaderRun {
+  readonly plan: CachePlan;
+  /** The leader's own conditional headers, taken off the request its handler sees (none for a refresh no client waits for). */
+  readonly conditional: ClientConditional;
+  /** A stored response that needs revalidation: the handler runs with its validators. */
+  readonly revalidating: ServableResponse | undefined;
+  /** The stored response this run refreshes, past its freshness: served instead of the origin's failure when it allows it. */
+  readonly fallback: ServableResponse | undefined;
+  /** The handler's `Dogpile-Cache-Control`, once its response's header fields are final. */
+  targeted: string | undefined;
+  /** The handler's `Dogpile-Tags`, once its response's header fields are final. */
+  tagged: string | undefined;
 }
 
 /** What an adapter does for the guard; each call happens at most once per request. */
@@ -62,11 +84,11 @@ export interface Exchange {
   /**
    * Let the framework run the route handler for this request (`X-Cache: MISS`). With a
    * `capture`, the adapter feeds it the response the handler sends: the requests waiting for
-   * this one are served from it. `plan` is then the plan this run leads (a `Vary` variant's
-   * when the URL's responses vary, not the one the adapter made): the one to hand back to the
-   * guard's calls about this response.
+   * this one are served from it. `run` is then the run this request leads (its plan a `Vary`
+   * variant's when the URL's responses vary, not the one the adapter made): the one to hand
+   * back to the guard's calls about this response (`leaderHead`, `answerLeader`).
    */
-  proceed(capture: ResponseCapture | undefined, plan?: CachePlan): void;
+  proceed(capture: ResponseCapture | undefined, run?: LeaderRun): void;
   /** Answer from the cache; the handler does not run. */
   serve(response: PreparedResponse): void;
   /** Pass an error on to the framework's error handling. */

@@ -4,7 +4,7 @@ import { toMs } from '../shared/duration.js';
 import type { Freshness } from './freshness.js';
 import type { CacheStatusEntry } from './cache-status.js';
 import type { StoredResponse } from './response-format.js';
-import { prepareResponse, remainingFreshness, type PreparedResponse, type ServableResponse } from './serve.js';
+import { prepareResponse, remainingFreshness, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 
 /**
  * Serving a stored response when the origin fails (RFC 5861 §4, `stale-if-error`): the
@@ -42,6 +42,30 @@ const EXPIRY_EDGE_MS = 1000;
 export function atExpiryEdge(stored: StoredResponse, overdue: number, revalidateWindow: number): boolean {
   if (overdue > EXPIRY_EDGE_MS || stored.freshFor === undefined || stored.freshFor < 1 || stored.staleIfError === 0) return false;
   return revalidateWindow > overdue;
+}
+
+/**
+ * How a stored response that the cache answered with (`xCache`) is used, `remaining` ms before
+ * the end of its freshness (negative: past it): as it was answered while fresh, or found stale
+ * inside a stale window; at the edge of its entry's end (`atExpiryEdge`, the route's
+ * `staleWhileRevalidate`), as `STALE`; past its freshness otherwise, not reused without the
+ * handler (RFC 9111 §4.2.4, §4.3): a stored one is revalidated when the request can run as a GET
+ * (`'revalidate'`), and a request that waited for one (collapsed) runs its own handler (`'handler'`).
+ */
+export function reuseOf(
+  stored: StoredResponse,
+  remaining: number,
+  xCache: XCache,
+  canRevalidate: boolean,
+  route: FreshnessOptions,
+  rules: FreshnessRules,
+): XCache | 'revalidate' | 'handler' {
+  if (remaining > 0 || xCache === 'STALE') return xCache;
+  // The response's lifetime counts from its `createdAt`, its entry's from the write that
+  // followed: for a moment the entry is fresh and the response is not. Inside a stale window
+  // it is served as stale, as it will be once the entry's end comes (its refresh follows then).
+  if (xCache === 'HIT' && atExpiryEdge(stored, -remaining, routeWindow(route, rules, 'staleWhileRevalidate'))) return 'STALE';
+  return xCache === 'HIT' && canRevalidate ? 'revalidate' : 'handler';
 }
 
 /**

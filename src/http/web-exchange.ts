@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { settleOnce } from './settle-once.js';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
-import { HttpGuard, type CachePlan, type HttpRequestInfo, type PassThrough } from './guard.js';
+import { HttpGuard, type CachePlan, type HttpRequestInfo, type LeaderRun, type PassThrough } from './guard.js';
 import { RequestClaims } from './request-plan.js';
 import type { ResponseCapture } from './capture.js';
 import type { PreparedResponse } from './serve.js';
@@ -255,8 +255,8 @@ export class WebGuard<Req> {
     this.guard.handle(plan, {
       headAsGet: true,
       ...(replay === undefined || !replayable(request.url) ? {} : { replay: replayWith(request, replay) }),
-      proceed: (capture, active = plan) => {
-        this.lead(request, active, capture, run).then(outcome.resolve, outcome.reject);
+      proceed: (capture, lead) => {
+        this.lead(request, lead, capture, run).then(outcome.resolve, outcome.reject);
       },
       serve: (response) => outcome.resolve(served(response, head)),
       fail: outcome.reject,
@@ -264,14 +264,14 @@ export class WebGuard<Req> {
     return outcome.value();
   }
 
-  private async lead(request: Request, plan: CachePlan, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
+  private async lead(request: Request, lead: LeaderRun | undefined, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
     const head = request.method === 'HEAD';
     let answer: ClientAnswer;
     try {
-      const response = await run(capture === undefined ? request : leaderRequest(request, plan));
-      answer = answerLeader(this.guard, plan, capture, handlerAnswer(response));
+      const response = await run(capture === undefined || lead === undefined ? request : leaderRequest(request, lead.plan));
+      answer = answerLeader(this.guard, lead, capture, handlerAnswer(response));
     } catch (error) {
-      answer = answerLeaderError(this.guard, plan, capture, error);
+      answer = answerLeaderError(this.guard, lead, capture, error);
     }
     return toResponse(answer, head);
   }

@@ -6,7 +6,7 @@ import { injectTarget } from '../http/node-replay.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
-import { HttpGuard, type CachePlan } from '../http/guard.js';
+import { HttpGuard, type LeaderRun } from '../http/guard.js';
 import { watchClientGone, type ResponseCapture } from '../http/capture.js';
 import type { PreparedResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
@@ -121,7 +121,7 @@ function serve(ctx: Context, response: PreparedResponse): void {
 export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
   const guard = new HttpGuard<Context>(options);
 
-  async function lead(ctx: Context, next: Next, plan: CachePlan, capture: ResponseCapture | undefined): Promise<void> {
+  async function lead(ctx: Context, next: Next, run: LeaderRun | undefined, capture: ResponseCapture | undefined): Promise<void> {
     const head = ctx.method === 'HEAD';
     if (capture !== undefined) watchClientGone(ctx.res, capture);
     let answer: ClientAnswer;
@@ -133,9 +133,9 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
       } finally {
         if (head) ctx.method = 'HEAD';
       }
-      answer = answerLeader(guard, plan, capture, handlerAnswer(ctx, capture));
+      answer = answerLeader(guard, run, capture, handlerAnswer(ctx, capture));
     } catch (error) {
-      answer = answerLeaderError(guard, plan, capture, error);
+      answer = answerLeaderError(guard, run, capture, error);
     }
     apply(ctx, answer);
   }
@@ -169,8 +169,8 @@ export function dogpileGuard(options?: DogpileGuardOptions): Middleware {
       guard.handle(plan, {
         headAsGet: true,
         replay: replayFor(ctx.app),
-        proceed: (capture, active = plan) => {
-          lead(ctx, next, active, capture).then(resolve, reject);
+        proceed: (capture, run) => {
+          lead(ctx, next, run, capture).then(resolve, reject);
         },
         serve: (response) => {
           serve(ctx, response);
