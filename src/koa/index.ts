@@ -13,7 +13,7 @@ import type { HttpCacheOptions } from '../http/options.js';
 import { isTargetedField } from '../http/targeted-fields.js';
 import { answerLeader, answerLeaderError, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
 
-export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of the Koa `dogpileGuard()`; `key`, `skip` and `tags` receive Koa's context. See `HttpCacheOptions` for each option and its default. */
 export type DogpileGuardOptions = HttpCacheOptions<Context>;
