@@ -9,24 +9,14 @@
 import type { PreparedResponse } from './serve.js';
 
 /** Request or response header fields: lower-case names (as Node gives them), one value or several. */
-export type HeaderFields = Readonly<Record<string, string | readonly string[] | number | undefined>>;
-
-/** The request view an adapter builds, once per exchange. */
-export interface PipelineRequest {
-  /** Upper-case method (`GET`, `HEAD`, `POST`...). */
-  method: string;
-  /** Path and query as received, without scheme and authority (`/items?page=2`). */
-  url: string;
-  /** The request's header fields, lower-case names; `host` carries the authority. */
-  headers: HeaderFields;
-}
+type HeaderFields = Readonly<Record<string, string | readonly string[] | number | undefined>>;
 
 /**
  * What an adapter writes to its client: the whole response, decided by the pipeline. An
  * adapter that has already let the handler set headers removes `remove` first, then sets
  * `headers` (replacing values of the same name), then sends `status` and `body`.
  */
-export interface ResponseInstructions {
+interface ResponseInstructions {
   status: number;
   /** Header fields to set, lower-case names, in order. */
   headers: ReadonlyArray<readonly [name: string, value: string | readonly string[]]>;

@@ -34,7 +34,7 @@ export function requestHeaders(request: Request): IncomingHttpHeaders {
  * `Request` lazily from an `IncomingMessage`): read as they are instead of enumerating the
  * `Request`'s, which would make it build a `Headers` object for nothing.
  */
-export function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders): HttpRequestInfo {
+function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders): HttpRequestInfo {
   const headers = nodeHeaders ?? requestHeaders(request);
   const target = webTarget(request.url);
   const info: HttpRequestInfo = { method: request.method, url: target.path, headers };

@@ -231,7 +231,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
 }
 
 /** `<random 128-bit token>|<owner id>`: the value a lock key holds. */
-export function newLockValue(ownerId: string): string {
+function newLockValue(ownerId: string): string {
   return `${randomBytes(16).toString('hex')}|${ownerId}`;
 }
 

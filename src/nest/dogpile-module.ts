@@ -17,7 +17,7 @@ interface CacheHandle {
 const CACHE_HANDLE = Symbol('dogpile-guard:cache-handle');
 
 /** How long startup waits for a Redis given as a URL to connect before going on without it. */
-export const REDIS_CONNECT_WAIT_MS = 5000;
+const REDIS_CONNECT_WAIT_MS = 5000;
 
 const logger = new Logger('DogpileModule');
 

@@ -9,7 +9,7 @@ import { SubscriberClosedError } from '../shared/errors.js';
  * Called with a message, or with `null` when messages may have been lost: the connection
  * closed (`isLive` is then false until it is back) or came back.
  */
-export type ChannelListener = (message: Buffer | null) => void;
+type ChannelListener = (message: Buffer | null) => void;
 
 /**
  * Removes a listener. The channel, once it has no listener left, stays subscribed for its
@@ -32,7 +32,7 @@ interface ChannelState {
 /** How long a channel stays subscribed after its last listener left (a busy lock or key keeps it). */
 export const CHANNEL_LINGER_MS = 1000;
 /** The longest a channel waited on again and again lingers (its linger doubles at each return). */
-export const CHANNEL_LINGER_MAX_MS = 60_000;
+const CHANNEL_LINGER_MAX_MS = 60_000;
 /** How many dropped channels' lingers are remembered (to grow them when they come back). */
 const LINGER_MEMORY = 10_000;
 
