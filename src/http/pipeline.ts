@@ -1,8 +1,8 @@
 /**
  * The contract between the HTTP caching pipeline and the adapters built on it (Express,
  * Fastify, Nest; a web-standard `fetch` handler, Hono, Koa). Nothing here names a framework or
- * Node's `IncomingMessage` / `ServerResponse`: an adapter turns its request into a
- * `PipelineRequest`, hands the handler's response over as a `HandlerResponse`, applies the
+ * Node's `IncomingMessage` / `ServerResponse`: an adapter describes its request as an
+ * `HttpRequestInfo` (guard.ts), hands the handler's response over as a `HandlerResponse`, applies the
  * `ResponseInstructions` it gets back, and, for a refresh no client waits for, runs its handler
  * for a `ReplayRequest` (`Replay`).
  */
