@@ -47,7 +47,7 @@ export function isRedisClient(value: unknown): value is RedisClient {
  * cache would answer `degraded` forever. One still connecting (`connect()` called, not yet
  * ready) is accepted; ioredis and iovalkey clients connect by themselves.
  */
-export function unconnectedClientProblem(client: RedisClient): string | undefined {
+function unconnectedClientProblem(client: RedisClient): string | undefined {
   if (!isNodeRedis(client) || client.isOpen) return undefined;
   return 'the node-redis client is not connected (its isOpen is false): call await client.connect() before createCache or RedisLock';
 }
