@@ -14,7 +14,8 @@ export default defineConfig({
     'koa/index': 'src/koa/index.ts',
   },
   format: ['esm', 'cjs'],
-  dts: true,
+  // Members marked `@internal` (plumbing between the package's own modules) are left out of the .d.ts.
+  dts: { compilerOptions: { stripInternal: true } },
   clean: true,
   sourcemap: false,
   shims: true,

@@ -2,8 +2,10 @@ export { DogpileCache, type CacheResult, type CacheStatus, type StaleReason, typ
 export { MAX_TAGS, MAX_TAG_LENGTH } from './shared/tag-names.js';
 export { createCache, getDefaultCache, setDefaultCache, getOrCompute, cacheWithoutDogpiling } from './core/default-cache.js';
 export { CACHE_DEFAULTS, type CacheOptions, type L1Options } from './core/options.js';
-export { FRESHNESS_DEFAULTS, type FreshnessOptions } from './core/freshness.js';
+export type { CompressionOptions, CompressionAlgorithm } from './store/compression.js';
+export type { ReplicasOption } from './redis/replication.js';
+export { FRESHNESS_DEFAULTS, type FreshnessOptions, type FreshnessRules } from './core/freshness.js';
 export { portableSerializer, v8Serializer, jsonSerializer, type Serializer } from './store/serializer.js';
 export * from './lock/index.js';
 export * from './shared/errors.js';
-export { toMs, type Duration } from './shared/duration.js';
+export { toMs, type Duration, type DurationUnit } from './shared/duration.js';

@@ -139,16 +139,12 @@ export function apiReport(root = ROOT): string {
     '<!-- Written by `npm run api:update` (tools/api-report.ts) from the built .d.ts of every entry of',
     "     package.json's exports map. test/api-report.test.ts fails while it differs from the build. -->",
     '',
-    'What each entry exports, as a consumer\'s compiler reads it (comments removed), then the types',
-    'these declarations use that no entry exports. A change here is a change of the public API.',
+    'What each entry exports, as a consumer\'s compiler reads it (comments removed), then, if there are',
+    'any, the types these declarations use that no entry exports. A change here is a change of the public API.',
     '',
     ...sections.flatMap((s) => [s, '']),
-    '## Used by the entries, not exported',
-    '',
-    '```ts',
-    hidden.join('\n\n'),
-    '```',
-    '',
+    // Absent while every type the entries use is exported by one of them.
+    ...(hidden.length === 0 ? [] : ['## Used by the entries, not exported', '', '```ts', hidden.join('\n\n'), '```', '']),
   ].join('\n');
 }
 

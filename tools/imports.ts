@@ -28,7 +28,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   koa: ['http', 'core', 'shared'],
   otel: ['shared'],
   prometheus: ['shared'],
-  msgpack: ['store', 'shared'],
+  msgpack: ['core', 'shared'],
   '.': ['core', 'store', 'lock', 'shared', 'redis'],
 };
 

@@ -21,7 +21,7 @@ export type BatchLoader<T> = (keys: string[], ctx: BatchLoaderContext) => BatchR
 export type BatchResult<T> = ReadonlyMap<string, T> | Readonly<Record<string, T>> | readonly (T | undefined)[];
 
 /** What a batch needs of the cache: per-key calls and the `coalesced` event. */
-export interface BatchHost {
+interface BatchHost {
   getOrCompute<T>(key: string, loader: (ctx: LoaderContext) => Promise<T | undefined>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<T | undefined>;
   on(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
   off(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;

@@ -36,6 +36,7 @@ export { AbandonedLoad } from './settled.js';
  * lead in one round trip, store-release-announce in one more, waiters woken by pub/sub).
  */
 export class DogpileCache extends EventEmitter<CacheEvents> {
+  /** @internal The options as resolved (read by namespaces and the HTTP layer). */
   readonly options: ResolvedCacheOptions;
   private readonly backend: Backend;
   private readonly scope: CacheScope;
@@ -55,7 +56,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   /** The store's clock (the Redis server's, estimated without a round trip): what entries' times are on. */
   private readonly clock: () => number;
 
-  /** `scope` is internal: how `namespace()` makes a cache inside this one. */
+  constructor(options?: CacheOptions);
+  /** @internal `scope`: how `namespace()` makes a cache inside this one. */
+  constructor(options: CacheOptions, scope: CacheScope);
   constructor(options: CacheOptions = {}, scope?: CacheScope) {
     super();
     this.options = scope === undefined ? resolveCacheOptions(options) : scope.options;

@@ -60,7 +60,7 @@ function plainTags(tags: unknown): boolean {
 }
 
 /** The fields of `GetOrComputeOptions`: any other is refused. */
-export const CALL_OPTION_NAMES: ReadonlySet<string> = new Set([
+const CALL_OPTION_NAMES: ReadonlySet<string> = new Set([
   'ttl', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'signal', 'forceRefresh', 'cacheable', 'hitForMissTtl', 'tags', ...FRESHNESS_OPTION_NAMES,
 ]);
 const SET_OPTION_NAMES: ReadonlySet<string> = new Set(['ttl', 'tags']);
@@ -123,7 +123,7 @@ export function resolveCallOptions<T>(
 }
 
 /** `set()`'s third argument, `{ ttl, tags }` form: refuses fields other than those two. */
-export function checkSetOptions(o: SetOptions): void {
+function checkSetOptions(o: SetOptions): void {
   checkKnownOptions(o, SET_OPTION_NAMES);
 }
 

@@ -7,7 +7,7 @@ import type { CacheResult, GetOrComputeOptions, Loader, SetOptions } from './typ
  */
 
 /** What a cache hands this module when it is made: its internal entry points. */
-export interface CacheInternals {
+interface CacheInternals {
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>>;
   set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void>;
 }

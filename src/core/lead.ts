@@ -160,6 +160,6 @@ export class Leader {
  * the end of the entry's stale window (then no value is left to serve, and the next call is a
  * plain miss, which is never held).
  */
-export function failSafeHold(entry: StoredEntry, now: number, rules: FreshnessRules): number {
+function failSafeHold(entry: StoredEntry, now: number, rules: FreshnessRules): number {
   return Math.max(0, Math.min(rules.failSafeRetry, expiresAt(entry) + (entry.stale ?? 0) - now));
 }

@@ -8,7 +8,7 @@ import type { Loader } from './types.js';
 import { loaderContext, type Declared } from './verdict.js';
 
 /** How one loader run goes: every path that runs a loader (lead, refresh, the local runs) runs it here. */
-export interface RunSpec {
+interface RunSpec {
   /** Gives the loader up after this many ms (0: never): its signal aborts with `LoaderTimeoutError`, and the run rejects with it. */
   hardTimeout: number;
   /** A refresh no caller waits for (traced as such). */

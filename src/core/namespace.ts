@@ -8,7 +8,7 @@ import type { CacheEmitter } from './events.js';
 import type { ResolvedCacheOptions } from './options.js';
 
 /** The longest namespace name, in characters. */
-export const MAX_NAMESPACE_LENGTH = 256;
+const MAX_NAMESPACE_LENGTH = 256;
 
 /**
  * Where a cache lives: the root cache (made by `createCache`) or a namespace inside it. A cache

@@ -3,7 +3,7 @@ import { DogpileCache } from './cache.js';
 import { resolveCacheOptions, type CacheOptions } from './options.js';
 
 /** A cache its host made and will close, with what closing it takes. */
-export interface OpenedCache {
+interface OpenedCache {
   cache: DogpileCache;
   /** Closes the cache, then the Redis connection made for it from a URL (a client passed in stays open). */
   close(): Promise<void>;

@@ -8,6 +8,9 @@ import { resolveJitter } from '../store/jitter.js';
 import { resolveCompression, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
+/** The `serializer` option's contract, for the optional serializer entries (they sit over core, as the adapters do). */
+export type { Serializer } from '../store/serializer.js';
+
 export interface L1Options {
   /** Most entries kept in process memory. @default 1000 */
   max?: number;

@@ -7,7 +7,7 @@ import type { HttpCacheOptions } from '../http/options.js';
 import type { Replay } from '../http/pipeline.js';
 import { expressReplay, isReplay, type ExpressLikeApp } from '../http/node-replay.js';
 
-export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of `dogpileGuard()`; see `HttpCacheOptions` for each one and its default. */
 export type DogpileGuardOptions = HttpCacheOptions<Request>;

@@ -17,7 +17,7 @@ import { replayer } from './replay.js';
 import { settleOnce } from '../http/settle-once.js';
 import { named, warnOfEarlyRoutes } from './route-order.js';
 
-export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of `dogpileGuardPlugin`; see `HttpCacheOptions` for each one and its default. */
 export type DogpileGuardPluginOptions = HttpCacheOptions<FastifyRequest>;

@@ -13,7 +13,7 @@ import { injectTarget } from '../http/node-replay.js';
 const REPLAY_FIELD = 'dogpile-replay';
 
 /** Background refreshes of one plugin instance: the app's own listener runs the route for them (`injectTarget`). */
-export interface Replayer {
+interface Replayer {
   readonly replay: Replay;
   /** Called first for every request: true (and the request cleaned) for a refresh of this plugin. */
   admit(raw: IncomingMessage): boolean;

@@ -2,7 +2,7 @@ import type { HttpCacheOptions } from '../http/options.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { WebGuard } from '../http/web-exchange.js';
 
-export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of `withDogpile()`; see `HttpCacheOptions` for each one and its default. */
 export type WithDogpileOptions = HttpCacheOptions<Request>;

@@ -5,7 +5,7 @@ import { WebGuard, type RunHandler } from '../http/web-exchange.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { ForegroundRefreshNotice } from '../http/refresh-notice.js';
 
-export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of the Hono `dogpileGuard()`; `key`, `skip` and `tags` receive Hono's context. See `HttpCacheOptions` for each option and its default. */
 export interface DogpileGuardOptions<E extends Env = Env, P extends string = string, I extends Input = Input> extends HttpCacheOptions<Context<E, P, I>> {

@@ -10,7 +10,7 @@ import type { ServableResponse } from './serve.js';
 import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
 
 /** What a background refresh needs to know of the request that found the response stale. */
-export interface ReplaySource {
+interface ReplaySource {
   url: string;
   /** The headers of the request that found the response stale. */
   headers: IncomingHttpHeaders;
@@ -48,7 +48,7 @@ export function replayRequest(source: ReplaySource, stored?: ServableResponse, c
 }
 
 /** A replayed response read to its end, with the fields only this cache reads taken off it. */
-export interface ReplayedResponse {
+interface ReplayedResponse {
   response: CapturedResponse;
   /** `Dogpile-Cache-Control`, if the handler set it. */
   targeted: string | undefined;

@@ -1,7 +1,7 @@
 import { fieldLines, type HeaderBag } from './header-bag.js';
 
 /** A directive's argument: its text (quotes removed), or `true` for a directive without one. */
-export type DirectiveValue = string | true;
+type DirectiveValue = string | true;
 
 /** The largest delta-seconds this cache represents (RFC 9111 §1.2.2: 2^31). */
 export const MAX_DELTA_SECONDS = 2 ** 31;
@@ -156,7 +156,7 @@ function parseLine(s: string, map: Map<string, DirectiveValue[]>): void {
  * `Dogpile-Cache-Control` (read by this cache only, and removed from the response before it
  * leaves the server), then `CDN-Cache-Control`.
  */
-export const TARGETED_FIELDS = ['dogpile-cache-control', 'cdn-cache-control'] as const;
+const TARGETED_FIELDS = ['dogpile-cache-control', 'cdn-cache-control'] as const;
 
 /** Which field the caching policy of a response came from. */
 export type PolicySource = (typeof TARGETED_FIELDS)[number] | 'cache-control';

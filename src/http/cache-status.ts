@@ -4,7 +4,7 @@
  */
 
 /** `fwd` values of RFC 9211 §2.2. */
-export type ForwardReason = 'bypass' | 'method' | 'uri-miss' | 'vary-miss' | 'miss' | 'request' | 'stale' | 'partial';
+type ForwardReason = 'bypass' | 'method' | 'uri-miss' | 'vary-miss' | 'miss' | 'request' | 'stale' | 'partial';
 
 export type CacheStatusEntry =
   | {
@@ -43,7 +43,7 @@ export function sfTokenOrString(text: string): string {
 }
 
 /** An sf-string (RFC 8941 §3.3.3). */
-export function sfString(text: string): string {
+function sfString(text: string): string {
   return `"${text.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, (c) => `\\${c}`)}"`;
 }
 

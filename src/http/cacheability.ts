@@ -55,7 +55,7 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
   return length !== undefined && Number(length) !== 0;
 }
 
-export interface ResponseFacts {
+interface ResponseFacts {
   status: number;
   headers: OutgoingHttpHeaders;
   /** The body went over `maxBodySize`. */

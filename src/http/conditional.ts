@@ -2,7 +2,7 @@ import { CONNECTION_FIELDS, fieldLines, fieldValue, singletonField, type HeaderB
 import { parseHttpDate } from './http-date.js';
 
 /** An entity-tag split into its weakness and opaque part; undefined when malformed. */
-export interface EntityTag {
+interface EntityTag {
   weak: boolean;
   opaque: string;
 }
@@ -30,7 +30,7 @@ export function parseEntityTagList(lines: readonly string[]): '*' | EntityTag[] 
 }
 
 /** Weak comparison (RFC 9110 §8.8.3.2): the opaque parts are equal, weakness ignored. */
-export function weakMatch(a: EntityTag, b: EntityTag): boolean {
+function weakMatch(a: EntityTag, b: EntityTag): boolean {
   return a.opaque === b.opaque;
 }
 
@@ -39,7 +39,7 @@ export function strongMatch(a: EntityTag, b: EntityTag): boolean {
   return !a.weak && !b.weak && a.opaque === b.opaque;
 }
 
-export interface ConditionalOptions {
+interface ConditionalOptions {
   /** The request method; conditions are only evaluated for GET and HEAD (anything else: `'full'`). */
   method?: string;
   /** The stored response's status; a 304 only stands for a 2xx (RFC 9110 §13.2.1). */

@@ -116,6 +116,14 @@ export interface HandlerAnswer {
   payload: null | string | Uint8Array | Readable;
 }
 
+/**
+ * Statuses whose responses have no content (RFC 9110 §15.3.5, §15.3.6, §15.4.5): an adapter
+ * sends no body with them (a `Response` refuses one).
+ */
+export function hasNoContent(status: number): boolean {
+  return status === 204 || status === 205 || status === 304;
+}
+
 /** What the adapter sends to its client instead. */
 export interface ClientAnswer {
   status: number;

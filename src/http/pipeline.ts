@@ -1,32 +1,22 @@
 /**
  * The contract between the HTTP caching pipeline and the adapters built on it (Express,
  * Fastify, Nest; a web-standard `fetch` handler, Hono, Koa). Nothing here names a framework or
- * Node's `IncomingMessage` / `ServerResponse`: an adapter turns its request into a
- * `PipelineRequest`, hands the handler's response over as a `HandlerResponse`, applies the
+ * Node's `IncomingMessage` / `ServerResponse`: an adapter describes its request as an
+ * `HttpRequestInfo` (guard.ts), hands the handler's response over as a `HandlerResponse`, applies the
  * `ResponseInstructions` it gets back, and, for a refresh no client waits for, runs its handler
  * for a `ReplayRequest` (`Replay`).
  */
 import type { PreparedResponse } from './serve.js';
 
 /** Request or response header fields: lower-case names (as Node gives them), one value or several. */
-export type HeaderFields = Readonly<Record<string, string | readonly string[] | number | undefined>>;
-
-/** The request view an adapter builds, once per exchange. */
-export interface PipelineRequest {
-  /** Upper-case method (`GET`, `HEAD`, `POST`...). */
-  method: string;
-  /** Path and query as received, without scheme and authority (`/items?page=2`). */
-  url: string;
-  /** The request's header fields, lower-case names; `host` carries the authority. */
-  headers: HeaderFields;
-}
+type HeaderFields = Readonly<Record<string, string | readonly string[] | number | undefined>>;
 
 /**
  * What an adapter writes to its client: the whole response, decided by the pipeline. An
  * adapter that has already let the handler set headers removes `remove` first, then sets
  * `headers` (replacing values of the same name), then sends `status` and `body`.
  */
-export interface ResponseInstructions {
+interface ResponseInstructions {
   status: number;
   /** Header fields to set, lower-case names, in order. */
   headers: ReadonlyArray<readonly [name: string, value: string | readonly string[]]>;

@@ -12,7 +12,7 @@ import { parseHttpDate } from './http-date.js';
  * - `partial`: bytes `start` to `end` inclusive; a last position past the end is clamped, a
  *   suffix longer than the representation takes all of it (§14.1.2).
  */
-export type RangeRequest =
+type RangeRequest =
   | { kind: 'ignore'; reason: string }
   | { kind: 'unsatisfiable' }
   | { kind: 'partial'; start: number; end: number };
@@ -84,7 +84,7 @@ export function ifRangeAllows(requestHeaders: HeaderBag, storedHeaders: HeaderBa
 }
 
 /** What to send for a GET of a stored full 200 of `size` bytes. */
-export type RangeAnswer =
+type RangeAnswer =
   | { status: 200 }
   | { status: 206; start: number; end: number; headers: { 'content-range': string; 'content-length': string } }
   | { status: 416; headers: { 'content-range': string } };

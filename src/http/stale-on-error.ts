@@ -74,7 +74,7 @@ export function reuseOf(
  * route's (`routeStaleIfError`). Never one whose headers forbid it, nor one stored without its
  * lifetime.
  */
-export function servableOnError(stored: StoredResponse, now: number, routeStaleIfError: number): boolean {
+function servableOnError(stored: StoredResponse, now: number, routeStaleIfError: number): boolean {
   if (stored.freshFor === undefined) return false;
   const window = stored.staleIfError ?? routeStaleIfError;
   return window > 0 && now < stored.createdAt + stored.freshFor + window;

@@ -7,7 +7,7 @@ import { LoaderError } from '../shared/errors.js';
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The request of a synthetic exchange: no body, no client behind it. */
-export interface SyntheticRequest {
+interface SyntheticRequest {
   method: string;
   /** The request target, given to the app as `req.url` byte for byte. */
   url: string;

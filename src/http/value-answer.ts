@@ -35,7 +35,7 @@ export function takeOwnFields(res: Partial<HeaderAccess>): OwnFields {
 }
 
 /** A route's response as the value cache sees it once the handler has run. */
-export interface ValueResponse {
+interface ValueResponse {
   status: number;
   headers: OutgoingHttpHeaders;
   /** The fields only this cache reads, taken off the response before the handler ran and after. */

@@ -10,7 +10,7 @@ import type { HttpCacheOptions } from './options.js';
 import { LoaderError } from '../shared/errors.js';
 import { requestHost } from './cache-key.js';
 import { servedFieldRecord, servedInstructions, type Replay } from './pipeline.js';
-import { answerLeader, answerLeaderError, dropTargeted, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
+import { answerLeader, answerLeaderError, dropTargeted, hasNoContent, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
 export type RunHandler = (request: Request) => Response | Promise<Response>;
@@ -34,7 +34,7 @@ export function requestHeaders(request: Request): IncomingHttpHeaders {
  * `Request` lazily from an `IncomingMessage`): read as they are instead of enumerating the
  * `Request`'s, which would make it build a `Headers` object for nothing.
  */
-export function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders): HttpRequestInfo {
+function requestInfo(request: Request, nodeHeaders?: IncomingHttpHeaders): HttpRequestInfo {
   const headers = nodeHeaders ?? requestHeaders(request);
   const target = webTarget(request.url);
   const info: HttpRequestInfo = { method: request.method, url: target.path, headers };
@@ -119,9 +119,7 @@ function webBody(payload: ClientAnswer['payload'], head: boolean): Body {
 
 function toResponse(answer: ClientAnswer, head: boolean): Response {
   const status = answer.status;
-  // 204, 205 and 304 carry no body (the Response constructor refuses one).
-  const bodyless = status === 204 || status === 205 || status === 304;
-  return new Response(bodyless ? null : webBody(answer.payload, head), { status, headers: toHeaders(answer.headers) });
+  return new Response(hasNoContent(status) ? null : webBody(answer.payload, head), { status, headers: toHeaders(answer.headers) });
 }
 
 /**
@@ -132,7 +130,7 @@ function served(response: PreparedResponse, head: boolean): Response {
   const served = servedInstructions(response);
   // Shared by the hits of the same second: @hono/node-server copies a plain record before changing it, a `Headers` copies it.
   const headers = servedFieldRecord(response) as Record<string, string>;
-  const bodyless = head || served.body === undefined || served.status === 204 || served.status === 304;
+  const bodyless = head || served.body === undefined || hasNoContent(served.status);
   return new Response(bodyless ? null : (served.body as unknown as Body), { status: served.status, headers });
 }
 

@@ -11,9 +11,9 @@ import { watchClientGone, type ResponseCapture } from '../http/capture.js';
 import type { PreparedResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import { isTargetedField } from '../http/targeted-fields.js';
-import { answerLeader, answerLeaderError, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
+import { answerLeader, answerLeaderError, hasNoContent, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
 
-export { HTTP_CACHE_DEFAULTS } from '../http/options.js';
+export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of the Koa `dogpileGuard()`; `key`, `skip` and `tags` receive Koa's context. See `HttpCacheOptions` for each option and its default. */
 export type DogpileGuardOptions = HttpCacheOptions<Context>;
@@ -38,9 +38,6 @@ function koaReplay(app: Koa): Replay {
     return injectTarget(dispatch, request);
   };
 }
-
-/** Statuses whose responses carry no body. */
-const BODYLESS = new Set([204, 205, 304]);
 
 /** What the handler left in `ctx`: status, headers, and `ctx.body` as a payload (an object as its JSON). */
 function handlerAnswer(ctx: Context, capture: ResponseCapture | undefined): HandlerAnswer {
@@ -84,9 +81,10 @@ function keepReading(source: Readable, capture: ResponseCapture): Readable {
 function apply(ctx: Context, answer: ClientAnswer): void {
   const headOnly = ctx.method === 'HEAD';
   const payload = answer.payload;
-  if (BODYLESS.has(answer.status) || payload === null) {
+  const noContent = hasNoContent(answer.status);
+  if (noContent || payload === null) {
     if (payload instanceof Readable) payload.resume();
-    ctx.body = BODYLESS.has(answer.status) ? null : '';
+    ctx.body = noContent ? null : '';
   } else {
     // Koa sends no body for HEAD; a stream is still read to its end, for the capture.
     if (headOnly && payload instanceof Readable) payload.resume();

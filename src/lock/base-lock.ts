@@ -25,6 +25,7 @@ export interface LockEvents {
  */
 export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock {
   readonly name: string;
+  /** @internal */
   protected readonly options: ResolvedLockOptions;
   private state: State = 'idle';
   private value = '';
@@ -33,7 +34,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   private renewal: Renewal | undefined;
   private expiryTimer: NodeJS.Timeout | undefined;
 
-  /** `known`: the option names the subclass accepts. */
+  /** @internal `known`: the option names the subclass accepts. */
   constructor(name: string, options: LockOptions | undefined, known: readonly string[]) {
     super();
     this.name = validateName(name);
@@ -57,18 +58,20 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
     return this.options.id;
   }
 
-  /** Attempts once; resolves the fencing token, or false when the lock is taken. */
+  /** @internal Attempts once; resolves the fencing token, or false when the lock is taken. */
   protected abstract tryOnce(value: string): Promise<number | false>;
-  /** Waits up to `timeoutMs` (> 0) for the lock; resolves the fencing token or throws. */
+  /** @internal Waits up to `timeoutMs` (> 0) for the lock; resolves the fencing token or throws. */
   protected abstract waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number>;
   /**
-   * Whether `acquire()` tries once before it prepares to wait. A lock whose wake-up channel is
+   * @internal Whether `acquire()` tries once before it prepares to wait. A lock whose wake-up channel is
    * already live skips it: its first queued attempt takes the lock just as well when it is free.
    */
   protected tryFirst(): boolean {
     return true;
   }
+  /** @internal Extends the hold of `value` to `ms` from now; false when it is no longer held. */
   protected abstract extendRaw(value: string, ms: number): Promise<boolean>;
+  /** @internal Releases the hold of `value`; false when it was no longer held. */
   protected abstract releaseRaw(value: string): Promise<boolean>;
   abstract getOwnerId(): Promise<string | null>;
 
@@ -159,11 +162,12 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
     await this.release();
   }
 
-  /** Throws the `LockTimeoutError` of a wait of `timeout` ms (what a bounded wait settles with when it runs out). */
+  /** @internal Throws the `LockTimeoutError` of a wait of `timeout` ms (what a bounded wait settles with when it runs out). */
   protected throwTimeout(timeout: number): never {
     throw this.timeoutError(timeout);
   }
 
+  /** @internal */
   protected timeoutError(timeout: number): LockTimeoutError {
     return new LockTimeoutError(
       timeout === 0
@@ -227,7 +231,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
 }
 
 /** `<random 128-bit token>|<owner id>`: the value a lock key holds. */
-export function newLockValue(ownerId: string): string {
+function newLockValue(ownerId: string): string {
   return `${randomBytes(16).toString('hex')}|${ownerId}`;
 }
 

@@ -12,9 +12,9 @@ export interface ResolvedLockOptions {
   prefix: string;
 }
 
-export const MAX_NAME_LENGTH = 1024;
+const MAX_NAME_LENGTH = 1024;
 
-export function defaultOwnerId(): string {
+function defaultOwnerId(): string {
   return `${hostname()}:${process.pid}`;
 }
 

@@ -132,12 +132,14 @@ export class MemoryLock extends BaseLock {
     return this.registry.take(this.key, slot, value, this.options.ttl);
   }
 
+  /** @internal */
   protected async tryOnce(value: string): Promise<number | false> {
     const token = this.take(value);
     if (token === false) return false;
     return token;
   }
 
+  /** @internal */
   protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
     const deadline = performance.now() + timeoutMs;
     const slot = this.registry.slot(this.key);
@@ -164,6 +166,7 @@ export class MemoryLock extends BaseLock {
     }
   }
 
+  /** @internal */
   protected async extendRaw(value: string, ms: number): Promise<boolean> {
     const slot = this.registry.slot(this.key);
     const held = slot.value === value && slot.expiresAt > performance.now();
@@ -172,6 +175,7 @@ export class MemoryLock extends BaseLock {
     return held;
   }
 
+  /** @internal */
   protected async releaseRaw(value: string): Promise<boolean> {
     const slot = this.registry.slot(this.key);
     if (slot.value !== value) {

@@ -86,6 +86,7 @@ export class RedisLock extends BaseLock {
     }
   }
 
+  /** @internal */
   protected async tryOnce(value: string): Promise<number | false> {
     const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
     return ok === 1 ? this.replicated(value, n) : false;
@@ -112,6 +113,7 @@ export class RedisLock extends BaseLock {
     );
   }
 
+  /** @internal */
   protected async waitFor(value: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<number> {
     // The deadline is this process's (monotonic); the queue entry gets the time left, and the
     // script turns it into a deadline on the server's clock, the one clock all processes share.
@@ -198,14 +200,17 @@ export class RedisLock extends BaseLock {
     return ok === 1 ? n : false;
   }
 
+  /** @internal */
   protected override tryFirst(): boolean {
     return !(this.subscriber ?? existingSharedSubscriber(this.client))?.isLive(this.keys.channel);
   }
 
+  /** @internal */
   protected async extendRaw(value: string, ms: number): Promise<boolean> {
     return (await EXTEND.run(this.commands, [this.keys.lock], [value, ms])) === 1;
   }
 
+  /** @internal */
   protected async releaseRaw(value: string): Promise<boolean> {
     const pub = await this.publisher();
     return (await RELEASE.run(this.commands, [this.keys.lock, this.keys.queue, this.keys.fence], [value, this.keys.channel, pub])) === 1;

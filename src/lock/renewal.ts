@@ -1,6 +1,6 @@
 import { LockLostError } from '../shared/errors.js';
 
-export interface RenewalOptions {
+interface RenewalOptions {
   /** The lock's TTL in ms; renewal runs every ttl / 3. */
   ttl: number;
   /** Resets the lock's expiry; resolves false when the lock is no longer held. */

@@ -12,7 +12,7 @@
  *   createCache({ redis, serializer: msgpackSerializer });
  */
 import { Packr } from 'msgpackr';
-import type { Serializer } from '../store/serializer.js';
+import type { Serializer } from '../core/options.js';
 
 const packr = new Packr({ structuredClone: true, useBigIntExtension: true });
 

@@ -1,11 +1,11 @@
-import { Inject, Logger, Module, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
+import { Inject, Logger, Module, type DynamicModule, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { DogpileCache } from '../core/cache.js';
 import { openCache } from '../core/open-cache.js';
 import { DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { cacheProviderMethods } from './method-caching.js';
 import { checkCachedOverCache } from './check-cached.js';
-import { DogpileConfigurableModule, DOGPILE_MODULE_OPTIONS } from './module-definition.js';
+import { DogpileConfigurableModule, DOGPILE_MODULE_OPTIONS, type DogpileModuleAsyncOptions, type DogpileModuleForRootOptions } from './module-definition.js';
 import { splitModuleOptions, type DogpileDefaults, type DogpileModuleOptions } from './options.js';
 
 /** The module's cache, and how to close it when the module made it (with the Redis connection it made from a URL). */
@@ -17,7 +17,7 @@ interface CacheHandle {
 const CACHE_HANDLE = Symbol('dogpile-guard:cache-handle');
 
 /** How long startup waits for a Redis given as a URL to connect before going on without it. */
-export const REDIS_CONNECT_WAIT_MS = 5000;
+const REDIS_CONNECT_WAIT_MS = 5000;
 
 const logger = new Logger('DogpileModule');
 
@@ -81,16 +81,25 @@ const providers: Provider[] = [
   providers,
   exports: [DOGPILE_CACHE, DogpileCache, DOGPILE_DEFAULTS],
 })
-export class DogpileModule extends DogpileConfigurableModule implements OnModuleInit, OnModuleDestroy {
+export class DogpileModule implements OnModuleInit, OnModuleDestroy {
+  /** The module with these options: those of `createCache()` plus `ttl`, or `cache`; and `isGlobal`. */
+  static forRoot(options: DogpileModuleForRootOptions): DynamicModule {
+    return { ...DogpileConfigurableModule.forRoot(options), module: DogpileModule };
+  }
+
+  /** The module with options made by a provider: `useFactory` / `useClass` / `useExisting`, `inject`, `imports`; and `isGlobal`. */
+  static forRootAsync(options: DogpileModuleAsyncOptions): DynamicModule {
+    return { ...DogpileConfigurableModule.forRootAsync(options), module: DogpileModule };
+  }
+
+  /** @internal Made by Nest's injector. */
   constructor(
     @Inject(CACHE_HANDLE) private readonly handle: CacheHandle,
     @Inject(DOGPILE_DEFAULTS) private readonly defaults: DogpileDefaults,
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
     @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
     @Inject(Reflector) private readonly reflector: Reflector,
-  ) {
-    super();
-  }
+  ) {}
 
   onModuleInit(): void {
     checkCachedOverCache(this.discovery, this.scanner, this.reflector, this.handle.cache);

@@ -1,9 +1,5 @@
 import type { ExecutionContext, Type } from '@nestjs/common';
 
-type HttpArgumentsHost = ReturnType<ExecutionContext['switchToHttp']>;
-type RpcArgumentsHost = ReturnType<ExecutionContext['switchToRpc']>;
-type WsArgumentsHost = ReturnType<ExecutionContext['switchToWs']>;
-
 /** The context type of a cached provider-method call, as `context.getType()` reports it. */
 export const METHOD_CONTEXT_TYPE = 'dogpile-method';
 
@@ -39,15 +35,15 @@ export class MethodCallContext implements ExecutionContext {
     return METHOD_CONTEXT_TYPE as TContext;
   }
 
-  switchToRpc(): RpcArgumentsHost {
-    return { getData: () => this.args[0], getContext: () => this.args[1] } as RpcArgumentsHost;
+  switchToRpc(): ReturnType<ExecutionContext['switchToRpc']> {
+    return { getData: () => this.args[0], getContext: () => this.args[1] } as ReturnType<ExecutionContext['switchToRpc']>;
   }
 
-  switchToHttp(): HttpArgumentsHost {
-    return { getRequest: () => this.args[0], getResponse: () => this.args[1], getNext: () => this.args[2] } as HttpArgumentsHost;
+  switchToHttp(): ReturnType<ExecutionContext['switchToHttp']> {
+    return { getRequest: () => this.args[0], getResponse: () => this.args[1], getNext: () => this.args[2] } as ReturnType<ExecutionContext['switchToHttp']>;
   }
 
-  switchToWs(): WsArgumentsHost {
-    return { getClient: () => this.args[0], getData: () => this.args[1], getPattern: () => '' } as unknown as WsArgumentsHost;
+  switchToWs(): ReturnType<ExecutionContext['switchToWs']> {
+    return { getClient: () => this.args[0], getData: () => this.args[1], getPattern: () => '' } as unknown as ReturnType<ExecutionContext['switchToWs']>;
   }
 }

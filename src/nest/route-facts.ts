@@ -2,7 +2,7 @@ import { fixedHeaderRules } from '../http/value-answer.js';
 import { NEST_HEADERS_METADATA, NEST_PARAM_NEXT, NEST_PARAM_RESPONSE, NEST_ROUTE_ARGS_METADATA, NEST_SSE_METADATA } from './constants.js';
 
 /** What the interceptor needs to know about a handler, read once from Nest's metadata. */
-export interface HandlerFacts {
+interface HandlerFacts {
   /**
    * Why the handler's requests are let through untouched, or undefined:
    * - `@Res()` / `@Next()`: the handler writes the response itself (status, headers, cookies,

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type { Redis, Cluster } from 'ioredis';
 import { InvalidOptionError } from '../shared/errors.js';
 import type { CommandClient } from './commands.js';
-import { closeNodeRedis, isNodeRedis, NodeRedisCommands, nodeRedisMasters, type NodeRedis } from './node-redis.js';
+import { closeNodeRedis, isNodeRedis, NodeRedisCommands, nodeRedisMasters, type NodeRedis, type NodeRedisClient, type NodeRedisCluster } from './node-redis.js';
 
 /** An ioredis (v5, v6) or iovalkey `Redis` or `Cluster`: one interface, typed here as ioredis 5's. */
 export type IoRedisClient = Redis | Cluster;
@@ -29,7 +29,7 @@ export interface IoRedisLike extends CommandClient {
  * node-redis 5 and 6 (`createClient()`, `createCluster()`). Only the commands listed in
  * `CommandClient` are sent on it, and the library never closes a client the user passed in.
  */
-export type RedisClient = IoRedisLike | NodeRedis;
+export type RedisClient = IoRedisLike | NodeRedisClient | NodeRedisCluster;
 
 /** What the `redis` options say they accept (the error message of a wrong value). */
 export const ACCEPTED_CLIENTS =
@@ -47,7 +47,7 @@ export function isRedisClient(value: unknown): value is RedisClient {
  * cache would answer `degraded` forever. One still connecting (`connect()` called, not yet
  * ready) is accepted; ioredis and iovalkey clients connect by themselves.
  */
-export function unconnectedClientProblem(client: RedisClient): string | undefined {
+function unconnectedClientProblem(client: RedisClient): string | undefined {
   if (!isNodeRedis(client) || client.isOpen) return undefined;
   return 'the node-redis client is not connected (its isOpen is false): call await client.connect() before createCache or RedisLock';
 }

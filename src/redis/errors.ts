@@ -36,7 +36,7 @@ const UNAVAILABLE = new Set([
 ]);
 
 /** True when `error` is the server's error reply about one key, not about Redis being unusable. */
-export function isKeyError(error: unknown): boolean {
+function isKeyError(error: unknown): boolean {
   if (!(error instanceof Error) || (error.name !== 'ReplyError' && !isNodeRedisReplyError(error))) return false;
   const code = /^-?([A-Z]+)\b/.exec(error.message)?.[1];
   return code !== undefined && !UNAVAILABLE.has(code);

@@ -18,7 +18,7 @@ interface QueuedGet {
  * (A cluster client routes commands by slot itself, and node-redis writes a tick's commands
  * together by itself: both keep `getBuffer`.)
  */
-export class GetBatcher {
+class GetBatcher {
   private open = false;
   private queued: QueuedGet[] | undefined;
 

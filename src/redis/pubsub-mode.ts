@@ -10,7 +10,7 @@ import { isCluster, type RedisClient } from './client.js';
  * Every process must pick the same mode for the same deployment, so the choice depends only on
  * the server: a cluster whose nodes know SPUBLISH is sharded, anything else is plain.
  */
-export type PubSubMode = 'sharded' | 'plain';
+type PubSubMode = 'sharded' | 'plain';
 
 const modes = new WeakMap<Cluster, Promise<PubSubMode>>();
 /** The modes of the clusters whose probe has answered. */

@@ -14,7 +14,7 @@ export type ReplicasOption = 'majority' | number;
 export { ReplicationError };
 
 /** Bound of the `WAIT` for replicas when `replicaTimeout` is not given. */
-export const DEFAULT_REPLICA_TIMEOUT_MS = 100;
+const DEFAULT_REPLICA_TIMEOUT_MS = 100;
 
 export interface Replication {
   replicas: ReplicasOption;

@@ -1,6 +1,6 @@
 import type { ClusterSubscriberConnection } from './cluster-connection.js';
 import { ShardedSubscriberConnection } from './sharded-connection.js';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { isCluster, type IoRedisClient, type RedisClient } from './client.js';
 import { isNodeRedis, NodeRedisSubscriberConnection } from './node-redis.js';
 import { SubscriberClosedError } from '../shared/errors.js';
@@ -9,7 +9,7 @@ import { SubscriberClosedError } from '../shared/errors.js';
  * Called with a message, or with `null` when messages may have been lost: the connection
  * closed (`isLive` is then false until it is back) or came back.
  */
-export type ChannelListener = (message: Buffer | null) => void;
+type ChannelListener = (message: Buffer | null) => void;
 
 /**
  * Removes a listener. The channel, once it has no listener left, stays subscribed for its
@@ -32,7 +32,7 @@ interface ChannelState {
 /** How long a channel stays subscribed after its last listener left (a busy lock or key keeps it). */
 export const CHANNEL_LINGER_MS = 1000;
 /** The longest a channel waited on again and again lingers (its linger doubles at each return). */
-export const CHANNEL_LINGER_MAX_MS = 60_000;
+const CHANNEL_LINGER_MAX_MS = 60_000;
 /** How many dropped channels' lingers are remembered (to grow them when they come back). */
 const LINGER_MEMORY = 10_000;
 
@@ -45,6 +45,15 @@ const LINGER_MEMORY = 10_000;
  * as long the next time, up to `CHANNEL_LINGER_MAX_MS` (a hot key refreshed on a cycle keeps it). After a reconnect (ioredis re-subscribes by itself) every
  * listener is called with `null`, since a message may have been published meanwhile.
  */
+interface SubscriberOptions {
+  owned: boolean;
+  lingerMs?: number;
+  onIdle?: () => void;
+  onError?: (err: Error) => void;
+  /** Where dropped channels' lingers are remembered (kept across subscribers of one client). */
+  lingerHistory?: Map<string, { linger: number; at: number }>;
+}
+
 /** What a `Subscriber` listens on: an ioredis client, the sharded or node connections of a cluster, or a node-redis duplicate. */
 type PubSubConnection = IoRedisClient | ClusterSubscriberConnection | ShardedSubscriberConnection | NodeRedisSubscriberConnection;
 
@@ -65,16 +74,17 @@ export class Subscriber {
   /** The end of the connection's handshake, while channels wait for it (see handshakeDone). */
   private handshake: Promise<void> | undefined;
 
+  /**
+   * A subscriber on `connection`, an ioredis or iovalkey client of its own (it enters subscriber
+   * mode): give it to `RedisLock`s as their `subscriber` to share one connection among them.
+   * `owned`: `close()` closes the connection too.
+   */
+  constructor(connection: Redis | Cluster, options: { owned: boolean; lingerMs?: number; onError?: (err: Error) => void });
+  /** @internal Any connection the package subscribes on; `onIdle` and `lingerHistory` serve the shared subscribers. */
+  constructor(connection: PubSubConnection, options: SubscriberOptions);
   constructor(
     private readonly connection: PubSubConnection,
-    private readonly options: {
-      owned: boolean;
-      lingerMs?: number;
-      onIdle?: () => void;
-      onError?: (err: Error) => void;
-      /** Where dropped channels' lingers are remembered (kept across subscribers of one client). */
-      lingerHistory?: Map<string, { linger: number; at: number }>;
-    },
+    private readonly options: SubscriberOptions,
   ) {
     this.dropped = options.lingerHistory ?? new Map();
     connection.on('messageBuffer', this.onMessage);
@@ -90,7 +100,7 @@ export class Subscriber {
   }
 
   /**
-   * Adds a listener and resolves once the channel subscription is confirmed by the server,
+   * @internal Adds a listener and resolves once the channel subscription is confirmed by the server,
    * so a message published after that cannot be missed. Returns the function that removes it.
    */
   async listen(channel: string, listener: ChannelListener): Promise<Unlisten> {
@@ -137,7 +147,7 @@ export class Subscriber {
   }
 
   /**
-   * True when `channel` is subscribed and the connection is up right now, so a publish on it
+   * @internal True when `channel` is subscribed and the connection is up right now, so a publish on it
    * reaches this process. False from the moment the connection closes until it is back.
    */
   isLive(channel: string): boolean {

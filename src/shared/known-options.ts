@@ -16,16 +16,6 @@ export function checkKnownOptions(options: object, known: ReadonlySet<string> | 
 }
 
 /**
- * Requires a plain object (not null, not an array) for `option`: `InvalidOptionError` with
- * `expected` in its message otherwise.
- */
-export function checkOptionsObject(value: unknown, option: string, expected: string): asserts value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidOptionError(option, `expected ${expected}, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
-  }
-}
-
-/**
  * The known name nearest to `name`: the same but for case, else the one at the smallest edit
  * distance (insertions, deletions, substitutions, swaps of neighbours), if that distance is
  * at most a third of the name's length (at least 1, at most 3).

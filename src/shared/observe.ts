@@ -10,7 +10,7 @@ import {
 } from './diagnostics.js';
 
 /** What a metrics integration hears: each call, loader run and lock acquisition once it has finished, and each Redis error. */
-export interface DiagnosticsObserver {
+interface DiagnosticsObserver {
   call?(ctx: GetOrComputeTrace): void;
   loader?(ctx: LoaderTrace): void;
   lock?(ctx: LockTrace): void;

@@ -23,12 +23,12 @@ export interface ResolvedCompression {
   algorithm: CompressionAlgorithm;
 }
 
-export const COMPRESSION_ALGORITHMS: readonly CompressionAlgorithm[] = ['zstd', 'brotli', 'gzip'];
+const COMPRESSION_ALGORITHMS: readonly CompressionAlgorithm[] = ['zstd', 'brotli', 'gzip'];
 
 /** The fields of `CompressionOptions`: any other is refused. */
-export const COMPRESSION_OPTION_NAMES: ReadonlySet<string> = new Set(['threshold', 'algorithm']);
+const COMPRESSION_OPTION_NAMES: ReadonlySet<string> = new Set(['threshold', 'algorithm']);
 
-export const DEFAULT_COMPRESSION_THRESHOLD = 1024;
+const DEFAULT_COMPRESSION_THRESHOLD = 1024;
 
 /**
  * The most bytes a compressed payload may decompress to: 16 MiB. Compressed bytes come from

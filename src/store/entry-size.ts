@@ -4,7 +4,7 @@ import type { StoredEntry } from './types.js';
 const sizes = new WeakMap<StoredEntry, number>();
 
 /** What an entry whose bytes this process never saw is counted as (a copy made from one, e.g. marked stale). */
-export const UNKNOWN_ENTRY_SIZE = 1024;
+const UNKNOWN_ENTRY_SIZE = 1024;
 
 export function recordSize(entry: StoredEntry, bytes: number): void {
   sizes.set(entry, bytes);

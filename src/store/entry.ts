@@ -43,25 +43,25 @@ import { DogpileError } from '../shared/errors.js';
  * scripts that write an entry rewrite bytes 4..35 (cache-scripts.ts): every version from 2 on
  * keeps them where version 2 has them.
  */
-export const ENTRY_MAGIC_0 = 0xd0;
-export const ENTRY_MAGIC_1 = 0x67;
-export const ENTRY_VERSION = 1;
-export const ENTRY_VERSION_2 = 2;
-export const ENTRY_VERSION_3 = 3;
-export const ENTRY_VERSION_4 = 4;
+const ENTRY_MAGIC_0 = 0xd0;
+const ENTRY_MAGIC_1 = 0x67;
+const ENTRY_VERSION = 1;
+const ENTRY_VERSION_2 = 2;
+const ENTRY_VERSION_3 = 3;
+const ENTRY_VERSION_4 = 4;
 export const HEADER_SIZE = 20;
 export const HEADER_SIZE_V2 = 36;
 /** Version 3's fixed part, before its tags. */
 export const HEADER_SIZE_V3 = 54;
 /** Between the serializer's name and the compression algorithm in version 4's name field. */
-export const COMPRESSION_MARK = ';';
+const COMPRESSION_MARK = ';';
 
 export const enum EntryKind {
   Value = 1,
   HitForMiss = 2,
 }
 
-export interface DecodedEntry {
+interface DecodedEntry {
   kind: EntryKind;
   createdAt: number;
   ttl: number;
@@ -85,7 +85,7 @@ export interface DecodedEntry {
  * The stale window, loader duration, own stale windows and tags of an entry (none of them: a
  * version 1 entry is written; a window or a duration: version 2; own windows or tags: version 3).
  */
-export interface EntryWindow {
+interface EntryWindow {
   stale?: number;
   delta?: number;
   revalidate?: number | undefined;

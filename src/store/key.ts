@@ -1,7 +1,7 @@
 import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 
 /** Keys longer than this are stored under a SHA-256 digest of the key. */
-export const MAX_PLAIN_KEY_LENGTH = 512;
+const MAX_PLAIN_KEY_LENGTH = 512;
 
 /**
  * The part of the Redis key that identifies a cache key (or a tag). Keys up to 512 characters
@@ -9,7 +9,7 @@ export const MAX_PLAIN_KEY_LENGTH = 512;
  * (it would leave the hash tag `{id}` empty, see `breaksHashTag`) become `#` + the base64url
  * SHA-256 of the key, so a plain key and a digest can never meet.
  */
-export function storageId(key: string): string {
+function storageId(key: string): string {
   if (key.length <= MAX_PLAIN_KEY_LENGTH && key.charCodeAt(0) !== 35 /* # */ && !breaksHashTag(key)) return key;
   return digestId(key);
 }

@@ -26,7 +26,7 @@ export { resolveReplication, type ReplicasOption } from '../redis/replication.js
 export { faultOf, type Fault } from '../redis/errors.js';
 
 /** What a cache's options say of its store. */
-export interface StoreSettings {
+interface StoreSettings {
   prefix: string;
   serializer: Serializer;
   maxEntries: number;
@@ -53,7 +53,7 @@ export function openGenerations(connection: RedisConnection | undefined, rootPre
 }
 
 /** Where a cache in a scope stands: its chain of generations, their stamps, the root's prefix. */
-export interface StoreScope {
+interface StoreScope {
   readonly generations: readonly string[];
   readonly stamps: TagStamps;
   readonly rootPrefix: string;

@@ -18,7 +18,7 @@ import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE, TRY_LEAD } from './cache-scripts.js';
 import type { Commit, Lookup, LookupRequest, Outcome, Store, StoredEntry } from './types.js';
 
-export interface RedisBackendOptions {
+interface RedisBackendOptions {
   prefix: string;
   codec: EntryCodec;
   inlineMax: number;

@@ -21,7 +21,7 @@ export const T_REGEXP = 0x10;
 export const T_REF = 0x11;
 export const T_ERROR = 0x12;
 
-export type TypedCtor = new (buffer: ArrayBuffer, byteOffset?: number, length?: number) => ArrayBufferView;
+type TypedCtor = new (buffer: ArrayBuffer, byteOffset?: number, length?: number) => ArrayBufferView;
 
 /** Typed array kinds by their byte in the format; the order is part of the format. */
 export const TYPED_KINDS: TypedCtor[] = [

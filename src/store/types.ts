@@ -74,8 +74,6 @@ export type Outcome =
   | { kind: 'uncacheable' }
   | { kind: 'released' };
 
-export type CommitMode = Commit['mode'];
-
 /**
  * Step 4 of the miss protocol: what the leader hands the store when it lets go of the lead.
  * A value's `sent`, if given, is called once the value is encoded and its commit handed to the
