@@ -1,8 +1,11 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+import { INTEGRATION_FILES } from './test/support/integration-files.js';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Those run by `npm run test:integration` (vitest.integration.config.ts).
+    exclude: [...configDefaults.exclude, ...INTEGRATION_FILES],
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/setup.ts'],
     pool: 'forks',

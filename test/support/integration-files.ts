@@ -1,0 +1,16 @@
+/**
+ * The tests that install or build something whole before they run (the packed tarball in fresh
+ * projects, the README's quick starts, a `next build`, a Nest 11 app, the examples on Bun, Deno
+ * and another Node): `npm run test:integration` runs them, `npm test` runs the rest. CI runs both.
+ */
+export const INTEGRATION_FILES = [
+  'test/quickstarts.test.ts',
+  'test/package.test.ts',
+  'test/package-install.test.ts',
+  'test/nextjs-example.test.ts',
+  'test/nest11.test.ts',
+  'test/examples.test.ts',
+  'test/examples-web.test.ts',
+  'test/runtimes.test.ts',
+  'test/demo.test.ts',
+];
