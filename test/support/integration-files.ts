@@ -1,7 +1,9 @@
 /**
  * The tests that install or build something whole before they run (the packed tarball in fresh
  * projects, the README's quick starts, a `next build`, a Nest 11 app, the examples on Bun, Deno
- * and another Node): `npm run test:integration` runs them, `npm test` runs the rest. CI runs both.
+ * and another Node), and the longest whole-system runs (every Redis topology, the fleets of
+ * processes under stale windows, the fault campaign's histories, the memory bounds):
+ * `npm run test:integration` runs them, `npm test` runs the rest, in under 15 minutes. CI runs both.
  */
 export const INTEGRATION_FILES = [
   'test/quickstarts.test.ts',
@@ -13,4 +15,10 @@ export const INTEGRATION_FILES = [
   'test/examples-web.test.ts',
   'test/runtimes.test.ts',
   'test/demo.test.ts',
+  'test/topologies.test.ts',
+  'test/stale-processes.test.ts',
+  'test/chaos.test.ts',
+  'test/key-memory.test.ts',
+  'test/nest-processes.test.ts',
+  'test/http-processes.test.ts',
 ];
