@@ -14,14 +14,15 @@ function flight(): { promise: Promise<Settled<unknown>>; settle: (s: Settled<unk
   return { promise, settle, fail };
 }
 
-const value = (v: unknown, extra: Partial<Settled<unknown>> = {}): Settled<unknown> => ({ value: v, status: 'miss', createdAt: 0, degraded: false, private: false, ...extra });
+const value = (v: unknown): Settled<unknown> => ({ kind: 'shared', value: v, status: 'miss', createdAt: 0, degraded: false });
+const own = (v: unknown): Settled<unknown> => ({ kind: 'own', value: v, status: 'miss', createdAt: 0, degraded: false });
 
 describe('Joiners: the plain callers of a flight, kept as columns', () => {
   it('hands each caller its own loader and TTL on the rare endings, whether the TTLs agree or not', async () => {
     const seen: string[] = [];
     const joiners = new Joiners<string, number>(
       (key, answer, loader, ttl, settled, error) => {
-        seen.push(`${key} ${loader} ${ttl} ${settled?.private === true ? 'private' : String(error)}`);
+        seen.push(`${key} ${loader} ${ttl} ${settled?.kind === 'own' ? 'private' : String(error)}`);
         answer(`${loader}@${ttl}`);
       },
       () => {
@@ -30,7 +31,7 @@ describe('Joiners: the plain callers of a flight, kept as columns', () => {
     );
     const f = flight();
     const calls = [joiners.join('k', f.promise, 10_000, 'a', 1000), joiners.join('k', f.promise, 10_000, 'b', 1000), joiners.join('k', f.promise, 10_000, 'c', 2000), joiners.join('k', f.promise, 10_000, 'd', 1000)];
-    f.settle(value(undefined, { private: true }));
+    f.settle(own(undefined));
     expect(await Promise.all(calls)).toEqual(['a@1000', 'b@1000', 'c@2000', 'd@1000']);
     expect(seen).toEqual(['k a 1000 private', 'k b 1000 private', 'k c 2000 private', 'k d 1000 private']);
 

@@ -118,8 +118,8 @@ export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promi
   const reads: Promise<void>[] = [];
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
-    const local = host.backend.peek(key);
-    if (local !== undefined && isFreshNow(local, host.clock)) {
+    const local = host.hints.freshInMemory(key);
+    if (local !== undefined) {
       out[i] = local.kind === EntryKind.Value ? (local.value as T) : undefined;
       continue;
     }

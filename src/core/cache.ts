@@ -5,14 +5,14 @@ import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagn
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../shared/key-names.js';
-import type { Backend } from '../store/types.js';
+import type { Backend, StoredEntry } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
 import { ListenerFlag, type CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { RecoveryQueue, type Invalidation, type RecoveryHost } from './recovery.js';
 import { FreshnessHints } from './hints.js';
-import { MissProtocol } from './miss-protocol.js';
+import { MissProtocol, type Flown } from './miss-protocol.js';
 import { registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFreshNow } from './freshness.js';
@@ -134,9 +134,9 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
     // With early refresh on, every hit draws, so hits go through resolve().
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
-      const local = this.backend.holdsInMemory ? this.backend.peek(key) : undefined;
-      if (local !== undefined && local.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
-        if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
+      // (Without an in-process store or L1, nothing to look at.)
+      const local = this.backend.holdsInMemory ? this.memoryHit(key) : undefined;
+      if (local !== undefined) {
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
       }
@@ -177,10 +177,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   peek<T = unknown>(key: string): T | undefined {
     validateKey(key);
     if (this.closed) return undefined;
-    const local = this.backend.peek(key);
-    if (local === undefined || local.kind !== EntryKind.Value || !isFreshNow(local, this.clock)) return undefined;
+    return this.memoryHit(key)?.value as T | undefined;
+  }
+
+  /** A value process memory holds fresh for `key`, as a hit (told to `hit` listeners); else undefined. */
+  private memoryHit(key: string): StoredEntry | undefined {
+    const local = this.hints.freshInMemory(key);
+    if (local?.kind !== EntryKind.Value) return undefined;
     if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
-    return local.value as T;
+    return local;
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
@@ -193,7 +198,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline, unseen);
     // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
     // synchronously, so a hit it answers was read from the layer this peek finds.
-    const hitLayer = typeof key === 'string' && key !== '' && this.backend.peek(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
+    const hitLayer = typeof key === 'string' && key !== '' && this.hints.freshInMemory(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
     return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline, unseen));
   }
 
@@ -202,17 +207,16 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
     // `unseen`: in this same turn, getOrCompute found no fresh value in process memory, no flight and no freshness hint.
-    const local = opts.forceRefresh || unseen || !this.backend.holdsInMemory ? undefined : this.backend.peek(key);
-    if (local?.kind === EntryKind.Value && isFreshNow(local, this.clock)) {
-      if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
-      this.protocol.afterHit(key, local, loader, opts);
+    const local = opts.forceRefresh || unseen ? undefined : this.memoryHit(key);
+    if (local !== undefined) {
+      this.protocol.refreshes.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
     }
 
     const flights = opts.forceRefresh ? this.forced : this.flights;
     const existing = unseen && !opts.forceRefresh ? undefined : flights.get<T>(key);
     if (existing) {
-      const stale = opts.forceRefresh ? undefined : this.protocol.staleWhileRefreshing<T>(key, opts);
+      const stale = opts.forceRefresh ? undefined : this.protocol.refreshes.staleWhileRefreshing<T>(key, opts);
       if (stale) return result(stale);
       if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
       if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
@@ -222,10 +226,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       } catch (error) {
         return this.callers.afterRemoteError(error, key, loader, opts);
       }
-      if (settled === TIMED_OUT) return result(await this.protocol.waitTimedOut(key, loader, opts));
-      if (settled.private) return this.callers.pass(key, loader, opts, settled.degraded);
-      if (settled.abandoned) return this.resolveCall(key, loader, ttlOrOptions, inline, false);
-      return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
+      if (settled === TIMED_OUT) return result(await this.protocol.local.waitTimedOut(key, loader, opts));
+      return this.callers.afterJoin(settled, key, loader, opts, () => this.resolveCall(key, loader, ttlOrOptions, inline, false));
     }
 
     // Plain callers joined to this flight are answered as soon as another process's value is
@@ -235,15 +237,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       if (started.joined !== undefined) this.callers.answerEarly(started.joined, settled);
     }, unseen);
     started.joined = flights.start(key, flight);
-    let settled;
+    let settled: Flown<T>;
     try {
       settled = await withSignal(flight, opts.signal, key);
       // This caller leads an inline refresh (its flight's other callers took the stale value).
-      if (settled.inline) settled = await withSignal(settled.inline, opts.signal, key);
+      if (settled.kind === 'shared' && settled.inline) settled = await withSignal(settled.inline, opts.signal, key);
     } catch (error) {
       return this.callers.afterRemoteError(error, key, loader, opts);
     }
-    if (settled.marker) return this.callers.pass(key, loader, opts, false);
+    if (settled.kind === 'marker') return this.callers.pass(key, loader, opts, false);
     return result(settled);
   }
 
@@ -251,8 +253,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   async get<T = unknown>(key: string): Promise<T | undefined> {
     validateKey(key);
     this.assertOpen();
-    const local = this.backend.peek(key);
-    if (local && isFreshNow(local, this.clock)) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
+    const local = this.hints.freshInMemory(key);
+    if (local !== undefined) return local.kind === EntryKind.Value ? (local.value as T) : undefined;
     return readStored<T>(this.bulk, key);
   }
 
@@ -382,7 +384,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private wrote(key: string): void {
     this.flights.detach(key);
     this.forced.detach(key);
-    this.protocol.wrote(key);
+    this.protocol.refreshes.wrote(key);
   }
 
   private get bulk(): BulkHost {

@@ -7,7 +7,7 @@ import { Flights, withSignal } from './flights.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { MissProtocol } from './miss-protocol.js';
 import type { ResolvedCacheOptions } from './options.js';
-import type { Settled } from './settled.js';
+import type { Answered, Settled } from './settled.js';
 import type { CacheResult, Loader } from './types.js';
 
 /**
@@ -33,7 +33,7 @@ export class Callers {
    */
   joinPlain<T>(key: string, loader: Loader<T>, ttl: Duration, flight: Promise<Settled<unknown>>): Promise<T> {
     const opts = this.plainOptions(key, loader, ttl);
-    const stale = this.protocol.staleWhileRefreshing<T>(key, opts);
+    const stale = this.protocol.refreshes.staleWhileRefreshing<T>(key, opts);
     if (stale) return Promise.resolve(stale.value);
     if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: false });
     if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
@@ -42,21 +42,15 @@ export class Callers {
 
   /** Answers a plain caller of a settled flight (see `joinPlain`). */
   private readonly answerJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration, settled: Settled<unknown> | undefined, error: unknown): void => {
-    let result: Promise<CacheResult<unknown>>;
-    if (settled === undefined) result = this.afterRemoteError(error, key, loader, this.plainOptions(key, loader, ttl));
-    else if (settled.private) result = this.pass(key, loader, this.plainOptions(key, loader, ttl), settled.degraded);
-    else if (settled.abandoned) result = this.resolveCall(key, loader, ttl);
-    else {
-      answer(settled.value);
-      return;
-    }
+    const opts = this.plainOptions(key, loader, ttl);
+    const answered = settled === undefined ? this.afterRemoteError(error, key, loader, opts) : this.afterJoin(settled, key, loader, opts, () => this.resolveCall(key, loader, ttl));
     // Resolved with a promise: the caller's settles as it does, rejection included.
-    answer(result.then(valueOf));
+    answer(Promise.resolve(answered).then(valueOf));
   };
 
   /** A plain caller's waitTimeout passed before the flight settled. */
   private readonly expireJoiner = (key: string, answer: Answer, loader: Loader<unknown>, ttl: Duration): void => {
-    answer(this.protocol.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then(settledValue));
+    answer(this.protocol.local.waitTimedOut(key, loader, this.plainOptions(key, loader, ttl)).then(settledValue));
   };
 
   private readonly joiners = new Joiners<Loader<unknown>, Duration>(this.answerJoiner, this.expireJoiner);
@@ -79,9 +73,27 @@ export class Callers {
 
   private readonly plainCalls = new Map<Duration, CallOptions<unknown>>();
 
+  /**
+   * How a caller that joined this process's flight is answered once it settled: with the
+   * flight's value; by its own loader run (a private result or a marker; `degraded` carries
+   * over); or by the whole call again (`again`: the flight's loader was abandoned).
+   */
+  afterJoin<T>(settled: Settled<T>, key: string, loader: Loader<T>, opts: CallOptions<T>, again: () => Promise<CacheResult<T>>): CacheResult<T> | Promise<CacheResult<T>> {
+    switch (settled.kind) {
+      case 'shared':
+        return result(settled, settled.status === 'hit' ? 'hit' : 'coalesced');
+      case 'own':
+        return this.pass(key, loader, opts, settled.degraded);
+      case 'marker':
+        return this.pass(key, loader, opts, false);
+      case 'abandoned':
+        return again();
+    }
+  }
+
   /** This caller runs its own loader (a private result or a marker); `degraded` carries over from the flight. */
   async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<CacheResult<T>> {
-    const settled = await this.protocol.pass(key, loader, opts);
+    const settled = await this.protocol.local.pass(key, loader, opts);
     return { value: settled.value, status: 'pass', createdAt: settled.createdAt, degraded: degraded || settled.degraded };
   }
 
@@ -95,17 +107,16 @@ export class Callers {
     const running = this.reruns.get<T>(key);
     if (running) {
       const settled = await withSignal(running, opts.signal, key);
-      if (settled.private) return this.pass(key, loader, opts, false);
-      return result(settled, 'coalesced');
+      return this.afterJoin(settled, key, loader, opts, () => this.afterRemoteError(error, key, loader, opts));
     }
-    const flight = this.protocol.loadAfterRemoteError(key, loader, opts);
+    const flight = this.protocol.local.afterRemoteError(key, loader, opts);
     this.reruns.start(key, flight);
     return result(await withSignal(flight, opts.signal, key));
   }
 }
 
-export function result<T>(settled: Settled<T>, status = settled.status): CacheResult<T> {
-  if (settled.status === 'stale') return { value: settled.value, status: 'stale', staleReason: settled.staleReason, createdAt: settled.createdAt, degraded: settled.degraded };
+export function result<T>(settled: Answered<T>, status = settled.status): CacheResult<T> {
+  if (settled.kind === 'shared' && settled.status === 'stale') return { value: settled.value, status: 'stale', staleReason: settled.staleReason, createdAt: settled.createdAt, degraded: settled.degraded };
   return { value: settled.value, status, createdAt: settled.createdAt, degraded: settled.degraded };
 }
 
@@ -113,6 +124,6 @@ export function valueOf<T>(r: CacheResult<T>): T {
   return r.value;
 }
 
-function settledValue<T>(s: Settled<T>): T {
+function settledValue<T>(s: Answered<T>): T {
   return s.value;
 }

@@ -2,6 +2,7 @@ import { monotonicNow } from '../shared/clock.js';
 import { LRUCache } from 'lru-cache';
 import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
 import type { Backend, StoredEntry } from '../store/types.js';
+import { isFreshNow } from './freshness.js';
 
 /** How many keys' expiry times a Redis-backed cache remembers to read hits with a plain GET (also bounded in bytes). */
 const FRESHNESS_HINTS = 10_000;
@@ -37,6 +38,16 @@ export class FreshnessHints {
     }
     this.fresh?.set(key, monotonicNow() + left);
     if (this.backend.holdsInMemory) this.backend.keep(key, entry, left, staleLeft);
+  }
+
+  /**
+   * What process memory (the in-process store, or the L1 in front of Redis) holds of `key`
+   * and is fresh now: a value or a hit-for-miss marker; else undefined. Never asks Redis.
+   */
+  freshInMemory(key: string): StoredEntry | undefined {
+    if (!this.backend.holdsInMemory) return undefined;
+    const local = this.backend.peek(key);
+    return local !== undefined && isFreshNow(local, this.backend.now) ? local : undefined;
   }
 
   /** True when this process saw the value of `key` and it has not expired. */

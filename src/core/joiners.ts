@@ -40,7 +40,7 @@ export class Joiners<L, A> {
   private readonly groups = new Map<Promise<Settled<unknown>>, Group<L, A>>();
 
   constructor(
-    /** Answers a caller of a flight that settled otherwise than with a value for all (an error, a private result, an abandoned run). */
+    /** Answers a caller of a flight that settled otherwise than with a value for all (an error, a private result, a marker, an abandoned run). */
     private readonly onSettled: (key: string, answer: Answer, loader: L, ttl: A, settled: Settled<unknown> | undefined, error: unknown) => void,
     /** Answers a caller whose `waitTimeout` passed first. */
     private readonly onTimeout: (key: string, answer: Answer, loader: L, ttl: A) => void,
@@ -114,7 +114,7 @@ export class Joiners<L, A> {
     const ttl = group.ttl;
     const ttls = group.ttls;
     clear(group);
-    if (settled !== undefined && !settled.private && settled.abandoned !== true) {
+    if (settled?.kind === 'shared') {
       // The common ending: every caller gets the flight's value.
       const { value } = settled;
       for (let i = head; i < answers.length; i++) answers[i]!(value);

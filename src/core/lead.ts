@@ -11,7 +11,7 @@ import { failSafe, type ProtocolParts } from './answers.js';
 import type { FreshnessRules } from './freshness.js';
 import { expiresAt, withinStaleIfError } from './freshness.js';
 import { runLoader, type RunResult } from './loader-run.js';
-import { AbandonedLoad, RETRY, type Settled } from './settled.js';
+import { AbandonedLoad, RETRY, type Answered, type Shared } from './settled.js';
 import type { Loader } from './types.js';
 import { decide, errorCommit, errorName, valueEntry, type Decided } from './verdict.js';
 
@@ -43,7 +43,7 @@ export class Leader {
    * commit is on its way (its callers need not wait for Redis's reply: the flight's value is
    * the loader's whatever the commit's fate).
    */
-  async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, fallback?: StoredEntry, early?: (settled: Settled<T>) => void): Promise<Settled<T> | typeof RETRY> {
+  async lead<T>(key: string, token: string, loader: Loader<T>, opts: CallOptions<T>, fallback?: StoredEntry, early?: (settled: Shared<T>) => void): Promise<Answered<T> | typeof RETRY> {
     const { backend, events } = this.parts;
     const controller = new AbortController();
     const rules = opts.freshness;
@@ -106,7 +106,7 @@ export class Leader {
         await this.commit(key, token, { mode: 'uncacheable', marker });
       } else {
         entry = valueEntry(value, createdAt, decided, opts, delta);
-        const sent = early === undefined ? undefined : () => early({ value, status: 'miss', createdAt, degraded: false, private: false });
+        const sent = early === undefined ? undefined : () => early({ kind: 'shared', value, status: 'miss', createdAt, degraded: false });
         committed = await this.commit(key, token, { mode: decision, entry, sharedTtl: opts.lockTtl, sent });
       }
     } catch (error) {
@@ -118,11 +118,11 @@ export class Leader {
     }
     if (decision === 'private') {
       refreshEnd('stored');
-      return { value, status: 'miss', createdAt, degraded: false, private: true };
+      return { kind: 'own', value, status: 'miss', createdAt, degraded: false };
     }
     if (committed && decision === 'store') this.parts.hints.remember(key, entry!);
     refreshEnd(committed === false ? 'lost' : 'stored');
-    return { value, status: 'miss', createdAt, degraded: committed === undefined, private: false };
+    return { kind: 'shared', value, status: 'miss', createdAt, degraded: committed === undefined };
   }
 
   /** Store-and-release; a Redis failure here is reported, not thrown (undefined). A value that cannot be encoded rejects (`SerializationError`). */
@@ -144,7 +144,7 @@ export class Leader {
    * `staleIfError` that value is this run's answer too; else the error is thrown. A miss with
    * no stored value lets go of the lead at once. `ended` runs once the lead is settled.
    */
-  private async failed<T>(key: string, token: string, error: unknown, rules: FreshnessRules, fallback: StoredEntry | undefined, ended: () => void): Promise<Settled<T>> {
+  private async failed<T>(key: string, token: string, error: unknown, rules: FreshnessRules, fallback: StoredEntry | undefined, ended: () => void): Promise<Answered<T>> {
     const now = this.parts.backend.now();
     const holdMs = fallback === undefined ? 0 : failSafeHold(fallback, now, rules);
     await this.commit(key, token, holdMs > 0 ? { mode: 'fail', name: errorName(error), message: errorMessage(error), holdMs } : errorCommit(error));

@@ -6,7 +6,7 @@ import type { CallOptions } from './call-options.js';
 import { answer, failSafe, type ProtocolParts } from './answers.js';
 import { isFresh, withinStaleIfError } from './freshness.js';
 import { runLoader, type RunResult } from './loader-run.js';
-import type { Settled } from './settled.js';
+import { ran, type Answered } from './settled.js';
 import type { Loader } from './types.js';
 import { decide, valueEntry } from './verdict.js';
 
@@ -21,7 +21,7 @@ export class LocalRun {
   constructor(private readonly parts: ProtocolParts) {}
 
   /** Runs this caller's own loader without coordination; stores the result if it is cacheable. */
-  async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+  async pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Answered<T>> {
     const { backend, hints } = this.parts;
     const { value, declared, delta } = await this.run(key, loader, opts, false);
     const createdAt = backend.now();
@@ -39,7 +39,7 @@ export class LocalRun {
         degraded = true;
       }
     }
-    return { value, status: 'pass', createdAt, degraded, private: decision === 'private' };
+    return ran(value, 'pass', createdAt, degraded, decision === 'private');
   }
 
   /**
@@ -47,13 +47,13 @@ export class LocalRun {
    * it runs its own loader, once for the callers of this process that do the same (the
    * flight), without coordination and without storing the result.
    */
-  async afterRemoteError<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+  async afterRemoteError<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Answered<T>> {
     const { value, declared } = await this.run(key, loader, opts, false);
-    return { value, status: 'miss', createdAt: this.parts.backend.now(), degraded: false, private: decide(value, opts, declared).decision === 'private' };
+    return ran(value, 'miss', this.parts.backend.now(), false, decide(value, opts, declared).decision === 'private');
   }
 
   /** A caller's `waitTimeout` passed: `WaitTimeoutError`, or its own run with `onWaitTimeout: 'load'`. */
-  async waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+  async waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Answered<T>> {
     this.parts.events.emit('waitTimeout', { key, waited: opts.waitTimeout });
     if (opts.onWaitTimeout === 'load') return this.pass(key, loader, opts);
     throw new WaitTimeoutError(
@@ -63,7 +63,7 @@ export class LocalRun {
   }
 
   /** Redis unusable: run the loader here (single-flight still applies); keep the value in L1 only. */
-  async degraded<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
+  async degraded<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Answered<T>> {
     const { backend, hints } = this.parts;
     if (debug.enabled) debug('degraded key=%s: Redis unusable, the loader runs in this process', key);
     // With staleIfError, a value this process kept (L1) is served rather than loading without Redis.
@@ -81,7 +81,7 @@ export class LocalRun {
     const decided = decide(value, opts, declared);
     const { decision } = decided;
     if (decision === 'store') hints.remember(key, valueEntry(value, createdAt, decided, opts, monotonicNow() - started));
-    return { value, status: 'miss', createdAt, degraded: true, private: decision === 'private' };
+    return ran(value, 'miss', createdAt, true, decision === 'private');
   }
 
   private run<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, degraded: boolean): Promise<RunResult<T>> {

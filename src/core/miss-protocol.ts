@@ -13,7 +13,10 @@ import { answer, failSafe, softly, staleAnswer, type ProtocolParts } from './ans
 import { Leader } from './lead.js';
 import { LocalRun } from './local-run.js';
 import { Refreshes } from './refresh.js';
-import { MARKER, RETRY, type Settled } from './settled.js';
+import { MARKER, RETRY, type Answered, type Marker, type Shared } from './settled.js';
+
+/** How a flight of this process ends: a value (for all, or for its own caller), or a marker that sends every caller to its own loader. */
+export type Flown<T> = Answered<T> | Marker;
 import type { Loader } from './types.js';
 import { RefreshingElsewhere } from './refreshing-elsewhere.js';
 
@@ -28,8 +31,10 @@ import { RefreshingElsewhere } from './refreshing-elsewhere.js';
 export class MissProtocol {
   private readonly parts: ProtocolParts;
   private readonly leader: Leader;
-  private readonly refreshes: Refreshes;
-  private readonly local: LocalRun;
+  /** Stale values refreshed by this process (early refresh on a hit, the stale value while a refresh runs, a write superseding one). */
+  readonly refreshes: Refreshes;
+  /** The runs that take no lead (a pass, a timed-out wait, a run after another process's loader failed, Redis unusable). */
+  readonly local: LocalRun;
   /** Stale values whose refresh another process runs: answered without asking Redis again. */
   private readonly elsewhere: RefreshingElsewhere;
 
@@ -52,46 +57,13 @@ export class MissProtocol {
   }
 
   /**
-   * `key` was written or deleted by this process: a refresh running here no longer answers
-   * its stale value (the write is newer), and its result will not be stored over the write.
-   */
-  wrote(key: string): void {
-    this.refreshes.wrote(key);
-  }
-
-  /** Runs this caller's own loader without coordination; stores the result if it is cacheable. */
-  pass<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    return this.local.pass(key, loader, opts);
-  }
-
-  /** The loader failed in another process and this caller asked for `onRemoteError: 'load'` (see `LocalRun.afterRemoteError`). */
-  loadAfterRemoteError<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    return this.local.afterRemoteError(key, loader, opts);
-  }
-
-  /** A caller's `waitTimeout` passed (see `LocalRun.waitTimedOut`). */
-  waitTimedOut<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T>> {
-    return this.local.waitTimedOut(key, loader, opts);
-  }
-
-  /** Early refresh on a hit (see `Refreshes.afterHit`). */
-  afterHit<T>(key: string, entry: StoredEntry, loader: Loader<T>, opts: CallOptions<T>): void {
-    this.refreshes.afterHit(key, entry, loader, opts);
-  }
-
-  /** The stale value of a refresh running here, as the answer (see `Refreshes.staleWhileRefreshing`). */
-  staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
-    return this.refreshes.staleWhileRefreshing(key, opts);
-  }
-
-  /**
    * The flight of `key` for the callers of this process. `early`, if given, is called with the
    * answer as soon as another process's announcement of a value is heard, before the waiting
    * step's own bookkeeping (freshness hint, unsubscribing) and the promise hops back to the
    * flight: the callers joined to the flight can be answered from the listener itself.
    * `unhinted`: the caller found no freshness hint of the key in this same turn.
    */
-  async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, early?: (settled: Settled<T>) => void, unhinted = false): Promise<Settled<T>> {
+  async fly<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, early?: (settled: Shared<T>) => void, unhinted = false): Promise<Flown<T>> {
     const deadline = monotonicNow() + opts.waitTimeout;
     // A forced refresh looks past the values stored before it began: it leads, or waits for
     // the run in flight and takes the value that run stores.
@@ -179,8 +151,8 @@ export class MissProtocol {
    * An entry found in the store, as the answer: a hit-for-miss marker sends every caller to
    * its own loader; a value is remembered (freshness hint, L1) and answered as `status`.
    */
-  private hitFrom<T>(key: string, entry: StoredEntry, status: 'hit' | 'coalesced', loader?: Loader<T>, opts?: CallOptions<T>): Settled<T> {
-    if (entry.kind === EntryKind.HitForMiss) return MARKER as Settled<T>;
+  private hitFrom<T>(key: string, entry: StoredEntry, status: 'hit' | 'coalesced', loader?: Loader<T>, opts?: CallOptions<T>): Shared<T> | Marker {
+    if (entry.kind === EntryKind.HitForMiss) return MARKER;
     if (status === 'hit' && this.events.listenerCount('hit') > 0) this.events.emit('hit', { key, layer: 'store' });
     this.hints.remember(key, entry);
     if (loader && opts) this.refreshes.afterHit(key, entry, loader, opts);
@@ -203,9 +175,9 @@ export class MissProtocol {
     deadline: number,
     /** When the lookup was sent (monotonic ms). */
     sentAt: number,
-  ): Promise<Settled<T>> {
+  ): Promise<Flown<T>> {
     const { entry } = lookup;
-    if (entry.kind !== EntryKind.Value) return MARKER as Settled<T>;
+    if (entry.kind !== EntryKind.Value) return MARKER;
     this.hints.remember(key, entry);
     const now = this.backend.now();
     const rules = opts.freshness;
@@ -236,7 +208,7 @@ export class MissProtocol {
     }
     if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
     const running = this.refreshes.settled<T>(key);
-    const waited: Promise<Settled<T>> = running
+    const waited: Promise<Flown<T>> = running
       ? running.then((settled) => (settled.status === 'stale' ? settled : { ...settled, status: 'coalesced' }))
       : this.waitRemote(key, loader, opts, deadline).then((w) => (w === RETRY ? this.fly(key, loader, opts) : w));
     const guarded = waited.catch((error: unknown) => {
@@ -247,7 +219,7 @@ export class MissProtocol {
   }
 
   /** Step 5: wait for the leader's announcement; take over when its lock runs out. */
-  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number, early?: (settled: Settled<T>) => void, forcedSince?: number): Promise<Settled<T> | typeof RETRY> {
+  private async waitRemote<T>(key: string, loader: Loader<T>, opts: CallOptions<T>, deadline: number, early?: (settled: Shared<T>) => void, forcedSince?: number): Promise<Flown<T> | typeof RETRY> {
     const wakeup = new Wakeup();
     const waitStart = debug.enabled ? monotonicNow() : 0;
     let outcome: Outcome | null = null;
@@ -311,7 +283,7 @@ export class MissProtocol {
   }
 
   /** A value shared but too big for the message: one GET of the copy the leader left for the waiters. */
-  private async readShared<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Settled<T> | typeof RETRY> {
+  private async readShared<T>(key: string, loader: Loader<T>, opts: CallOptions<T>): Promise<Answered<T> | typeof RETRY> {
     let found;
     try {
       found = await this.backend.getShared(key);
@@ -327,14 +299,14 @@ export class MissProtocol {
     return answer(found, 'coalesced');
   }
 
-  private fromOutcome<T>(key: string, outcome: Outcome): Promise<Settled<T>> | typeof RETRY {
+  private fromOutcome<T>(key: string, outcome: Outcome): Promise<Shared<T> | Marker> | typeof RETRY {
     switch (outcome.kind) {
       case 'value':
         return Promise.resolve(outcome.stored ? this.hitFrom<T>(key, outcome.entry, 'coalesced') : answer<T>(outcome.entry, 'coalesced'));
       case 'error':
         return Promise.reject(new RemoteLoaderError(`the loader for "${key}" failed in another process: ${outcome.message}`, outcome, { key }));
       case 'uncacheable':
-        return Promise.resolve(MARKER as Settled<T>);
+        return Promise.resolve<Marker>(MARKER);
       case 'corrupt':
         this.events.emit('corrupt', { key, error: outcome.error });
         return RETRY;

@@ -6,12 +6,12 @@ import type { CallOptions } from './call-options.js';
 import { staleAnswer, type ProtocolParts } from './answers.js';
 import { earlyRefreshDue, withinRevalidate } from './freshness.js';
 import type { Leader } from './lead.js';
-import { RETRY, type Settled } from './settled.js';
+import { RETRY, type Answered, type Shared } from './settled.js';
 import type { Loader } from './types.js';
 
 /** A refresh of a stored value running in this process. */
 interface Refresh {
-  settled: Promise<Settled<unknown>>;
+  settled: Promise<Answered<unknown>>;
   /** The stale value being refreshed. */
   entry: StoredEntry;
   /** Monotonic ms from which the key's channel reached this process (shared store). */
@@ -51,8 +51,8 @@ export class Refreshes {
   }
 
   /** The result of the refresh of `key` running here, if one runs. */
-  settled<T>(key: string): Promise<Settled<T>> | undefined {
-    return this.running.get(key)?.settled as Promise<Settled<T>> | undefined;
+  settled<T>(key: string): Promise<Answered<T>> | undefined {
+    return this.running.get(key)?.settled as Promise<Answered<T>> | undefined;
   }
 
   /**
@@ -105,7 +105,7 @@ export class Refreshes {
    * While this process refreshes `key` and its stale value is inside `staleWhileRevalidate`,
    * that value as the answer (callers of this process do not wait for the refresh either).
    */
-  staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Settled<T> | undefined {
+  staleWhileRefreshing<T>(key: string, opts: CallOptions<T>): Shared<T> | undefined {
     const { backend } = this.parts;
     const running = this.running.get(key);
     if (running === undefined || running.superseded || !withinRevalidate(running.entry, backend.now(), opts.freshness)) return undefined;
@@ -123,12 +123,12 @@ export class Refreshes {
   }
 
   /** Remembers a refresh running in this process, so its other callers join it and no second one starts here. */
-  track<T>(key: string, entry: StoredEntry, refresh: Promise<Settled<T> | typeof RETRY>): Promise<Settled<T>> {
+  track<T>(key: string, entry: StoredEntry, refresh: Promise<Answered<T> | typeof RETRY>): Promise<Answered<T>> {
     const settled = refresh.then((r) => {
       if (r === RETRY) throw new LoaderError(`the lead of "${key}" was lost during its refresh`, { key });
       return r;
     });
-    const tracked: Refresh = { settled: settled as Promise<Settled<unknown>>, entry, liveAt: undefined, confirmed: false, superseded: false, following: false, unlisten: undefined, ended: false };
+    const tracked: Refresh = { settled: settled as Promise<Answered<unknown>>, entry, liveAt: undefined, confirmed: false, superseded: false, following: false, unlisten: undefined, ended: false };
     this.running.set(key, tracked);
     const forget = () => {
       tracked.ended = true;

@@ -1,30 +1,56 @@
 import type { CacheStatus, StaleReason } from './types.js';
 
-/** What a flight settles with: the answer shared by every caller of this process that joined it. */
-export interface Settled<T> {
+/** A value that answers every caller of the flight. */
+export interface Shared<T> {
+  kind: 'shared';
   value: T;
   status: CacheStatus;
   createdAt: number;
   degraded: boolean;
-  private: boolean;
   /** With status `stale`: why. */
   staleReason?: StaleReason;
   /**
    * The caller that started the flight won the lead of a stale value with an inline refresh
    * (the HTTP adapters): it waits for this; the callers that joined its flight take the stale value.
    */
-  inline?: Promise<Settled<T>>;
-  /** A hit-for-miss marker or a "not cacheable" announcement: every caller runs its own loader. */
-  marker?: true;
-  /** The leader's loader gave up (`AbandonedLoad`): its callers look again and one of them leads. */
-  abandoned?: true;
+  inline?: Promise<Answered<T>>;
 }
 
+/** A value for the caller whose loader made it (a private result): the flight's other callers run their own loader. */
+export interface Own<T> {
+  kind: 'own';
+  value: T;
+  status: CacheStatus;
+  createdAt: number;
+  degraded: boolean;
+}
+
+/** A hit-for-miss marker or a "not cacheable" announcement: every caller runs its own loader. */
+export interface Marker {
+  kind: 'marker';
+}
+
+/** The leader's loader gave up (`AbandonedLoad`): its callers look again and one of them leads. */
+export interface Abandoned {
+  kind: 'abandoned';
+}
+
+/** A flight's value, for its own caller or for all. */
+export type Answered<T> = Shared<T> | Own<T>;
+
+/** What a flight settles with: how the callers of this process that joined it are answered. */
+export type Settled<T> = Answered<T> | Marker | Abandoned;
+
 /** What a flight settles with when its callers should each run their own loader, at once. */
-export const MARKER: Settled<undefined> = { value: undefined, status: 'pass', createdAt: 0, degraded: false, private: true, marker: true };
+export const MARKER: Marker = { kind: 'marker' };
 
 /** What callers joining a flight see when its loader was abandoned. */
-export const ABANDONED: Settled<undefined> = { value: undefined, status: 'pass', createdAt: 0, degraded: false, private: false, abandoned: true };
+export const ABANDONED: Abandoned = { kind: 'abandoned' };
+
+/** A loader's value as the answer: for every caller, or (`own`: a private result) for its own caller only. */
+export function ran<T>(value: T, status: CacheStatus, createdAt: number, degraded: boolean, own: boolean): Answered<T> {
+  return own ? { kind: 'own', value, status, createdAt, degraded } : { kind: 'shared', value, status, createdAt, degraded };
+}
 
 /** A step of the protocol found nothing usable: look up again. */
 export const RETRY = Symbol('retry');
@@ -43,7 +69,7 @@ export class AbandonedLoad extends Error {
   override readonly name = 'AbandonedLoad';
 }
 
-export function rejoinIfAbandoned(error: unknown): Settled<undefined> {
+export function rejoinIfAbandoned(error: unknown): Abandoned {
   if (error instanceof AbandonedLoad) return ABANDONED;
   throw error;
 }
