@@ -501,6 +501,37 @@ describe('coordination through Redis (two caches = two processes)', () => {
     }
   });
 
+  it('onRemoteError "load": when the run this process started after a remote failure is abandoned, the callers joined to it run again instead of answering undefined', async () => {
+    const a = createCache({ redis: server.client() });
+    const b = createCache({ redis: server.client(), onRemoteError: 'load' });
+    try {
+      const key = uniq('remote-error-abandoned');
+      const leader = a.resolve(key, async () => {
+        await sleep(150);
+        throw new Error('database down');
+      }, 10_000);
+      await sleep(50);
+      let runs = 0;
+      const waiters = Array.from({ length: 3 }, () =>
+        b.resolve(key, async () => {
+          runs++;
+          await sleep(20);
+          // The first run after the remote failure has nothing to share (as an HTTP capture cut short).
+          if (runs === 1) throw new AbandonedLoad('cut short');
+          return 'own';
+        }, 10_000),
+      );
+      await expect(leader).rejects.toThrow('database down');
+      const settled = await Promise.allSettled(waiters);
+      expect(settled.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason)).toEqual([expect.any(AbandonedLoad)]);
+      const values = settled.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ value: string }>).value.value);
+      expect(values).toEqual(['own', 'own']);
+      expect(runs).toBe(2);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   it('a large value is stored, announced without inlining, and read by the waiter', async () => {
     const a = createCache({ redis, inlineMax: 100, ...ANNOUNCED });
     const b = createCache({ redis: server.client(), inlineMax: 100, ...ANNOUNCED });
