@@ -29,7 +29,8 @@ interface Window {
   kind: string;
 }
 
-const REDIS_FAULTS = new Set(['pause', 'freeze', 'restart']);
+/** Faults during which (some of) the cache's Redis did not answer, or its slots moved to another node. */
+const REDIS_FAULTS = new Set(['pause', 'freeze', 'restart', 'failover', 'killMaster']);
 
 function overlaps(a0: number, a1: number, b0: number, b1: number): boolean {
   return a0 <= b1 && b0 <= a1;
