@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { runCampaign, runtimeBinary, type CampaignSummary } from './chaos/campaign.js';
-import { check, DELIVERY_BOUND_MS } from './chaos/checker.js';
+import { check, DELIVERY_BOUND_MS, REPLICATION_LAG_MS } from './chaos/checker.js';
 import { DEFAULT_RUN_MS, DEFAULT_WORKERS, faultSchedule, runConfig, type RunShape } from './chaos/config.js';
 import { planOp } from './chaos/plan.js';
 import { Prng } from './chaos/prng.js';
@@ -52,6 +52,13 @@ describe('the chaos checker', () => {
     const ops = [set('s1', 'k0', 1, 0, 10), inv, read('r1', 'k0', 1000, 1001, { key: 'k0', version: 1, src: 'set:s1' }, 'stale', 'revalidate')];
     expect(check(history(ops)).map((v) => v.rule)).toEqual(['stale-read']);
     expect(check({ ...history(ops), config: { ...config, staleWhileRevalidate: 1000 } })).toEqual([]);
+  });
+
+  it('exempts a write an unclean failover may have lost (a master killed just after it resolved), not one before a clean CLUSTER FAILOVER', () => {
+    const ops = [set('s1', 'k0', 1, 0, 10), set('s2', 'k0', 2, 100, 110), read('r1', 'k0', 2000, 2001, { key: 'k0', version: 1, src: 'set:s1' })];
+    expect(check(history(ops, [], [{ kind: 'killMaster', start: 120, end: 1500, promoted: 2 }]))).toEqual([]);
+    expect(check(history(ops, [], [{ kind: 'failover', start: 120, end: 1500, promoted: 2 }])).map((v) => v.rule)).toEqual(['stale-read']);
+    expect(check(history(ops, [], [{ kind: 'killMaster', start: 110 + REPLICATION_LAG_MS + 1, end: 1500 }])).map((v) => v.rule)).toEqual(['stale-read']);
   });
 
   it('finds a value of another key, and a version nobody wrote', () => {
