@@ -613,3 +613,30 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
     expect(await client.zcard(keys.queue)).toBe(0);
   }
 });
+
+describe('RedisLock on a Redis that is gone', () => {
+  it('rejects with BackendError (the client\'s error as its cause) from acquire, tryAcquire, release and getOwnerId, never with the client\'s own error', async () => {
+    const own = await startRedis();
+    // No offline queue: with the server gone, every command fails at once with the client's own error.
+    const client = own.client({ enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    try {
+      const name = uniq('gone');
+      for (let i = 0; client.status !== 'ready' && i < 1000; i++) await new Promise((r) => setTimeout(r, 5));
+      const held = new RedisLock(client, name, { autoRenew: false });
+      await held.acquire();
+      await own.kill();
+      for (let i = 0; client.status === 'ready' && i < 1000; i++) await new Promise((r) => setTimeout(r, 5));
+      const outcome = (call: Promise<unknown>) =>
+        call.then(
+          () => 'resolved',
+          (error: unknown) => (error instanceof errors.BackendError && error.code === 'E_BACKEND' && error.key === name && error.cause instanceof Error && !(error.cause instanceof errors.DogpileError) ? 'BackendError' : `other: ${String(error)}`),
+        );
+      expect(await outcome(held.release())).toBe('BackendError');
+      expect(await outcome(new RedisLock(client, name).tryAcquire())).toBe('BackendError');
+      expect(await outcome(new RedisLock(client, name).acquire({ timeout: 1000 }))).toBe('BackendError');
+      expect(await outcome(new RedisLock(client, name).getOwnerId())).toBe('BackendError');
+    } finally {
+      await own.stop();
+    }
+  });
+});

@@ -5,7 +5,7 @@
  * `JsonChild` adds the JSON-lines protocol of `test/fixtures/child-io.ts`. Every child still
  * running can be killed at once with `killAllChildren()` (a test file's afterAll/afterEach).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -181,6 +181,14 @@ export class NodeChild {
   private describe(): string {
     return `stdout:\n${this.out.slice(-4000)}\nstderr:\n${this.err.slice(-4000)}`;
   }
+}
+
+/**
+ * The path of the executable `bin` of the npm package `pkg` (`bun`, `deno`, `node@26`), fetched
+ * into npx's cache when missing (about 15 s each on a fresh machine; CI fetches them first).
+ */
+export function npxBinary(pkg: string, bin = pkg): string {
+  return execFileSync('npx', ['-y', '-p', pkg, '-c', `command -v ${bin}`], { cwd: root, encoding: 'utf8', timeout: 300_000 }).trim();
 }
 
 /** Kills every child still running (call in afterAll / afterEach). */

@@ -64,6 +64,23 @@ export async function libraryClient(url: string): Promise<RedisClient> {
   return client;
 }
 
+/**
+ * The cluster client the library is given in tests: node-redis's `createCluster` (connected
+ * here) when node-redis is selected, else an `IoRedis.Cluster`, both over `nodes`.
+ */
+export async function libraryClusterClient(nodes: { host: string; port: number }[]): Promise<RedisClient> {
+  if (NODE_REDIS_SELECTED) {
+    const client = nodeRedisModule().createCluster({ rootNodes: nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
+    client.on('error', () => {});
+    await client.connect();
+    return client as RedisClient;
+  }
+  const client = new IoRedis.Cluster(nodes);
+  client.on('error', () => {});
+  await client.ping();
+  return client as unknown as RedisClient;
+}
+
 /** Closes a client made by `libraryClient` or `nodeRedisClient`. */
 export async function closeLibraryClient(client: RedisClient): Promise<void> {
   const c = client as { destroy?: () => void; disconnect?: () => void; isOpen?: boolean };

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { toMs } from '../shared/duration.js';
-import { InvalidOptionError } from '../shared/errors.js';
+import { BackendError, DogpileError, InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 
@@ -53,4 +53,17 @@ export function resolveLockOptions(options: LockOptions | undefined, known: read
     timeout: o.timeout === undefined ? LOCK_DEFAULTS.timeout : toMs(o.timeout, 'timeout', { allowZero: true }),
     prefix: o.prefix === undefined ? LOCK_DEFAULTS.prefix : validatePrefix(o.prefix),
   };
+}
+
+/**
+ * A lock's Redis call as its caller sees it: a failure of the client (a lost connection, a
+ * cluster client out of redirections during a failover, an error reply) rejects with a
+ * `BackendError` naming the lock, the client's error as its `cause`. The library's own errors
+ * pass through.
+ */
+export function redisCall<T>(name: string, operation: string, call: Promise<T>): Promise<T> {
+  return call.catch((err: unknown) => {
+    if (err instanceof DogpileError) throw err;
+    throw new BackendError(`the lock "${name}": Redis ${operation} failed: ${err instanceof Error ? err.message : String(err)}`, { key: name, cause: err });
+  });
 }

@@ -2,7 +2,7 @@ import { InvalidOptionError, LockReplicationError } from '../shared/errors.js';
 import type { Duration } from '../shared/duration.js';
 import { resolveReplication, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { BaseLock, ownerOf } from './base-lock.js';
-import { LOCK_OPTION_NAMES, validateName, validatePrefix } from './common.js';
+import { LOCK_OPTION_NAMES, redisCall, validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
@@ -88,7 +88,7 @@ export class RedisLock extends BaseLock {
 
   /** @internal */
   protected async tryOnce(value: string): Promise<number | false> {
-    const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
+    const [ok, n] = await redisCall(this.name, 'acquire', ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]));
     return ok === 1 ? this.replicated(value, n) : false;
   }
 
@@ -100,7 +100,7 @@ export class RedisLock extends BaseLock {
     if (!this.replication) return token;
     let outcome: { needed: number; confirmed: number };
     try {
-      outcome = await waitForReplicas(this.client, this.keys.lock, this.replication);
+      outcome = await redisCall(this.name, 'WAIT', waitForReplicas(this.client, this.keys.lock, this.replication));
     } catch (err) {
       await this.releaseRaw(value).catch(() => {});
       throw err;
@@ -137,7 +137,7 @@ export class RedisLock extends BaseLock {
     });
     // Subscribing is part of the wait: bounded by its deadline and its signal (a subscriber
     // connection that cannot connect or is not answered must not hold acquire() past them).
-    const unlisten = await bounded(listening, { ms: deadline - performance.now(), onTimeout: () => this.throwTimeout(timeoutMs), signal, key: this.name, late: (late) => late() });
+    const unlisten = await bounded(redisCall(this.name, 'subscribe', listening), { ms: deadline - performance.now(), onTimeout: () => this.throwTimeout(timeoutMs), signal, key: this.name, late: (late) => late() });
     let queued = false;
     try {
       for (;;) {
@@ -156,7 +156,7 @@ export class RedisLock extends BaseLock {
         if (left <= 0) throw this.timeoutError(timeoutMs);
         // Bounded by the deadline: an answer that comes after acquire() gave up (a Redis that
         // stalled) is undone, the lock released or the queue entry left.
-        const [ok, n] = await bounded(ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left]), {
+        const [ok, n] = await bounded(redisCall(this.name, 'acquire', ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, entry, left])), {
           ms: left,
           onTimeout: () => this.throwTimeout(timeoutMs),
           signal,
@@ -186,7 +186,7 @@ export class RedisLock extends BaseLock {
 
   /** Leaves the wait queue; passes the lock on if a release handed it to this waiter meanwhile. */
   private async leave(entry: string, value: string): Promise<void> {
-    await LEAVE.run(this.commands, [this.keys.queue, this.keys.lock, this.keys.fence], [entry, value, this.keys.channel, await this.publisher()]);
+    await redisCall(this.name, 'leave', (async () => LEAVE.run(this.commands, [this.keys.queue, this.keys.lock, this.keys.fence], [entry, value, this.keys.channel, await this.publisher()]))());
   }
 
   /**
@@ -196,7 +196,7 @@ export class RedisLock extends BaseLock {
    * token, or false when the handed lock ran out first.
    */
   private async confirmHanded(value: string): Promise<number | false> {
-    const [ok, n] = await ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]);
+    const [ok, n] = await redisCall(this.name, 'acquire', ACQUIRE.run(this.commands, [this.keys.lock, this.keys.fence, this.keys.queue], [value, this.options.ttl, '', 0]));
     return ok === 1 ? n : false;
   }
 
@@ -207,13 +207,13 @@ export class RedisLock extends BaseLock {
 
   /** @internal */
   protected async extendRaw(value: string, ms: number): Promise<boolean> {
-    return (await EXTEND.run(this.commands, [this.keys.lock], [value, ms])) === 1;
+    return (await redisCall(this.name, 'extend', EXTEND.run(this.commands, [this.keys.lock], [value, ms]))) === 1;
   }
 
   /** @internal */
   protected async releaseRaw(value: string): Promise<boolean> {
-    const pub = await this.publisher();
-    return (await RELEASE.run(this.commands, [this.keys.lock, this.keys.queue, this.keys.fence], [value, this.keys.channel, pub])) === 1;
+    const released = (async () => RELEASE.run(this.commands, [this.keys.lock, this.keys.queue, this.keys.fence], [value, this.keys.channel, await this.publisher()]))();
+    return (await redisCall(this.name, 'release', released)) === 1;
   }
 
   /** The command the scripts wake waiters with: SPUBLISH on a cluster with sharded pub/sub, else PUBLISH. */
@@ -222,7 +222,7 @@ export class RedisLock extends BaseLock {
   }
 
   async getOwnerId(): Promise<string | null> {
-    return ownerOf(await this.commands.get(this.keys.lock));
+    return ownerOf(await redisCall(this.name, 'GET', this.commands.get(this.keys.lock)));
   }
 
   /**

@@ -1,17 +1,19 @@
 /**
- * One chaos run (a history): two throwaway Redis servers (the cache's, which the nemesis
- * attacks, and the "database", which it leaves alone), `workers` worker processes, the
- * nemesis, then the checker. And a campaign: runs one after another for a given time.
+ * One chaos run (a history): the cache's Redis (a throwaway server or cluster, which the
+ * nemesis attacks) and a "database" server (left alone), `workers` worker processes (Node,
+ * Bun or Deno), the nemesis, then the checker. And a campaign: runs one after another for a
+ * given time.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { NodeChild, root } from '../../tools/child-process.js';
+import { NodeChild, npxBinary, root } from '../../tools/child-process.js';
 import { RedisServer } from '../../tools/redis-server.js';
+import { cacheRedis } from './cache-redis.js';
 import { sleep } from '../../tools/basics.js';
 import { opBound } from './bounds.js';
 import { check, type Violation } from './checker.js';
 import { DEFAULT_RUN_MS, DEFAULT_WORKERS, faultSchedule, runConfig, type RunShape } from './config.js';
-import { now, FAULT_KINDS, type FaultKind, type History, type LoaderRun, type Op, type RunConfig } from './history.js';
+import { now, FAULT_KINDS, type FaultKind, type History, type LoaderRun, type Op, type RunConfig, type Runtime } from './history.js';
 import { runNemesis, type WorkerPool } from './nemesis.js';
 
 type Message = Record<string, any> & { event: string };
@@ -38,18 +40,54 @@ export interface RunResult {
 }
 
 export function replayCommand(seed: number, shape: RunShape): string {
-  const extra = [shape.workers !== DEFAULT_WORKERS ? ` --workers ${shape.workers}` : '', shape.durationMs !== DEFAULT_RUN_MS ? ` --run-seconds ${shape.durationMs / 1000}` : ''].join('');
+  const extra = [
+    shape.workers !== DEFAULT_WORKERS ? ` --workers ${shape.workers}` : '',
+    shape.durationMs !== DEFAULT_RUN_MS ? ` --run-seconds ${shape.durationMs / 1000}` : '',
+    shape.topology === undefined ? '' : ` --topology ${shape.topology}`,
+    shape.runtimes === undefined ? '' : ` --runtimes ${shape.runtimes.join(',')}`,
+  ].join('');
   return `npm run chaos -- --seed ${seed}${extra}`;
+}
+
+const binaries = new Map<Runtime, string>();
+
+/** The executable of `runtime`: this Node, or Bun or Deno from their npm packages (looked up once). */
+export function runtimeBinary(runtime: Runtime): string {
+  if (runtime === 'node') return process.execPath;
+  let binary = binaries.get(runtime);
+  if (binary === undefined) {
+    binary = npxBinary(runtime);
+    binaries.set(runtime, binary);
+  }
+  return binary;
+}
+
+/**
+ * The arguments that run the worker under `runtime`, with `clock-shift.mjs` loaded first when
+ * its wall clock is shifted. Bun and Deno run the TypeScript sources themselves (Deno with
+ * --sloppy-imports: the sources import './x.js' for './x.ts').
+ */
+function workerArgv(runtime: Runtime, shifted: boolean, arg: string): string[] {
+  const worker = path.join(root, 'test/chaos/worker.ts');
+  const shift = path.join(root, 'test/chaos/clock-shift.mjs');
+  switch (runtime) {
+    case 'node':
+      return [...(shifted ? ['--import', shift] : []), '--import', 'tsx', worker, arg];
+    case 'bun':
+      return [...(shifted ? ['--preload', shift] : []), worker, arg];
+    case 'deno':
+      return ['run', '-A', '--sloppy-imports', ...(shifted ? ['--preload', shift] : []), worker, arg];
+  }
 }
 
 export async function runHistory(seed: number, shape: RunShape, log: (line: string) => void = () => {}, keep = false): Promise<RunResult> {
   const began = now();
   const config = runConfig(seed, shape);
   const schedule = faultSchedule(seed, shape);
-  const cacheRedis = new RedisServer();
+  const cache = cacheRedis(config.topology ?? 'single');
   const dbRedis = new RedisServer();
-  await cacheRedis.start();
-  await dbRedis.start();
+  const runtimes = config.runtimes ?? [];
+  for (const runtime of new Set(runtimes)) runtimeBinary(runtime);
   const ops = new Map<string, Op>();
   const runs = new Map<string, LoaderRun>();
   const history: History = { seed, config, schedule, start: 0, end: 0, ops: [], runs: [], hung: [], backendErrors: [], faults: [], crashes: [], finalVersions: {} };
@@ -60,17 +98,19 @@ export async function runHistory(seed: number, shape: RunShape, log: (line: stri
     const incarnation = (incarnations.get(index) ?? -1) + 1;
     incarnations.set(index, incarnation);
     const shift = config.clockShift?.worker === index ? config.clockShift.ms : 0;
-    const argv = [
-      ...(shift === 0 ? [] : ['--import', path.join(root, 'test/chaos/clock-shift.mjs')]),
-      '--import', 'tsx',
-      path.join(root, 'test/chaos/worker.ts'),
-      JSON.stringify({ worker: index, incarnation, cacheUrl: cacheRedis.url, dbUrl: dbRedis.url, config, waitForGo }),
-    ];
-    const child = new WorkerChild(`chaos worker ${index}.${incarnation}`, argv, { env: { ...process.env, CHAOS_CLOCK_SHIFT_MS: String(shift) } });
+    const runtime = runtimes[index] ?? 'node';
+    const argv = workerArgv(runtime, shift !== 0, JSON.stringify({ worker: index, incarnation, cache: cache.address(), dbUrl: dbRedis.url, config, waitForGo }));
+    const child = new WorkerChild(`chaos worker ${index}.${incarnation}`, argv, { command: runtimeBinary(runtime), env: { ...process.env, CHAOS_CLOCK_SHIFT_MS: String(shift) } });
     children.set(index, child);
     let ready: () => void = () => {};
     const isReady = new Promise<void>((resolve) => (ready = resolve));
-    child.onMessage = (m) => handle(index, m, ready);
+    child.onMessage = (m) => {
+      // The worker runs where it was asked to, with the wall clock it was given (within 1 s).
+      if (m.event === 'ready' && (m.runtime !== runtime || Math.abs(m.wallClockOffset - shift) > 1000)) {
+        history.crashes.push({ worker: index, at: now(), detail: `started as ${m.runtime} with its wall clock off by ${Math.round(m.wallClockOffset)} ms; asked: ${runtime}, ${shift} ms` });
+      }
+      handle(index, m, ready);
+    };
     void child.exited.then((exit) => {
       ready();
       if (!child.stopping) history.crashes.push({ worker: index, at: now(), detail: `exit ${exit.code ?? exit.signal}; ${child.stderr.slice(-1500)}` });
@@ -135,12 +175,14 @@ export async function runHistory(seed: number, shape: RunShape, log: (line: stri
   };
 
   try {
+    await cache.start();
+    await dbRedis.start();
     await Promise.all(Array.from({ length: shape.workers }, (_, i) => spawn(i, true)));
     history.start = now();
     for (const child of children.values()) child.write(`${JSON.stringify({ cmd: 'go' })}\n`);
     if (config.clockShift) history.faults.push({ kind: 'clockShift', start: history.start, end: history.start, worker: config.clockShift.worker, shiftMs: config.clockShift.ms });
     log(`seed ${seed}: ${describeConfig(config)}; ${schedule.length} faults scheduled`);
-    const nemesis = runNemesis(schedule, history.start, cacheRedis, pool, history.faults);
+    const nemesis = runNemesis(schedule, history.start, cache, pool, history.faults);
     await sleep(shape.durationMs);
     await nemesis;
     history.end = now();
@@ -162,7 +204,7 @@ export async function runHistory(seed: number, shape: RunShape, log: (line: stri
       child.stopping = true;
       await child.dispose();
     }
-    await cacheRedis.stop();
+    await cache.stop();
     await dbRedis.stop();
   }
   log(`seed ${seed}: stopped in ${Math.round(now() - history.end)} ms`);
@@ -183,8 +225,10 @@ export function writeHistory(history: History, violations: Violation[], shape: R
 }
 
 export function describeConfig(c: RunConfig): string {
+  const runtimes = c.runtimes ?? [];
   return [
-    `${c.workers} workers`,
+    c.topology === 'cluster' ? 'cluster (3 masters, 3 replicas)' : 'single server',
+    runtimes.some((r) => r !== 'node') ? `${c.workers} workers (${runtimes.join(', ')})` : `${c.workers} workers`,
     `${c.keys.length} keys`,
     `ttl ${c.ttl}`,
     `l1 ${c.l1 ? 'on' : 'off'}`,

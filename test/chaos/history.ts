@@ -14,9 +14,17 @@ export function now(): number {
   return performance.timeOrigin + performance.now();
 }
 
-export type FaultKind = 'pause' | 'pubsubKill' | 'freeze' | 'restart' | 'killWorker' | 'slowLoader' | 'failLoader' | 'clockShift';
+export type FaultKind = 'pause' | 'pubsubKill' | 'freeze' | 'restart' | 'failover' | 'killMaster' | 'killWorker' | 'slowLoader' | 'failLoader' | 'clockShift';
 
-export const FAULT_KINDS: readonly FaultKind[] = ['pause', 'pubsubKill', 'freeze', 'restart', 'killWorker', 'slowLoader', 'failLoader', 'clockShift'];
+export const FAULT_KINDS: readonly FaultKind[] = ['pause', 'pubsubKill', 'freeze', 'restart', 'failover', 'killMaster', 'killWorker', 'slowLoader', 'failLoader', 'clockShift'];
+
+/** The cache's Redis: one server, or a Redis Cluster of 3 masters with one replica each. */
+export type Topology = 'single' | 'cluster';
+
+/** What runs a worker process: this Node (with tsx), Bun or Deno (from the `bun` and `deno` npm packages). */
+export type Runtime = 'node' | 'bun' | 'deno';
+
+export const RUNTIMES: readonly Runtime[] = ['node', 'bun', 'deno'];
 
 /** A fault as it happened: `start`/`end` on the run's clock (equal for instant faults). */
 export interface Fault {
@@ -27,6 +35,14 @@ export interface Fault {
   worker?: number;
   /** clockShift: the worker's wall-clock offset in ms. */
   shiftMs?: number;
+  /** Cluster faults: the shard (0-2, by slot range) and the ports of the nodes concerned. */
+  shard?: number;
+  /** The master attacked (failover: the one demoted; killMaster: the one killed). */
+  master?: number;
+  /** The replica that took over (failover, killMaster, and a freeze that outlasted cluster-node-timeout). */
+  promoted?: number;
+  /** killMaster: whether the killed node came back as a replica of the new master. */
+  rejoined?: boolean;
 }
 
 export interface ErrorInfo {
@@ -140,6 +156,10 @@ export interface RunConfig {
   lockTtlLock: number;
   /** Worker whose `Date.now` is shifted for the whole run, and by how much. */
   clockShift?: { worker: number; ms: number };
+  /** The cache's Redis (absent in histories written before clusters: a single server). */
+  topology?: Topology;
+  /** Each worker's runtime, by index (absent: all Node). */
+  runtimes?: Runtime[];
 }
 
 export interface ScheduledFault {
@@ -147,6 +167,8 @@ export interface ScheduledFault {
   kind: Exclude<FaultKind, 'clockShift'>;
   durationMs: number;
   worker: number;
+  /** On a cluster: the shard whose master a Redis fault hits (0-2, by slot range). */
+  shard?: number;
 }
 
 export interface History {

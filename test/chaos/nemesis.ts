@@ -1,9 +1,10 @@
 /**
- * The nemesis: carries out a run's fault schedule against the cache's Redis server and the
- * worker processes, and records each fault as it happened (on the run's clock).
+ * The nemesis: carries out a run's fault schedule against the cache's Redis (a server or a
+ * cluster, see cache-redis.ts) and the worker processes, and records each fault as it
+ * happened (on the run's clock).
  */
 import { sleep } from '../../tools/basics.js';
-import type { RedisServer } from '../../tools/redis-server.js';
+import type { CacheRedis, FaultDetail } from './cache-redis.js';
 import { now, type Fault, type ScheduledFault } from './history.js';
 
 /** What the nemesis needs from the run: its workers, by index. */
@@ -21,31 +22,38 @@ export interface WorkerPool {
 /** How long the nemesis waits for a worker to be inside a loader before killing one anyway. */
 const MID_LOADER_WAIT_MS = 1500;
 
-export async function runNemesis(schedule: readonly ScheduledFault[], start: number, redis: RedisServer, pool: WorkerPool, faults: Fault[]): Promise<void> {
+export async function runNemesis(schedule: readonly ScheduledFault[], start: number, redis: CacheRedis, pool: WorkerPool, faults: Fault[]): Promise<void> {
   for (const f of schedule) {
     const wait = start + f.at - now();
     if (wait > 0) await sleep(wait);
     const begin = now();
     switch (f.kind) {
-      case 'pause':
-        await redis.clientPause(f.durationMs, 'ALL').catch(() => {});
-        await sleep(f.durationMs);
-        faults.push({ kind: f.kind, start: begin, end: now() });
+      case 'pause': {
+        const detail = await redis.pause(f.durationMs, f.shard ?? 0);
+        faults.push({ kind: f.kind, start: begin, end: now(), ...detail });
         break;
+      }
       case 'pubsubKill':
-        await redis.command('CLIENT', 'KILL', 'TYPE', 'pubsub').catch(() => {});
+        await redis.killSubscribers();
         faults.push({ kind: f.kind, start: begin, end: now() });
         break;
-      case 'freeze':
-        redis.freeze();
-        await sleep(f.durationMs);
-        redis.thaw();
-        faults.push({ kind: f.kind, start: begin, end: now() });
+      case 'freeze': {
+        const detail = await redis.freeze(f.durationMs, f.shard ?? 0);
+        faults.push({ kind: f.kind, start: begin, end: now(), ...detail });
         break;
+      }
       case 'restart':
         await redis.restart(f.durationMs);
         faults.push({ kind: f.kind, start: begin, end: now() });
         break;
+      case 'failover':
+      case 'killMaster': {
+        // Recorded from the command (or the kill) to a healthy cluster again: the killed
+        // master back as a replica in sync, for killMaster.
+        const detail = await (f.kind === 'failover' ? redis.failover(f.shard ?? 0) : redis.killMaster(f.shard ?? 0)).catch((): FaultDetail => ({ shard: f.shard }));
+        faults.push({ kind: f.kind, start: begin, end: now(), ...detail });
+        break;
+      }
       case 'killWorker': {
         // A worker killed while one of its loaders runs (a leader dying mid-loader), if one
         // gets there within MID_LOADER_WAIT_MS.

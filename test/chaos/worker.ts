@@ -2,10 +2,13 @@
  * One worker process of a chaos run:
  *
  *   node [--import clock-shift.mjs] --import tsx test/chaos/worker.ts '<json>'
+ *   bun [--preload clock-shift.mjs] test/chaos/worker.ts '<json>'
+ *   deno run -A --sloppy-imports [--preload clock-shift.mjs] test/chaos/worker.ts '<json>'
  *
  * It runs `config.loops` loops of random operations (each loop's PRNG seeded from the run's
  * seed, the worker, its incarnation and the loop, so a replay issues the same operations) on a
- * cache and `RedisLock`s over the cache Redis, against a "database" on a second Redis: a hash
+ * cache and `RedisLock`s over the cache Redis (a server, or a cluster through the client's
+ * cluster support), against a "database" on a second Redis: a hash
  * `db` holding each key's version. Every operation is reported twice as a JSON line: when it
  * begins (`op-begin`) and when it ends (`op`); loader runs, lock acquisitions and the cache's
  * `backendError` events are reported as they happen. Commands on stdin: `{ cmd: 'loader',
@@ -15,7 +18,7 @@
  */
 import { createCache, RedisLock, type DogpileCache } from '../../src/index.js';
 import { closeClient } from '../../src/redis/client.js';
-import { IoRedis, libraryClient } from '../../tools/test-client.js';
+import { IoRedis, libraryClient, libraryClusterClient } from '../../tools/test-client.js';
 import { send, onCommands } from '../fixtures/child-io.js';
 import { now, type ChaosValue, type ErrorInfo, type LockOp, type Op, type ReadOp, type RunConfig, type WriteOp } from './history.js';
 import { opBound } from './bounds.js';
@@ -25,7 +28,8 @@ import { Prng } from './prng.js';
 interface WorkerArgs {
   worker: number;
   incarnation: number;
-  cacheUrl: string;
+  /** The cache's Redis: one server's URL, or a cluster's nodes. */
+  cache: { url: string } | { nodes: { host: string; port: number }[] };
   dbUrl: string;
   config: RunConfig;
   /** Wait for `{ cmd: 'go' }` before the first operation (the run's first workers start together). */
@@ -39,7 +43,7 @@ export class InjectedLoaderError extends Error {
 const args = JSON.parse(process.argv[2]!) as WorkerArgs;
 const { config, worker, incarnation } = args;
 const label = `${worker}.${incarnation}`;
-const redis = await libraryClient(args.cacheUrl);
+const redis = 'nodes' in args.cache ? await libraryClusterClient(args.cache.nodes) : await libraryClient(args.cache.url);
 const db = new IoRedis.Redis(args.dbUrl);
 db.on('error', () => {});
 const cache: DogpileCache = createCache({
@@ -213,6 +217,9 @@ onCommands(async (command) => {
 });
 
 await db.ping();
-send({ event: 'ready', worker, incarnation, pid: process.pid });
+// What runs this worker, and how far its wall clock (the library's) is from the run's clock:
+// the runner checks both against what it asked for.
+const runtime = 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node';
+send({ event: 'ready', worker, incarnation, pid: process.pid, runtime, wallClockOffset: Date.now() - now() });
 if (args.waitForGo) await started;
 const loops = Array.from({ length: config.loops }, (_, i) => loop(i));
