@@ -4,11 +4,10 @@
  * packages. Each is started as its README says, on the embedded default and on a throwaway Redis,
  * with real HTTP requests; then stopped with SIGTERM, and must exit by itself with code 0.
  */
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { useRedis } from './support/use-redis.js';
 import { countXCache, runScript } from './fixtures/examples-process.js';
-import { killAllChildren, NodeChild, root } from '../tools/child-process.js';
+import { killAllChildren, NodeChild, npxBinary } from '../tools/child-process.js';
 import { get, json, type Reply } from '../tools/http-client.js';
 import { freshId } from '../tools/basics.js';
 
@@ -18,7 +17,6 @@ const redis = useRedis();
 const binaries: { bun?: string; deno?: string } = {};
 
 beforeAll(() => {
-  const npxBinary = (pkg: string) => execFileSync('npx', ['-y', '-p', pkg, '-c', `command -v ${pkg}`], { cwd: root, encoding: 'utf8' }).trim();
   binaries.bun = npxBinary('bun');
   binaries.deno = npxBinary('deno');
 }, 300_000);

@@ -8,10 +8,9 @@
  * The runtimes are fetched with `npx -y` the first time (about 15 s each on a fresh machine,
  * measured), hence the long first hook; nothing is fetched when they are cached.
  */
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JsonChild, killAllChildren, root, type Message } from '../tools/child-process.js';
+import { JsonChild, killAllChildren, npxBinary, root, type Message } from '../tools/child-process.js';
 import { useRedis } from './support/use-redis.js';
 import { decodeEntry } from '../src/store/entry.js';
 import { valueKey } from '../src/store/key.js';
@@ -19,10 +18,6 @@ import { valueKey } from '../src/store/key.js';
 const server = useRedis();
 const worker = path.join(root, 'test/fixtures/runtimes/worker.ts');
 
-/** The path of `bin` from the npm package `pkg` (fetched into npx's cache when missing). */
-function npxBinary(pkg: string, bin: string): string {
-  return execFileSync('npx', ['-y', '-p', pkg, '-c', `command -v ${bin}`], { cwd: root, encoding: 'utf8' }).trim();
-}
 
 const here = Number(process.versions.node.split('.')[0]);
 /** The other end of the rolling upgrade: Node 26, or Node 20 when this process runs on 26. */

@@ -8,10 +8,9 @@
  * The runtimes are fetched with `npx -y` the first time (.ci/run fetches them before the tests).
  * `DOGPILE_WEB_RUNTIMES=bun,deno` picks the runtimes (default: all four kinds).
  */
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JsonChild, killAllChildren, root } from '../tools/child-process.js';
+import { JsonChild, killAllChildren, npxBinary, root } from '../tools/child-process.js';
 import { fetchReply } from '../tools/http-client.js';
 import { freshId } from '../tools/basics.js';
 import { useRedis } from './support/use-redis.js';
@@ -24,10 +23,6 @@ const KINDS: Kind[] = (process.env.DOGPILE_WEB_RUNTIMES?.split(',').filter((k): 
   ? (process.env.DOGPILE_WEB_RUNTIMES!.split(',') as Kind[])
   : ['hono', 'koa', 'bun', 'deno'];
 
-/** The path of `bin` from the npm package `pkg` (fetched into npx's cache when missing). */
-function npxBinary(pkg: string, bin: string): string {
-  return execFileSync('npx', ['-y', '-p', pkg, '-c', `command -v ${bin}`], { cwd: root, encoding: 'utf8' }).trim();
-}
 
 const binaries: Partial<Record<'bun' | 'deno', string>> = {};
 
