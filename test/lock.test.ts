@@ -615,7 +615,7 @@ describe('RedisLock on a Redis that stops answering (CLIENT PAUSE)', () => {
 });
 
 describe('RedisLock on a Redis that is gone', () => {
-  it('rejects with BackendError (the client\'s error as its cause) from acquire, tryAcquire, release and getOwnerId, never with the client\'s own error', async () => {
+  it('rejects with BackendError (the client\'s error as its cause) from acquire, tryAcquire, release, getOwnerId, reset and resetAll, never with the client\'s own error', async () => {
     const own = await startRedis();
     // No offline queue: with the server gone, every command fails at once with the client's own error.
     const client = own.client({ enableOfflineQueue: false, maxRetriesPerRequest: 0 });
@@ -635,6 +635,8 @@ describe('RedisLock on a Redis that is gone', () => {
       expect(await outcome(new RedisLock(client, name).tryAcquire())).toBe('BackendError');
       expect(await outcome(new RedisLock(client, name).acquire({ timeout: 1000 }))).toBe('BackendError');
       expect(await outcome(new RedisLock(client, name).getOwnerId())).toBe('BackendError');
+      expect(await outcome(RedisLock.reset(client, name))).toBe('BackendError');
+      expect(await RedisLock.resetAll(client).then(() => 'resolved', (error: unknown) => (error instanceof errors.BackendError && error.cause instanceof Error ? 'BackendError' : `other: ${String(error)}`))).toBe('BackendError');
     } finally {
       await own.stop();
     }

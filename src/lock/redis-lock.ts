@@ -232,8 +232,8 @@ export class RedisLock extends BaseLock {
    */
   static async reset(redis: RedisClient, name: string, options: { prefix?: string } = {}): Promise<boolean> {
     const keys = lockKeys(validatePrefix(options.prefix ?? LOCK_DEFAULTS.prefix), validateName(name));
-    const pub = publishCommand(await pubSubMode(redis));
-    return (await FORCE_RELEASE.run(commandClient(redis), [keys.lock, keys.queue, keys.fence], [keys.channel, pub])) === 1;
+    const released = (async () => FORCE_RELEASE.run(commandClient(redis), [keys.lock, keys.queue, keys.fence], [keys.channel, publishCommand(await pubSubMode(redis))]))();
+    return (await redisCall(name, 'reset', released)) === 1;
   }
 
   /**
@@ -249,7 +249,7 @@ export class RedisLock extends BaseLock {
     for (const node of nodes) {
       let cursor = '0';
       do {
-        const [next, keys] = (await node.call('SCAN', cursor, 'MATCH', `${globLiteral(prefix)}:lock:{*`, 'COUNT', 500)) as [string | Buffer, (string | Buffer)[]];
+        const [next, keys] = (await redisCall(`${prefix}:*`, 'SCAN', node.call('SCAN', cursor, 'MATCH', `${globLiteral(prefix)}:lock:{*`, 'COUNT', 500))) as [string | Buffer, (string | Buffer)[]];
         cursor = String(next);
         for (const raw of keys) {
           const key = String(raw);
