@@ -10,7 +10,6 @@ import { isFreshNow, staleWindow } from './freshness.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import type { ResolvedCacheOptions } from './options.js';
-import { withRest } from './recovery.js';
 import type { SetOptions } from './types.js';
 
 /**
@@ -22,24 +21,35 @@ export const CHUNK_KEYS = 500;
 
 /**
  * Sends `items` chunk after chunk, each by one call of `send` (one deadline). A chunk that fails
- * rejects with its failure, marked with the rest (`withRest`: that chunk and those after it), so
- * a replay resumes there and the chunks that landed are not sent again. The rest starts with a
- * chunk half the size of the one that failed, down to one key, and grows back (doubling, up to
- * `CHUNK_KEYS`) with each chunk answered: a chunk may outlast `commandTimeout` on a slow Redis,
- * one key is a single command, and one that gets no answer in time means what it means for any
- * command (the guarded backend's rule: Redis is unreachable, skipped for `backendCooldown`).
+ * rejects `run()` with its failure, and the next `run()` resumes at that chunk: the chunks that
+ * landed are not sent again (what `autoRecovery` replays). It resumes with a chunk half the size
+ * of the one that failed, down to one item, and grows back (doubling, up to `CHUNK_KEYS`) with
+ * each chunk answered: a chunk may outlast `commandTimeout` on a slow Redis, one key is a single
+ * command, and one that gets no answer in time means what it means for any command (the guarded
+ * backend's rule: Redis is unreachable, skipped for `backendCooldown`).
  */
-async function inChunks<T>(items: readonly T[], send: (chunk: readonly T[]) => Promise<void>, size = CHUNK_KEYS): Promise<void> {
-  for (let at = 0; at < items.length; ) {
-    const chunk = items.slice(at, at + size);
-    try {
-      await send(chunk);
-    } catch (error) {
-      const rest = items.slice(at);
-      throw withRest(error, () => inChunks(rest, send, Math.max(1, Math.floor(chunk.length / 2))));
+class Chunks<T> {
+  /** The first item not yet answered. */
+  private at = 0;
+  private size = CHUNK_KEYS;
+
+  constructor(
+    private readonly items: readonly T[],
+    private readonly send: (chunk: readonly T[]) => Promise<void>,
+  ) {}
+
+  async run(): Promise<void> {
+    while (this.at < this.items.length) {
+      const chunk = this.items.slice(this.at, this.at + this.size);
+      try {
+        await this.send(chunk);
+      } catch (error) {
+        this.size = Math.max(1, Math.floor(chunk.length / 2));
+        throw error;
+      }
+      this.at += chunk.length;
+      this.size = Math.min(CHUNK_KEYS, this.size * 2);
     }
-    at += chunk.length;
-    size = Math.min(CHUNK_KEYS, size * 2);
   }
 }
 
@@ -201,30 +211,33 @@ export async function setMany(host: BulkHost, entries: readonly SetManyEntry[], 
   await host.beforeWrite();
   const now = host.backend.now();
   for (const p of prepared) p.entry.createdAt = now;
-  await inChunks(prepared, async (chunk) => {
+  await new Chunks(prepared, async (chunk) => {
     await host.guarded.setChunk(chunk);
     for (const p of chunk) {
       host.wrote(p.key);
       host.hints.remember(p.key, p.entry);
     }
-  });
+  }).run();
 }
 
 /**
- * Deletes `keys` and announces each delete on its key's channel (every process drops its
- * copy): on Redis, one script per key, in chunks of `CHUNK_KEYS` (one round trip and one
- * deadline per chunk). Resolves with how many keys held a value. A failure part way carries
- * the rest (see `inChunks`), which `autoRecovery` replays.
+ * The deletion of `keys` (checked by the caller), each delete announced on its key's channel
+ * (every process drops its copy): on Redis, one script per key, in chunks of `CHUNK_KEYS` (one
+ * round trip and one deadline per chunk). Each call sends what is left and resolves with how
+ * many keys held a value; after a failure part way, the next call resumes at the chunk that
+ * failed (see `Chunks`): what `autoRecovery` replays.
  */
-export async function deleteMany(host: BulkHost, keys: readonly string[]): Promise<number> {
-  validateKeys(keys);
-  host.assertOpen();
+export function deletion(host: BulkHost, keys: readonly string[]): () => Promise<number> {
   const unique = [...new Set(keys)];
-  for (const key of unique) host.hints.forget(key);
   let deleted = 0;
-  await inChunks(unique, async (chunk) => {
+  const chunks = new Chunks(unique, async (chunk) => {
     deleted += await host.guarded.deleteChunk(chunk);
     for (const key of chunk) host.wrote(key);
   });
-  return deleted;
+  return async () => {
+    host.assertOpen();
+    for (const key of unique) host.hints.forget(key);
+    await chunks.run();
+    return deleted;
+  };
 }

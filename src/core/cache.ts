@@ -21,7 +21,7 @@ import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { getOrComputeMany, type BatchLoader } from './batch.js';
-import { deleteMany, getMany, readStored, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deletion, getMany, readStored, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -377,7 +377,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.invalidate({ kind: 'delete', keys: [...checked] }, () => deleteMany(this.bulk, checked), 0);
+    return this.invalidate({ kind: 'delete', keys: [...checked] }, deletion(this.bulk, checked), 0);
   }
 
   /** `key` was written or deleted: callers from now on neither join a run nor take a stale answer older than the write. */

@@ -7,18 +7,6 @@ export type Invalidation =
   | { kind: 'tags'; tags: readonly string[]; stale: boolean }
   | { kind: 'clear'; stale: boolean };
 
-/** What is left to send of a bulk write that failed part way, by its error (see `withRest`). */
-const rests = new WeakMap<object, () => Promise<unknown>>();
-
-/**
- * Marks `error`, the failure of a bulk write after some of its chunks landed, with what sends
- * the rest: a replay resumes there, and the chunks that landed are not sent again. Returns `error`.
- */
-export function withRest(error: unknown, rest: () => Promise<unknown>): unknown {
-  if (typeof error === 'object' && error !== null) rests.set(error, rest);
-  return error;
-}
-
 /** What the queue needs of its cache. */
 export interface RecoveryHost {
   /** Drops the copies process memory holds in front of Redis: of these keys, or all. */
@@ -32,8 +20,8 @@ export interface RecoveryHost {
  * unreachable are applied to this process's memory at once (the copies they concern are
  * dropped), kept in order in a bounded queue, and replayed in that order once Redis answers
  * again, each by the same script as the original call (so it is announced to every process);
- * a bulk one (`deleteMany`) chunk by chunk, each chunk with its own deadline, resumed after a
- * failure from the chunk that failed (see `withRest`), so what landed is not sent again.
+ * a bulk one (`deleteMany`) chunk by chunk, each chunk with its own deadline: its `send` resumes
+ * at the chunk that failed (see `deletion` in bulk.ts), so what landed is not sent again.
  * While anything is queued the cache does not read Redis (`held`): a value an invalidation
  * would remove is never read back before the invalidation lands; and a new write first replays
  * the queue, so writes reach Redis in the order they were made.
@@ -97,7 +85,7 @@ export class RecoveryQueue {
       throw new BackendError(`Redis is unreachable and the autoRecovery queue is full (${this.max} invalidations, autoRecovery.maxQueue); this one was not accepted`, { cause: error });
     }
     this.host.forget(invalidation.kind === 'delete' ? invalidation.keys : undefined);
-    this.queue.push({ invalidation, send: rests.get(error as object) ?? send });
+    this.queue.push({ invalidation, send });
     if (debug.enabled) debug('autoRecovery: Redis unreachable; %s queued (%d waiting)', invalidation.kind, this.queue.length);
     this.schedule();
     return queued;
@@ -124,8 +112,7 @@ export class RecoveryQueue {
             await head.send();
           } catch (error) {
             if (this.host.unreachable(error)) {
-              // Next time from where it stopped: the chunks that landed are not sent again.
-              head.send = rests.get(error as object) ?? head.send;
+              // Next time from where it stopped (a bulk send resumes at the chunk that failed).
               return false;
             }
             // Redis answered and refused it (it concerns one key's contents): nothing to retry.
