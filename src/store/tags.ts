@@ -11,11 +11,6 @@ export function laterStamp(a: TagStamp, b: TagStamp): TagStamp {
   return { hard: Math.max(a.hard, b.hard), stale: Math.max(a.stale, b.stale) };
 }
 
-/** A stamp as stored and announced: `hard:stale`. */
-export function formatStamp(stamp: TagStamp): string {
-  return `${stamp.hard}:${stamp.stale}`;
-}
-
 export function parseStamp(text: string | undefined | null): TagStamp {
   if (!text) return NO_STAMP;
   const colon = text.indexOf(':');
