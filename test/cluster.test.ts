@@ -37,6 +37,32 @@ describe('on a Redis Cluster', () => {
     await b.close();
   });
 
+  it('getMany and getOrComputeMany read keys of every slot together; a key of the wrong type is that key\'s miss (corrupt), not the batch\'s failure', async () => {
+    const client = cluster.client();
+    const prefix = freshId('many');
+    const cache = createCache({ redis: client, prefix });
+    const keys = Array.from({ length: 40 }, (_, i) => `m${i}`);
+    await cache.setMany(keys.map((key, i) => ({ key, value: i })), { ttl: 60_000 });
+    expect(await cache.getMany([...keys, 'absent'])).toEqual([...keys.map((_, i) => i), undefined]);
+    // One key's value replaced by a list: its GET fails (WRONGTYPE) on its own shard.
+    await client.del(`${prefix}:v:{m7}`);
+    await client.lpush(`${prefix}:v:{m7}`, 'not an entry');
+    const corrupt: string[] = [];
+    cache.on('corrupt', ({ key }) => corrupt.push(key));
+    const values = await cache.getMany(keys);
+    expect(values).toEqual(keys.map((_, i) => (i === 7 ? undefined : i)));
+    expect(corrupt).toEqual(['m7']);
+    let loaded: string[] = [];
+    const many = await cache.getOrComputeMany(keys, (missing) => {
+      loaded = missing;
+      return missing.map(() => 'loaded');
+    }, 60_000);
+    // The other keys are hits; m7 goes the one-key way, is led and loaded (and stored over the list).
+    expect(many).toEqual(keys.map((_, i) => (i === 7 ? 'loaded' : i)));
+    expect(loaded).toEqual(['m7']);
+    await cache.close();
+  });
+
   it('locks exclude each other, hand over with a push, and resetAll frees locks on every master', async () => {
     const client = cluster.client();
     const first = new RedisLock(client, 'job');

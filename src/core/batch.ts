@@ -23,6 +23,8 @@ export type BatchResult<T> = ReadonlyMap<string, T> | Readonly<Record<string, T>
 /** What a batch needs of the cache: per-key calls and the `coalesced` event. */
 interface BatchHost {
   getOrCompute<T>(key: string, loader: (ctx: LoaderContext) => Promise<T | undefined>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<T | undefined>;
+  /** The keys answered as hits without the one-key protocol (a plain call's fast paths), with their values. */
+  hits(keys: readonly string[]): Promise<ReadonlyMap<string, unknown>>;
   on(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
   off(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
 }
@@ -36,7 +38,8 @@ interface Led {
 }
 
 /**
- * `getOrComputeMany`: every key goes through the one-key protocol at once (its look-up-or-lead
+ * `getOrComputeMany`: first the hits found together (values fresh in process memory, then one
+ * read of those this process believes fresh in Redis: `cache.hits`); every other key goes through the one-key protocol at once (its look-up-or-lead
  * script, in-process flights, waits, stale answers), with a loader that does not load but
  * enrols the key in a batch. Once every key is accounted for — its lead taken (the loader was
  * called), answered, or waiting for another caller (the `coalesced` event) — the keys led here
@@ -53,8 +56,13 @@ export async function getOrComputeMany<T>(
   // Every key is checked before any is looked up, led or written.
   validateKeys(keys);
   if (typeof loader !== 'function') throw new InvalidOptionError('loader', `expected a function (keys, ctx) => values, got ${loader === null ? 'null' : typeof loader}`);
-  const unique = [...new Set(keys)];
-  if (unique.length === 0) return [];
+  const all = [...new Set(keys)];
+  if (all.length === 0) return [];
+  // Hits found together (process memory, one read of Redis) are answered as they are; the rest
+  // go through the one-key protocol.
+  const hits = await cache.hits(all);
+  const unique = hits.size === 0 ? all : all.filter((key) => !hits.has(key));
+  if (unique.length === 0) return keys.map((key) => hits.get(key) as T | undefined);
 
   const order = new Map(unique.map((key, i) => [key, i]));
   const accounted = new Set<string>();
@@ -104,8 +112,9 @@ export async function getOrComputeMany<T>(
     const failed = settled.find((outcome) => outcome.status === 'rejected');
     if (failed !== undefined) throw failed.reason;
     const answers = settled.map((outcome) => (outcome as PromiseFulfilledResult<T | undefined>).value);
-    const byKey = new Map(unique.map((key, i) => [key, answers[i]]));
-    return keys.map((key) => byKey.get(key));
+    const byKey = new Map<string, unknown>(hits);
+    for (let i = 0; i < unique.length; i++) byKey.set(unique[i]!, answers[i]);
+    return keys.map((key) => byKey.get(key) as T | undefined);
   } finally {
     cache.off('coalesced', onCoalesced);
   }

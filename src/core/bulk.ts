@@ -119,34 +119,42 @@ export function validateKeys(keys: unknown): readonly string[] {
 /**
  * The values of `keys`, in their order (`undefined` where there is none). Keys held fresh in
  * process memory are answered from it; the others are read from the store together: on Redis,
- * one GET per key, all sent before any reply is read (one round trip).
+ * one `MGET` per `CHUNK_KEYS` keys, all sent at once (one round trip; on a cluster, one GET per
+ * key), each entry then judged in one pass (stamps, freshness).
  */
 export async function getMany<T>(host: BulkHost, keys: readonly string[]): Promise<(T | undefined)[]> {
   validateKeys(keys);
   host.assertOpen();
   const out: (T | undefined)[] = new Array<T | undefined>(keys.length);
-  const reads: Promise<void>[] = [];
+  const missing: string[] = [];
+  const at: number[] = [];
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!;
     const local = host.hints.freshInMemory(key);
-    if (local !== undefined) {
-      out[i] = local.kind === EntryKind.Value ? (local.value as T) : undefined;
-      continue;
+    if (local !== undefined) out[i] = local.kind === EntryKind.Value ? (local.value as T) : undefined;
+    else {
+      missing.push(key);
+      at.push(i);
     }
-    reads.push(
-      readStored<T>(host, key).then((value) => {
-        out[i] = value;
-      }),
-    );
   }
-  if (reads.length > 0) await Promise.all(reads);
+  if (missing.length === 0) return out;
+  const found = await readMany(host, missing);
+  for (let j = 0; j < missing.length; j++) out[at[j]!] = storedValue<T>(host, missing[j]!, found[j]);
   return out;
+}
+
+/** What the store holds of `keys`, in their order: one `MGET` per `CHUNK_KEYS` keys, all sent at once, bounded by one deadline each. */
+export async function readMany(host: Pick<BulkHost, 'guarded'>, keys: readonly string[]): Promise<(StoredEntry | { corrupt: Error } | undefined)[]> {
+  if (keys.length <= CHUNK_KEYS) return host.guarded.getMany(keys);
+  const reads: Promise<(StoredEntry | { corrupt: Error } | undefined)[]>[] = [];
+  for (let from = 0; from < keys.length; from += CHUNK_KEYS) reads.push(host.guarded.getMany(keys.slice(from, from + CHUNK_KEYS)));
+  return (await Promise.all(reads)).flat();
 }
 
 /**
  * The value of `key` read from the store (past the process's own copy), or undefined: a miss,
  * a marker, a value past its TTL, a corrupt value (reported) or a fault of this key alone.
- * What `get` and `getMany` do for every key they do not find in memory.
+ * What `get` does when process memory does not hold the key.
  */
 export async function readStored<T>(host: BulkHost, key: string): Promise<T | undefined> {
   let found;
@@ -156,6 +164,11 @@ export async function readStored<T>(host: BulkHost, key: string): Promise<T | un
     if (!host.guarded.keyFault(key, error)) throw error;
     return undefined;
   }
+  return storedValue<T>(host, key, found);
+}
+
+/** What a read found of `key`, as its value: a fresh value is remembered (freshness hint, L1); a corrupt one is reported; anything else is undefined. */
+function storedValue<T>(host: BulkHost, key: string, found: StoredEntry | { corrupt: Error } | undefined): T | undefined {
   if (found === undefined) return undefined;
   if ('corrupt' in found) {
     host.events.emit('corrupt', { key, error: found.corrupt });

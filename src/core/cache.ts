@@ -21,7 +21,7 @@ import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { getOrComputeMany, type BatchLoader } from './batch.js';
-import { deletion, getMany, readStored, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deletion, getMany, readMany, readStored, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -153,20 +153,52 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // on to the full protocol.
       if (flight === undefined && this.guarded.usable(key)) {
         return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
-          (found) => {
-            // An entry with tags is not answered here: it goes the full way.
-            if (found !== undefined && !('corrupt' in found) && found.kind === EntryKind.Value && found.tags === undefined && isFreshNow(found, this.clock)) {
-              if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
-              if (this.options.l1) this.hints.remember(key, found);
-              return found.value as T;
-            }
-            return this.resolve(key, loader, ttlOrOptions).then(valueOf);
-          },
+          (found) => (this.storeHit(key, found) ? (found as StoredEntry).value as T : this.resolve(key, loader, ttlOrOptions).then(valueOf)),
           () => this.resolve(key, loader, ttlOrOptions).then(valueOf),
         );
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
+  }
+
+  /**
+   * True when `found`, read with a plain GET of a key believed fresh, is a hit as it is (told to
+   * `hit` listeners, kept in the L1): a fresh value without tags. Anything else goes the full
+   * way (a miss, a marker, a corrupt value; an entry with tags, whose stale invalidation
+   * takes the protocol's refresh lead).
+   */
+  private storeHit(key: string, found: StoredEntry | { corrupt: Error } | undefined): boolean {
+    if (found === undefined || 'corrupt' in found || found.kind !== EntryKind.Value || found.tags !== undefined || !isFreshNow(found, this.clock)) return false;
+    if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
+    if (this.options.l1) this.hints.remember(key, found);
+    return true;
+  }
+
+  /**
+   * The keys of `keys` answered as hits as `getOrCompute`'s fast paths answer them, for a plain
+   * call only: values fresh in process memory, then, in one read (`MGET`), the values this
+   * process saw in Redis and believes fresh. A key with a flight of this process, and every key
+   * of a read that fails, is left to the one-key protocol.
+   */
+  private async plainHits(keys: readonly string[], loader: unknown, ttlOrOptions: unknown): Promise<Map<string, unknown>> {
+    const hits = new Map<string, unknown>();
+    if (this.closed || this.options.freshness.earlyRefreshBeta !== 0 || getOrComputeChannel.hasSubscribers || !isPlainCall(keys[0], loader, ttlOrOptions)) return hits;
+    const remote: string[] = [];
+    for (const key of keys) {
+      if (this.flights.has(key)) continue;
+      const local = this.backend.holdsInMemory ? this.memoryHit(key) : undefined;
+      if (local !== undefined) hits.set(key, local.value);
+      else if (this.hints.believedFresh(key) && this.guarded.usable(key)) remote.push(key);
+    }
+    if (remote.length === 0) return hits;
+    let found;
+    try {
+      found = await readMany(this.bulk, remote);
+    } catch {
+      return hits;
+    }
+    for (let i = 0; i < remote.length; i++) if (this.storeHit(remote[i]!, found[i])) hits.set(remote[i]!, (found[i] as StoredEntry).value);
+    return hits;
   }
 
   /**
@@ -341,13 +373,14 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
   /**
    * Many keys at once, loading the missing ones with one call of `loader(keysToLoad, ctx)`:
-   * every key is looked up at once; the keys nobody leads are led by this call and loaded
+   * hits are read together (process memory, then one `MGET` of the keys this process saw fresh);
+   * every other key is looked up at once; the keys nobody leads are led by this call and loaded
    * together; keys another caller is loading are waited for, not loaded again; the answer is in
    * the order of `keys`. A key the loader leaves out is answered `undefined` and not stored.
    * `ttlOrOptions` applies to every key, as `getOrCompute`'s.
    */
   getOrComputeMany<T>(keys: readonly string[], loader: BatchLoader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<(T | undefined)[]> {
-    return getOrComputeMany<T>(this, keys, loader, ttlOrOptions);
+    return getOrComputeMany<T>({ getOrCompute: (key, load, ttl) => this.getOrCompute(key, load, ttl), hits: (unique) => this.plainHits(unique, loader, ttlOrOptions), on: (e, l) => this.on(e, l), off: (e, l) => this.off(e, l) }, keys, loader, ttlOrOptions);
   }
 
   /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */

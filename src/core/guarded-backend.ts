@@ -67,6 +67,11 @@ export class GuardedBackend {
     return this.timed(key, 'get', () => this.backend.get(key));
   }
 
+  /** `get` of many keys (of `getMany`), bounded by one deadline and, if it fails, reported once. */
+  getMany(keys: readonly string[]): Promise<(StoredEntry | { corrupt: Error } | undefined)[]> {
+    return this.timed(undefined, 'getMany', () => this.backend.getMany(keys));
+  }
+
   getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     return this.timed(key, 'get', () => this.backend.getShared(key));
   }

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type { Redis, Cluster } from 'ioredis';
 import { InvalidOptionError } from '../shared/errors.js';
 import type { CommandClient } from './commands.js';
-import { closeNodeRedis, isNodeRedis, NodeRedisCommands, nodeRedisMasters, type NodeRedis, type NodeRedisClient, type NodeRedisCluster } from './node-redis.js';
+import { closeNodeRedis, isNodeRedis, isNodeRedisCluster, NodeRedisCommands, nodeRedisMasters, type NodeRedis, type NodeRedisClient, type NodeRedisCluster } from './node-redis.js';
 
 /** An ioredis (v5, v6) or iovalkey `Redis` or `Cluster`: one interface, typed here as ioredis 5's. */
 export type IoRedisClient = Redis | Cluster;
@@ -71,6 +71,11 @@ function isIoRedis(value: unknown): value is IoRedisLike {
 
 export function isCluster(client: RedisClient | IoRedisClient): client is Cluster {
   return !isNodeRedis(client) && typeof (client as Cluster).nodes === 'function' && (client as { isCluster?: boolean }).isCluster === true;
+}
+
+/** True for a cluster client of either library (keys of different slots cannot share a command). */
+export function isAnyCluster(client: RedisClient): boolean {
+  return isNodeRedis(client) ? isNodeRedisCluster(client) : isCluster(client);
 }
 
 /** The commands of any accepted client: an ioredis-like client as it is, node-redis through an adapter. */

@@ -41,7 +41,7 @@ export function isNodeRedis(value: unknown): value is NodeRedis {
   return 'isOpen' in v && typeof v.sendCommand === 'function' && typeof v.duplicate === 'function' && typeof v.connect === 'function';
 }
 
-function isNodeRedisCluster(value: NodeRedis): value is NodeRedisCluster {
+export function isNodeRedisCluster(value: NodeRedis): value is NodeRedisCluster {
   return 'masters' in value && typeof (value as NodeRedisCluster).nodeClient === 'function';
 }
 

@@ -134,6 +134,10 @@ export class MemoryBackend implements Store {
     return this.lru.get(key);
   }
 
+  async getMany(keys: readonly string[]): Promise<(StoredEntry | undefined)[]> {
+    return keys.map((key) => this.lru.get(key));
+  }
+
   async getShared(): Promise<undefined> {
     return undefined;
   }

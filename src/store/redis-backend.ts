@@ -7,7 +7,8 @@ import { L1Links } from './l1-links.js';
 import { parseOutcome } from './outcome-message.js';
 import { RedisTagStamps } from './redis-tags.js';
 import { monotonicNow } from '../shared/clock.js';
-import { clientAvailable, commandClient, type CommandClient, type RedisClient } from '../redis/client.js';
+import { clientAvailable, commandClient, isAnyCluster, type CommandClient, type RedisClient } from '../redis/client.js';
+import { faultOf } from '../redis/errors.js';
 import { existingSharedSubscriber, sharedSubscriber, type Unlisten } from '../redis/subscriber.js';
 import { knownPubSubMode, publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
 import { waitForReplicas, ReplicationError, type Replication } from '../redis/replication.js';
@@ -57,6 +58,8 @@ export class RedisBackend implements Store {
   private readonly commands: CommandClient;
   /** Where the GETs of values go (the GETs of one tick share a write on a standalone ioredis-like client). */
   private readonly values: Pick<CommandClient, 'getBuffer'>;
+  /** Keys of different slots cannot share one `MGET`. */
+  private readonly cluster: boolean;
   private readonly l1: L1 | undefined;
   /** The channels this process follows for its L1 copies. */
   private readonly links: L1Links | undefined;
@@ -79,6 +82,7 @@ export class RedisBackend implements Store {
     this.clock = new ServerClock(this.commands);
     this.now = this.clock.now.bind(this.clock);
     this.values = valueReader(client, this.commands);
+    this.cluster = isAnyCluster(client);
     this.tagStamps = new RedisTagStamps(client, this.commands, options.prefix);
     this.l1 = options.l1 ? new L1(options.l1.max, options.l1.ttl, (key) => this.links?.unlink(key), options.l1.maxSize) : undefined;
     this.holdsInMemory = this.l1 !== undefined;
@@ -304,14 +308,35 @@ export class RedisBackend implements Store {
   private readValue(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
     // The hit path: one GET and one step after it (no async frame).
     const sent = this.l1 ? monotonicNow() : undefined;
-    return this.values.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => {
-      if (bytes === null) return undefined;
-      const decoded = this.decode(bytes, sent);
-      if (!('error' in decoded)) return decoded;
-      // An entry of another serializer, reported before: a miss here.
-      if (!(decoded.error instanceof UnknownSerializerError)) return { corrupt: decoded.error };
-      return this.foreign.met(key, decoded.error) ? { corrupt: forKey(decoded.error, key) } : undefined;
-    });
+    return this.values.getBuffer(valueKey(this.options.prefix, key)).then((bytes) => (bytes === null ? undefined : this.found(key, bytes, sent)));
+  }
+
+  /** A stored value's bytes as the entry, or `corrupt`; an entry of another serializer (reported once) is a miss here. */
+  private found(key: string, bytes: Buffer, sent: number | undefined): StoredEntry | { corrupt: Error } | undefined {
+    const decoded = this.decode(bytes, sent);
+    if (!('error' in decoded)) return decoded;
+    if (!(decoded.error instanceof UnknownSerializerError)) return { corrupt: decoded.error };
+    return this.foreign.met(key, decoded.error) ? { corrupt: forKey(decoded.error, key) } : undefined;
+  }
+
+  async getMany(keys: readonly string[]): Promise<(StoredEntry | { corrupt: Error } | undefined)[]> {
+    if (keys.length === 0) return [];
+    if (!this.clock.known) await this.clock.ready();
+    const sent = this.l1 ? monotonicNow() : undefined;
+    const names = keys.map((key) => valueKey(this.options.prefix, key));
+    let replies: (Buffer | null | { corrupt: Error })[];
+    if (!this.cluster) {
+      replies = (await this.commands.callBuffer('MGET', ...names)) as (Buffer | null)[];
+    } else {
+      // Keys of different slots: one GET each, sent together; an error about one key is that key's.
+      const settled = await Promise.allSettled(names.map((name) => this.values.getBuffer(name)));
+      replies = settled.map((s) => {
+        if (s.status === 'fulfilled') return s.value;
+        if (faultOf(s.reason) === 'key') return { corrupt: s.reason as Error };
+        throw s.reason;
+      });
+    }
+    return replies.map((bytes, i) => (bytes === null || bytes === undefined ? undefined : Buffer.isBuffer(bytes) ? this.found(keys[i]!, bytes, sent) : bytes));
   }
 
   async getShared(key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {

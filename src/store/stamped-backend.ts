@@ -148,6 +148,27 @@ export class StampedBackend implements Backend {
     });
   }
 
+  /** `get` of many keys: each entry judged by the stamps as `get` judges it; stamps not held here read once for all. */
+  async getMany(keys: readonly string[]): Promise<(StoredEntry | { corrupt: Error } | undefined)[]> {
+    this.follow();
+    const found = await this.inner.getMany(keys);
+    let pending: Promise<void>[] | undefined;
+    for (let i = 0; i < found.length; i++) {
+      const entry = found[i];
+      if (entry === undefined || 'corrupt' in entry) continue;
+      const verdict = this.verdict(entry);
+      if (typeof verdict !== 'object') found[i] = judged(entry, verdict);
+      else
+        (pending ??= []).push(
+          verdict.then((read) => {
+            found[i] = judged(entry, read);
+          }),
+        );
+    }
+    if (pending !== undefined) await Promise.all(pending);
+    return found;
+  }
+
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
     spreadTtl(entry, this.rules.jitter, this.rules.tagStampTtl);
     return this.inner.set(key, entry, write);

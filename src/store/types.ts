@@ -143,6 +143,12 @@ export interface EntryStore {
   readonly now: () => number;
   get(key: string): Promise<StoredEntry | { corrupt: Error } | undefined>;
   /**
+   * `get` of many keys, answered in their order: on Redis one `MGET` (one round trip), on a
+   * cluster one GET per key sent together. A key a cluster node answers with an error about
+   * that key alone is answered `{ corrupt }`; any other failure rejects the whole read.
+   */
+  getMany(keys: readonly string[]): Promise<(StoredEntry | { corrupt: Error } | undefined)[]>;
+  /**
    * Stores `entry` for `entry.ttl`; rejects with `SerializationError` when its value cannot be
    * encoded. A `write` (the default: the application's own `set`) supersedes every run of the
    * key begun before it: its lead is dropped, so that run's older value is never stored over

@@ -101,6 +101,22 @@ export function entryStoreContract(name: string, traits: BackendTraits, setup: (
         expect(await backend.delete(key)).toBe(false);
       });
 
+      it('getMany answers every key in its order: entries, undefined for unknown keys, repeated keys alike, nothing for no keys', async () => {
+        const a = freshId('k');
+        const b = `${a}:b`;
+        const ea = entry('a');
+        const eb = entry({ nested: [1, 2] });
+        await backend.set(a, ea);
+        await backend.set(b, eb);
+        const found = await backend.getMany([b, `${a}:none`, a, b]);
+        expect(found).toHaveLength(4);
+        expectEntry(found[0], eb);
+        expect(found[1]).toBeUndefined();
+        expectEntry(found[2], ea);
+        expectEntry(found[3], eb);
+        expect(await backend.getMany([])).toEqual([]);
+      });
+
       it('keys are independent', async () => {
         const a = freshId('k');
         const b = `${a}:other`;
@@ -595,6 +611,21 @@ export function missCoordinatorContract(name: string, traits: BackendTraits, set
         const e = entry('fixed');
         expect(await backend.commit(key, 'fixer', store(e))).toBe(true);
         expectEntry(await backend.get(key), e);
+      });
+
+      withRaw('getMany reports foreign bytes as that key\'s corrupt entry; a value of another type is no entry; the other keys are answered', async () => {
+        const good = freshId('k');
+        const foreign = `${good}:foreign`;
+        const wrong = `${good}:wrong`;
+        const e = entry('good');
+        await backend.set(good, e);
+        await h.raw!.writeValue(foreign, Buffer.from('written by someone else'));
+        await h.raw!.writeWrongType(wrong);
+        const found = await backend.getMany([foreign, good, wrong]);
+        expect(found[0]).toMatchObject({ corrupt: expect.objectContaining({ name: 'CorruptEntryError' }) });
+        expectEntry(found[1], e);
+        // MGET answers nil for a key of another type; the one-key protocol reports it when it looks up that key.
+        expect(found[2]).toBeUndefined();
       });
 
       withRaw('a right header with a payload the serializer cannot read is corrupt', async () => {
