@@ -412,6 +412,41 @@ describe('dogpileGuard (Express specifics)', () => {
     expect(runs).toBe(2);
   });
 
+  it('a handler that destroys its own response mid-body releases the waiters at once: each runs its own handler', async () => {
+    const app = express();
+    let runs = 0;
+    let entered!: () => void;
+    const leaderIn = new Promise<void>((resolve) => (entered = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // A wait for the lead as long as the test's own bound: waiters held until it is up fail the test.
+    app.get('/cut', dogpileGuard({ cache: createCache({ waitTimeout: 600_000 }) }), async (_req, res) => {
+      const run = ++runs;
+      res.type('text/plain');
+      if (run === 1) {
+        res.write('the first part, ');
+        entered();
+        await gate;
+        res.destroy();
+        return;
+      }
+      res.end('whole');
+    });
+    const port = await listen(app);
+    const leader = request(port, '/cut').catch((error: unknown) => error);
+    await leaderIn;
+    const waiters = Array.from({ length: 3 }, () => fetchReply(port, '/cut', { timeoutMs: 20_000 }));
+    // The waiters are queued behind the lead before it breaks.
+    await sleep(100);
+    release();
+    await leader;
+    const replies = await Promise.all(waiters);
+    expect(replies.map((r) => r.text)).toEqual(['whole', 'whole', 'whole']);
+    // Never a copy of the broken body: each waiter ran the handler itself.
+    expect(replies.every((r) => r.xCache === 'MISS')).toBe(true);
+    expect(runs).toBe(4);
+  }, 30_000);
+
   it('rejects bad options at once, naming the option', () => {
     expect(() => dogpileGuard({ ttl: -1 })).toThrow(InvalidOptionError);
     expect(() => dogpileGuard({ ttl: 'soon' as never })).toThrow(/Invalid ttl/);

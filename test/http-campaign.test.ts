@@ -12,6 +12,7 @@ import { ADAPTERS } from './http-campaign/apps.js';
 import { report, runCampaign, signature } from './http-campaign/campaign.js';
 import { requestBytes, unconditional, type Case } from './http-campaign/model.js';
 import { difference, notModified, rangeOf, unstorable } from './http-campaign/oracle.js';
+import { sentRequest, unmatchedRun } from './http-campaign/runs.js';
 import type { WireReply } from './http-campaign/wire.js';
 
 function reply(status: number, fields: [string, string][], body = ''): WireReply {
@@ -61,15 +62,43 @@ describe('the HTTP campaign oracle', () => {
   });
 });
 
+describe('the HTTP campaign oracle on handler runs', () => {
+  const sent = sentRequest('GET /vary/a?b=1 HTTP/1.1\r\nHost: c1.test\r\nAccept-Language: en\r\nAccept-Language: de\r\nX-Forwarded-Host: evil.test\r\nCookie: sid=1\r\nConnection: close\r\n\r\n');
+  const run = (headers: Record<string, string>, target = '/vary/a?b=1', method = 'GET') => ({ adapter: 'express' as const, pid: 1, at: 0, method, target, headers, refresh: headers.connection === undefined });
+  const validators = new Set(['"v1"']);
+
+  it('accepts a live run of a sent request, and a refresh with only the fields the docs let it carry', () => {
+    const live = { host: 'c1.test', 'accept-language': 'en, de', 'x-forwarded-host': 'evil.test', cookie: 'sid=1', connection: 'close' };
+    expect(unmatchedRun('express', run(live), [sent], [], validators)).toBeUndefined();
+    // A HEAD may run as its GET; a revalidation adds the stored validator and leaves out the client's.
+    expect(unmatchedRun('express', run(live), [{ ...sent, method: 'HEAD' }], [], validators)).toBeUndefined();
+    expect(unmatchedRun('express', run({ ...live, 'if-none-match': '"v1"' }), [sent], [], validators)).toBeUndefined();
+    expect(unmatchedRun('express', run({ host: 'c1.test', 'accept-language': 'en, de', 'x-forwarded-host': 'evil.test', 'if-none-match': '"v1"' }), [sent], ['accept-language'], validators)).toBeUndefined();
+    // A web adapter's URL: the same path and query.
+    expect(unmatchedRun('hono', run({ host: 'c1.test' }, 'http://c1.test/vary/a?b=1'), [sent], [], validators)).toBeUndefined();
+  });
+
+  it('finds a run that saw another target, a field no request sent, or a refresh carrying a client field', () => {
+    expect(unmatchedRun('express', run({ host: 'c1.test' }, '/vary/a?b=2'), [sent], [], validators)).toMatch(/sent by no request/);
+    expect(unmatchedRun('express', run({ host: 'c1.test', 'accept-language': 'fr', connection: 'close' }), [sent], ['accept-language'], validators)).toMatch(/accept-language/);
+    expect(unmatchedRun('express', run({ host: 'c1.test', cookie: 'sid=1' }), [sent], [], validators)).toMatch(/cookie: "sid=1", a field a refresh does not carry/);
+    expect(unmatchedRun('express', run({ host: 'c1.test', 'user-agent': 'x' }), [sent], [], validators)).toMatch(/user-agent/);
+    expect(unmatchedRun('express', run({ host: 'c1.test', 'if-none-match': '"v9"' }), [sent], [], validators)).toMatch(/a validator of no reply/);
+    expect(unmatchedRun('express', run({ host: 'other.test' }), [sent], [], validators)).toMatch(/host: "other.test", sent by no request/);
+  });
+});
+
 describe('the HTTP campaign', () => {
   it('finds no answer from the guard that the bare app would not give, on any adapter', async () => {
     const seed = process.env.HTTP_CAMPAIGN_SEED !== undefined ? Number(process.env.HTTP_CAMPAIGN_SEED) : Math.floor(Math.random() * 2 ** 31);
     const lines: string[] = [`http campaign seed ${seed}`];
-    const results = await runCampaign({ seed, adapters: ADAPTERS, searchMs: 30_000, maxCases: 40, shrinkMs: 20_000, failuresDir: path.join(os.tmpdir(), 'dogpile-guard-http-campaign') });
+    const results = await runCampaign({ seed, adapters: ADAPTERS, searchMs: 30_000, maxCases: 30, shrinkMs: 20_000, failuresDir: path.join(os.tmpdir(), 'dogpile-guard-http-campaign') });
     report(results, (line) => lines.push(line));
     for (const r of results) expect(r.stats.cases, `${r.adapter} ran cases`).toBeGreaterThan(0);
     expect(results.filter((r) => r.failures.length > 0 || r.crash !== undefined), lines.join('\n')).toEqual([]);
     // Through the store, not around it: every adapter answered from it.
     for (const r of results) expect((r.stats.replies.HIT ?? 0) + (r.stats.replies.STALE ?? 0), `${r.adapter} served from the store`).toBeGreaterThan(0);
+    // Every handler run was checked against the requests sent.
+    for (const r of results) expect(r.stats.runs.live ?? 0, `${r.adapter} recorded its runs`).toBeGreaterThan(0);
   }, 180_000);
 });

@@ -196,6 +196,7 @@ export function captureServerResponse(res: ServerResponse, capture: CaptureSink)
   const write = res.write as unknown as WriteFn;
   const end = res.end as unknown as EndFn;
   const writeHead = res.writeHead as unknown as WriteHeadFn;
+  const destroy = res.destroy as unknown as (...args: unknown[]) => unknown;
   // The captured bytes are those that pass this point, so what describes their encoding is
   // `Content-Encoding` and `Vary` as they are when the response passes this point: in
   // writeHead (with the headers given to it), or at the first write if that comes first. A
@@ -243,6 +244,13 @@ export function captureServerResponse(res: ServerResponse, capture: CaptureSink)
       capture.complete(capture.original?.status ?? res.statusCode, headers);
     }
     return result;
+  };
+  // The app destroys its own response before its end (`res.destroy()`, `stream.pipeline()` of
+  // a source that fails): the handler's answer is broken, not a client gone, and nothing more
+  // will come of it. A destroy after the client left changes nothing (the capture knows).
+  (res as unknown as { destroy: typeof destroy }).destroy = function (this: ServerResponse, ...args: unknown[]): unknown {
+    if (!capture.settled && !this.destroyed && !this.writableFinished) capture.broken();
+    return destroy.apply(this, args);
   };
   watchClientGone(res, capture);
   keepReadingPipes(res, capture);

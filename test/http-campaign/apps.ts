@@ -23,8 +23,16 @@
  *   /nostore/..          Cache-Control: no-store
  *   /targeted/..         Dogpile-Cache-Control (read by the guard only)
  *   /stream/..           the body in three chunks, one per turn of the event loop
+ *   /broken/..           the first third of the body, then the body fails (the connection is cut)
  *   anything else        the catch-all
+ *
+ * The catch-all (SECRET included), /val/ and /stream/ tag their responses `campaign`
+ * (`Dogpile-Tags`, read by the guard only), which the campaign invalidates.
+ *
+ * A guarded app records every handler run (`runLog`): the target and the header fields the
+ * handler saw.
  */
+import { appendFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import http from 'node:http';
 import { Readable } from 'node:stream';
@@ -40,7 +48,7 @@ import { dogpileGuard as honoGuard } from '../../src/hono/index.js';
 import { dogpileGuard as koaGuard } from '../../src/koa/index.js';
 import { createCache, type DogpileCache } from '../../src/index.js';
 
-export const ADAPTERS = ['express', 'fastify', 'koa', 'hono', 'fetch'] as const;
+export const ADAPTERS = ['express', 'fastify', 'koa', 'hono', 'fetch', 'nest-express', 'nest-fastify'] as const;
 export type Adapter = (typeof ADAPTERS)[number];
 
 /** The guard's options in every guarded app: fresh 300 ms, then stale 1.5 s, then gone; refreshed in the background. */
@@ -67,14 +75,53 @@ export interface Answer {
   headers: Record<string, string>;
   /** The body, in the chunks the app writes it in. */
   chunks: string[];
+  /** The body fails after its chunks (the connection is cut). */
+  broken?: true;
 }
+
+/** One handler run of a guarded app, as recorded in the run log. */
+export interface Run {
+  adapter: Adapter;
+  pid: number;
+  /** When the handler started (`now()`: comparable across the machine's processes). */
+  at: number;
+  method: string;
+  /** The target as the framework hands it (a web adapter: the URL). */
+  target: string;
+  /** Every header field the handler saw, names lower-case (repeated ones joined). */
+  headers: Record<string, string>;
+  /** Whether the request was not a client's: every client request of the campaign says `Connection: close`, a background refresh carries no such field. */
+  refresh: boolean;
+}
+
+/** Where a guarded app process appends its handler runs, one JSON line each (set by server.ts). */
+export const runLog: { file: string | undefined } = { file: undefined };
+
+export function recordRun(run: Omit<Run, 'pid' | 'at' | 'refresh'>): void {
+  if (runLog.file === undefined) return;
+  const refresh = run.headers.connection === undefined;
+  appendFileSync(runLog.file, `${JSON.stringify({ ...run, refresh, pid: process.pid, at: performance.timeOrigin + performance.now() })}\n`);
+}
+
+function nodeHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : String(v)]));
+}
+
+/** Records a Node adapter's handler run (a guarded app only). */
+export function recordNodeRun(adapter: Adapter, req: http.IncomingMessage, target: string, guarded: boolean): void {
+  if (guarded) recordRun({ adapter, method: req.method ?? '', target, headers: nodeHeaders(req.headers) });
+}
+
+/** The routes whose responses carry the tag the campaign invalidates. */
+export const TAGGED_ROUTES: readonly string[] = ['catch-all', 'SECRET', 'val', 'stream'];
+export const TAG = 'campaign';
 
 export const VALIDATORS = { etag: '"v1"', lastModified: 'Wed, 01 Jan 2025 00:00:00 GMT' } as const;
 
 export function routeOf(path: string): string {
   if (path === '/secret' || path === '/e/private') return 'SECRET';
   const first = /^\/([a-z]+)\//.exec(path)?.[1];
-  return first !== undefined && ['vary', 'val', 'cookie', 'private', 'nostore', 'targeted', 'stream'].includes(first) ? first : 'catch-all';
+  return first !== undefined && ['vary', 'val', 'cookie', 'private', 'nostore', 'targeted', 'stream', 'broken'].includes(first) ? first : 'catch-all';
 }
 
 /** The app's answer: a pure function of what the handler saw. */
@@ -84,6 +131,7 @@ export function answer(seen: Seen): Answer {
   const body = JSON.stringify({ route, ...echo, ...(route === 'vary' ? { acceptLanguage: acceptLanguage ?? null } : {}) });
   const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
   let chunks = [body];
+  if (TAGGED_ROUTES.includes(route)) headers['dogpile-tags'] = TAG;
   switch (route) {
     case 'vary':
       headers.vary = 'Accept-Language';
@@ -110,6 +158,8 @@ export function answer(seen: Seen): Answer {
       chunks = [body.slice(0, third), body.slice(third, 2 * third), body.slice(2 * third)];
       break;
     }
+    case 'broken':
+      return { status: 200, headers, chunks: [body.slice(0, Math.ceil(body.length / 3))], broken: true };
   }
   return { status: 200, headers, chunks };
 }
@@ -147,7 +197,7 @@ function methodSeen(method: string): string {
   return method === 'HEAD' && !reading.headAware ? 'GET' : method;
 }
 
-function nodeSeen(method: string, target: string, path: string, query: unknown, headers: http.IncomingHttpHeaders): Seen {
+export function nodeSeen(method: string, target: string, path: string, query: unknown, headers: http.IncomingHttpHeaders): Seen {
   const host = headers.host?.toLowerCase();
   return {
     method: methodSeen(method),
@@ -162,7 +212,7 @@ function nodeSeen(method: string, target: string, path: string, query: unknown, 
   };
 }
 
-function webSeen(request: Request): Seen {
+export function webSeen(request: Request): Seen {
   const url = new URL(request.url);
   return {
     method: methodSeen(request.method),
@@ -179,17 +229,33 @@ function webSeen(request: Request): Seen {
 
 function webResponse(a: Answer): Response {
   const headers = new Headers(a.headers);
-  if (a.chunks.length === 1) return new Response(a.chunks[0], { status: a.status, headers });
+  if (a.chunks.length === 1 && !a.broken) return new Response(a.chunks[0], { status: a.status, headers });
   const rest = [...a.chunks];
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
       await new Promise((r) => setImmediate(r));
       const next = rest.shift();
-      if (next === undefined) controller.close();
-      else controller.enqueue(new TextEncoder().encode(next));
+      if (next !== undefined) controller.enqueue(new TextEncoder().encode(next));
+      else if (a.broken) controller.error(new Error('the campaign body fails mid-stream'));
+      else controller.close();
     },
   });
   return new Response(stream, { status: a.status, headers });
+}
+
+/** The body as a Node stream: one chunk per turn of the event loop, then the end or (broken) an error. */
+export function nodeBody(a: Answer): Readable {
+  const rest = [...a.chunks];
+  return new Readable({
+    read() {
+      setImmediate(() => {
+        const next = rest.shift();
+        if (next !== undefined) this.push(next);
+        else if (a.broken) this.destroy(new Error('the campaign body fails mid-stream'));
+        else this.push(null);
+      });
+    },
+  });
 }
 
 export interface RunningApp {
@@ -214,9 +280,15 @@ export async function startApp(adapter: Adapter, cache: DogpileCache | undefined
     const app = express();
     if (guard) app.use(expressGuard(guard));
     app.all(/.*/, (req, res) => {
+      recordNodeRun(adapter, req, req.originalUrl, guard !== undefined);
       const a = answer(nodeSeen(req.method, req.originalUrl, req.path, req.query, req.headers));
       res.status(a.status).set(a.headers);
       const [first, ...rest] = a.chunks;
+      if (a.broken) {
+        res.write(first);
+        setImmediate(() => res.destroy());
+        return;
+      }
       if (rest.length === 0) {
         res.send(first);
         return;
@@ -240,9 +312,10 @@ export async function startApp(adapter: Adapter, cache: DogpileCache | undefined
     const app = Fastify();
     if (guard) await app.register(dogpileGuardPlugin, guard);
     app.all('/*', (request, reply) => {
+      recordNodeRun(adapter, request.raw, request.url, guard !== undefined);
       const a = answer(nodeSeen(request.method, request.url, request.url.split('?')[0]!, request.query, request.headers));
       void reply.code(a.status).headers(a.headers);
-      void reply.send(a.chunks.length === 1 ? a.chunks[0] : Readable.from(a.chunks));
+      void reply.send(a.chunks.length === 1 && !a.broken ? a.chunks[0] : nodeBody(a));
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     return { port: (app.server.address() as AddressInfo).port, close: () => app.close() };
@@ -251,16 +324,25 @@ export async function startApp(adapter: Adapter, cache: DogpileCache | undefined
     const app = new Koa();
     if (guard) app.use(koaGuard(guard));
     app.use((ctx) => {
+      recordNodeRun(adapter, ctx.req, ctx.originalUrl, guard !== undefined);
       const a = answer(nodeSeen(ctx.method, ctx.originalUrl, ctx.path, ctx.query, ctx.headers));
       ctx.status = a.status;
       ctx.set(a.headers);
-      ctx.body = a.chunks.length === 1 ? a.chunks[0] : Readable.from(a.chunks);
+      ctx.body = a.chunks.length === 1 && !a.broken ? a.chunks[0] : nodeBody(a);
     });
     const server = http.createServer(app.callback());
     const port = await listen(server);
     return { port, close: () => closeServer(server) };
   }
-  const handler = (request: Request): Response => webResponse(answer(webSeen(request)));
+  if (adapter === 'nest-express' || adapter === 'nest-fastify') {
+    // Loaded only when asked for (Nest and its platforms are large).
+    const { startNestApp } = await import('./nest-apps.js');
+    return startNestApp(adapter, cache);
+  }
+  const handler = (request: Request): Response => {
+    if (guard) recordRun({ adapter, method: request.method, target: request.url, headers: Object.fromEntries(request.headers) });
+    return webResponse(answer(webSeen(request)));
+  };
   let fetch: (request: Request) => Response | Promise<Response>;
   if (adapter === 'hono') {
     const app = new Hono();
@@ -276,19 +358,24 @@ export async function startApp(adapter: Adapter, cache: DogpileCache | undefined
 }
 
 /** Every adapter's app, guarded (one cache per adapter on `redisUrl`) or bare. */
-export async function startApps(adapters: readonly Adapter[], redisUrl: string | undefined): Promise<{ ports: Record<string, number>; close(): Promise<void> }> {
+export async function startApps(adapters: readonly Adapter[], redisUrl: string | undefined): Promise<{ ports: Record<string, number>; caches: Partial<Record<Adapter, DogpileCache>>; close(): Promise<void> }> {
   const caches: DogpileCache[] = [];
+  const byAdapter: Partial<Record<Adapter, DogpileCache>> = {};
   const apps: RunningApp[] = [];
   const ports: Record<string, number> = {};
   for (const adapter of adapters) {
     const cache = redisUrl === undefined ? undefined : createCache({ redis: redisUrl, prefix: `http-campaign-${adapter}` });
-    if (cache) caches.push(cache);
+    if (cache) {
+      caches.push(cache);
+      byAdapter[adapter] = cache;
+    }
     const app = await startApp(adapter, cache);
     apps.push(app);
     ports[adapter] = app.port;
   }
   return {
     ports,
+    caches: byAdapter,
     close: async () => {
       await Promise.all(apps.map((a) => a.close()));
       await Promise.all(caches.map((c) => c.close()));

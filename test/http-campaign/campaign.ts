@@ -5,15 +5,18 @@
  * breaks a rule is shrunk by fast-check to the shortest sequence that still does, printed, and
  * written to failures/<adapter>-<seed>.json, which `--replay` runs again.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { JsonChild, root } from '../../tools/child-process.js';
 import { RedisServer } from '../../tools/redis-server.js';
 import { sleep } from '../../tools/basics.js';
-import { ADAPTERS, type Adapter } from './apps.js';
-import { caseArbitrary, CYCLE_WAITS, describeCase, IMS, requestBytes, unconditional, type Action, type Case } from './model.js';
+import { now } from '../fixtures/child-io.js';
+import { ADAPTERS, routeOf, TAG, TAGGED_ROUTES, type Adapter, type Run } from './apps.js';
+import { caseArbitrary, CYCLE_WAITS, describeCase, IMS, requestBytes, unconditional, type Action, type Case, type RequestAction } from './model.js';
 import { difference, FROM_STORE, notModified, rangeOf, summary, unstorable } from './oracle.js';
+import { pathOf, runHost, sentRequest, unmatchedRun, type SentRequest } from './runs.js';
 import { exchange, field, type WireReply } from './wire.js';
 
 /** A connection that has not ended this long after its last byte is a violation (a hang), not a wait. */
@@ -42,6 +45,8 @@ export interface AdapterStats {
   replies: Record<string, number>;
   /** Actions run, by kind. */
   actions: Record<string, number>;
+  /** Handler runs of the guarded apps: live (a client's socket), refresh (none), unknown (a web adapter). */
+  runs: Record<string, number>;
 }
 
 export interface AdapterResult {
@@ -75,6 +80,17 @@ export class Environment {
   guarded: JsonChild[] = [];
   bare!: JsonChild;
   private ports = new Map<JsonChild, Record<string, number>>();
+  /** The guarded processes' run logs (files of JSON lines) and how far each was read. */
+  private readonly logDir = mkdtempSync(path.join(os.tmpdir(), 'http-campaign-runs-'));
+  private readonly logs: { file: string; offset: number; partial: string }[] = [];
+  /** Runs read from the logs, not yet checked, per adapter. */
+  private readonly pending = new Map<Adapter, Run[]>();
+  /** What each case sent and was answered, by its authority, per adapter (runs are matched against it). */
+  readonly sent = new Map<Adapter, Map<string, CaseRecord>>();
+  /** The Redis fault under way (one at a time: every adapter shares the server). */
+  private fault: Promise<void> = Promise.resolve();
+  private faulting = false;
+  private invalidations = 0;
 
   constructor(
     readonly adapters: readonly Adapter[],
@@ -82,7 +98,13 @@ export class Environment {
   ) {}
 
   private async app(label: string, redisUrl: string | undefined): Promise<JsonChild> {
-    const child = new JsonChild(label, ['--import', 'tsx', path.join(root, 'test/http-campaign/server.ts'), JSON.stringify({ adapters: this.adapters, redisUrl, headAware: this.headAware })]);
+    let runLog: string | undefined;
+    if (redisUrl !== undefined) {
+      runLog = path.join(this.logDir, `${this.logs.length}.ndjson`);
+      writeFileSync(runLog, '');
+      this.logs.push({ file: runLog, offset: 0, partial: '' });
+    }
+    const child = new JsonChild(label, ['--import', 'tsx', path.join(root, 'test/http-campaign/server.ts'), JSON.stringify({ adapters: this.adapters, redisUrl, headAware: this.headAware, runLog })]);
     const listening = await child.take('listening', 90_000);
     this.ports.set(child, listening.ports as Record<string, number>);
     return child;
@@ -106,14 +128,81 @@ export class Environment {
     return undefined;
   }
 
+  /** Reads what the run logs gained since the last read into the adapters' pending runs. */
+  readRuns(): void {
+    const buffer = Buffer.alloc(1 << 20);
+    for (const log of this.logs) {
+      const fd = openSync(log.file, 'r');
+      try {
+        for (;;) {
+          const n = readSync(fd, buffer, 0, buffer.length, log.offset);
+          if (n === 0) break;
+          log.offset += n;
+          const lines = (log.partial + buffer.subarray(0, n).toString('utf8')).split('\n');
+          log.partial = lines.pop()!;
+          for (const line of lines) {
+            if (line === '') continue;
+            const run = JSON.parse(line) as Run;
+            const list = this.pending.get(run.adapter) ?? [];
+            list.push(run);
+            this.pending.set(run.adapter, list);
+          }
+        }
+      } finally {
+        closeSync(fd);
+      }
+    }
+  }
+
+  /** The runs of `adapter` read so far (they are handed out once, to be checked). */
+  takeRuns(adapter: Adapter): Run[] {
+    this.readRuns();
+    const runs = this.pending.get(adapter) ?? [];
+    this.pending.set(adapter, []);
+    return runs;
+  }
+
+  /** The runs of `adapter` read so far, left to be checked. */
+  peekRuns(adapter: Adapter): readonly Run[] {
+    this.readRuns();
+    return this.pending.get(adapter) ?? [];
+  }
+
+  /** `invalidateTags([TAG])` in a guarded process (alternating); resolves true once it has, false when it failed (Redis away). */
+  async invalidate(adapter: Adapter): Promise<boolean> {
+    const id = ++this.invalidations;
+    const child = this.guarded[id % 2]!;
+    child.send({ cmd: 'invalidate', id, adapter, tags: [TAG] });
+    const answer = await child.take('invalidated', EXCHANGE_BOUND_MS, (m) => m.id === id);
+    return answer.error === undefined;
+  }
+
+  /** Starts a Redis fault unless one is under way (then nothing happens); resolves at once. */
+  startFault(fault: 'pause' | 'restart', ms: number): boolean {
+    if (this.faulting) return false;
+    this.faulting = true;
+    const run = fault === 'pause' ? this.redis.clientPause(ms) : this.redis.restart(ms);
+    this.fault = run.finally(() => {
+      this.faulting = false;
+    });
+    return true;
+  }
+
+  /** Waits for the fault under way to end (a restart: Redis runs again). */
+  faultEnded(): Promise<void> {
+    return this.fault;
+  }
+
   async stop(): Promise<void> {
+    await this.fault.catch(() => {});
     await Promise.all([...this.guarded, this.bare].filter(Boolean).map((c) => c.exit(15_000)));
     await this.redis.stop();
+    rmSync(this.logDir, { recursive: true, force: true });
   }
 }
 
 export function emptyStats(): AdapterStats {
-  return { cases: 0, shrinkRuns: 0, guardedRequests: 0, bareRequests: 0, replies: {}, actions: {} };
+  return { cases: 0, shrinkRuns: 0, guardedRequests: 0, bareRequests: 0, replies: {}, actions: {}, runs: {} };
 }
 
 function bump(counts: Record<string, number>, key: string, n = 1): void {
@@ -123,6 +212,8 @@ function bump(counts: Record<string, number>, key: string, n = 1): void {
 /** What an action exercises, one count each: its kind, method, form and header variants. */
 function actionKinds(a: Action): string[] {
   if (a.do === 'wait') return [`wait ${a.ms} ms`];
+  if (a.do === 'invalidate') return ['invalidate'];
+  if (a.do === 'redis') return [`redis ${a.fault} ${a.ms} ms`];
   if (a.do === 'write') return [`write ${a.method}`];
   const kinds = a.do === 'cycle' ? ['cycle'] : [a.copies > 1 ? `${a.method} burst` : a.method];
   if (a.form !== 'origin') kinds.push(a.form);
@@ -132,36 +223,121 @@ function actionKinds(a: Action): string[] {
 
 let serial = 0;
 
+/** What one case sent, and the validators (`ETag`, `Last-Modified`) of the replies it got: a revalidation may send those. */
+interface CaseRecord {
+  requests: SentRequest[];
+  validators: Set<string>;
+}
+
+/** How long after a case's last reply its trailing background refreshes have to land in the run log. */
+const RUNS_SETTLE_MS = 100;
+
 /** Runs one case; returns its first violation (the case stops there), or undefined. */
 export async function runCase(env: Environment, adapter: Adapter, c: Case, stats: AdapterStats): Promise<Violation | undefined> {
   const host = `c${++serial}-${process.pid}.${adapter}.test`;
+  const sent: SentRequest[] = [];
+  const validators = new Set<string>();
+  let cases = env.sent.get(adapter);
+  if (!cases) env.sent.set(adapter, (cases = new Map()));
+  cases.set(host, { requests: sent, validators });
   let turn = 0;
-  for (const [index, a] of c.actions.entries()) {
-    for (const kind of actionKinds(a)) bump(stats.actions, kind);
-    if (a.do === 'wait') {
-      await sleep(a.ms);
-      continue;
-    }
-    const bytes = requestBytes(c, a, host);
-    const rounds = a.do === 'cycle' ? [1, ...CYCLE_WAITS.map(() => 1)] : [a.do === 'request' ? a.copies : 1];
-    for (const [round, copies] of rounds.entries()) {
-      if (round > 0) await sleep(CYCLE_WAITS[round - 1]!);
-      const sent = [];
-      for (let i = 0; i < copies; i++) sent.push(exchange(env.port(env.guarded[turn++ % 2]!, adapter), bytes, EXCHANGE_BOUND_MS));
-      stats.guardedRequests += copies;
-      for (const result of await Promise.all(sent)) {
-        const violate = (kind: string, message: string): Violation => ({ kind, adapter, action: index, request: bytes, message, host });
-        if (!result.ok) return violate('no-reply', result.error);
-        const message = await judge(env, adapter, a, bytes, result.reply, stats);
-        if (message) return { ...violate(message[0], message[1]), ...(message[2] === undefined ? {} : { differs: message[2] }) };
+  /** When the last invalidation that resolved was sent (a store-served tagged answer must come from a run started after it). */
+  let invalidatedAt: number | undefined;
+  let last = 0;
+  try {
+    for (const [index, a] of c.actions.entries()) {
+      last = index;
+      for (const kind of actionKinds(a)) bump(stats.actions, kind);
+      const violate = (kind: string, message: string, bytes = ''): Violation => ({ kind, adapter, action: index, request: bytes, message, host });
+      if (a.do === 'wait') {
+        await sleep(a.ms);
+        continue;
+      }
+      if (a.do === 'redis') {
+        if (!env.startFault(a.fault, a.ms)) bump(stats.actions, `redis ${a.fault} skipped (another under way)`);
+        continue;
+      }
+      if (a.do === 'invalidate') {
+        const started = now();
+        const done = await env.invalidate(adapter).catch((error: unknown) => violate('no-invalidation', `invalidateTags did not answer: ${String(error)}`));
+        if (typeof done === 'object') return done;
+        if (done) invalidatedAt = started;
+        else bump(stats.actions, 'invalidate failed (Redis away)');
+        continue;
+      }
+      const bytes = requestBytes(c, a, host);
+      const request = sentRequest(bytes);
+      sent.push(request);
+      const broken = routeOf(c.pool[a.resource % c.pool.length]!.path) === 'broken';
+      const rounds = a.do === 'cycle' ? [1, ...CYCLE_WAITS.map(() => 1)] : [a.do === 'request' ? a.copies : 1];
+      for (const [round, copies] of rounds.entries()) {
+        if (round > 0) await sleep(CYCLE_WAITS[round - 1]!);
+        const sentAt = now();
+        const replies = [];
+        for (let i = 0; i < copies; i++) replies.push(exchange(env.port(env.guarded[turn++ % 2]!, adapter), bytes, EXCHANGE_BOUND_MS));
+        stats.guardedRequests += copies;
+        for (const result of await Promise.all(replies)) {
+          if (!result.ok && (result.timedOut || !broken)) return violate('no-reply', result.error, bytes);
+          if (broken) {
+            // A body that fails mid-stream: the connection ends, and what it sent is never stored.
+            const xCache = (result.ok ? field(result.reply, 'x-cache') : result.fields?.find(([n]) => n === 'x-cache')?.[1])?.toUpperCase();
+            bump(stats.replies, `${xCache ?? 'none'} (broken body)`);
+            if (xCache !== undefined && FROM_STORE.has(xCache)) return violate('broken-from-store', `a body that failed mid-stream answered ${xCache}`, bytes);
+            continue;
+          }
+          if (!result.ok) continue;
+          for (const name of ['etag', 'last-modified']) {
+            const value = field(result.reply, name);
+            if (value !== undefined) validators.add(value);
+          }
+          const message = await judge(env, adapter, a, bytes, result.reply, stats);
+          if (message) return { ...violate(message[0], message[1], bytes), ...(message[2] === undefined ? {} : { differs: message[2] }) };
+          const stale = invalidatedAt === undefined ? undefined : predatesInvalidation(env, adapter, host, request, result.reply, invalidatedAt, sentAt);
+          if (stale) return violate('served-past-invalidation', stale, bytes);
+        }
       }
     }
+  } finally {
+    // The next case starts with Redis up.
+    await env.faultEnded().catch(() => {});
+  }
+  await sleep(RUNS_SETTLE_MS);
+  const wrong = checkRuns(env, adapter, stats);
+  return wrong === undefined ? undefined : { kind: wrong[0], adapter, action: last, request: '', message: wrong[1], host };
+}
+
+/**
+ * After `invalidateTags` resolved, a tagged answer from the store must come from a handler run
+ * of that case's authority and path that started after the invalidation was sent (a run under
+ * way during it counts as older: docs/tags-namespaces-l1.md). Undefined when one did.
+ */
+function predatesInvalidation(env: Environment, adapter: Adapter, host: string, request: SentRequest, reply: WireReply, invalidatedAt: number, sentAt: number): string | undefined {
+  const xCache = field(reply, 'x-cache')?.toUpperCase();
+  if (xCache === undefined || !FROM_STORE.has(xCache)) return undefined;
+  const path = pathOf(request.target);
+  if (!TAGGED_ROUTES.includes(routeOf(path ?? ''))) return undefined;
+  const runs = env.peekRuns(adapter).filter((r) => runHost(r) === host && pathOf(r.target) === path);
+  if (runs.some((r) => r.at >= invalidatedAt)) return undefined;
+  const latest = runs.reduce((m, r) => Math.max(m, r.at), -Infinity);
+  return `answered ${xCache} ${Math.round(sentAt - invalidatedAt)} ms after invalidateTags was sent (it resolved before the request), and no handler run for ${path} started since (the latest ${Number.isFinite(latest) ? `${Math.round(invalidatedAt - latest)} ms before it` : 'none seen'}): ${summary(reply)}`;
+}
+
+/** The run-log oracle (runs.ts) on the runs of `adapter` logged so far: [kind, message] of the first that breaks it. */
+function checkRuns(env: Environment, adapter: Adapter, stats: AdapterStats): [string, string] | undefined {
+  const cases = env.sent.get(adapter)!;
+  for (const run of env.takeRuns(adapter)) {
+    bump(stats.runs, run.refresh ? 'refresh' : 'live');
+    const record = cases.get(runHost(run));
+    if (record === undefined) return ['run-of-no-request', `a handler run for a host no request sent: ${JSON.stringify(run)}`];
+    const vary = routeOf(pathOf(run.target) ?? '') === 'vary' ? ['accept-language'] : [];
+    const why = unmatchedRun(adapter, run, record.requests, vary, record.validators);
+    if (why !== undefined) return ['run-not-sent', `a handler run (${run.refresh ? 'refresh' : 'live'}) saw what no request sent: ${why}\n      run: ${JSON.stringify(run)}`];
   }
   return undefined;
 }
 
 /** The oracle on one guarded reply: [kind, message] of the rule it breaks, or undefined. */
-async function judge(env: Environment, adapter: Adapter, a: Exclude<Action, { do: 'wait' }>, bytes: string, got: WireReply, stats: AdapterStats): Promise<[kind: string, message: string, differs?: string] | undefined> {
+async function judge(env: Environment, adapter: Adapter, a: RequestAction, bytes: string, got: WireReply, stats: AdapterStats): Promise<[kind: string, message: string, differs?: string] | undefined> {
   const xCache = field(got, 'x-cache')?.toUpperCase();
   bump(stats.replies, xCache ?? 'none');
   const fromStore = xCache !== undefined && FROM_STORE.has(xCache);
@@ -343,6 +519,7 @@ export function report(results: AdapterResult[], log: (line: string) => void): v
     const s = r.stats;
     log(`${r.adapter}: ${s.cases} cases (+${s.shrinkRuns} while shrinking), ${s.guardedRequests} requests to the guarded app, ${s.bareRequests} to the bare one; replies ${JSON.stringify(s.replies)}`);
     log(`  actions: ${Object.entries(s.actions).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, n]) => `${k} ${n}`).join(', ')}`);
+    log(`  handler runs checked: ${JSON.stringify(s.runs)}`);
     if (r.crash) log(`  CRASH: ${r.crash}`);
     for (const f of r.failures) {
       const v = f.violation;

@@ -16,6 +16,7 @@ export const PATHS = [
   '/nostore/a',
   '/targeted/a',
   '/stream/a',
+  '/broken/a',
   '/secret',
   '/d/../secret',
   '/e/%2e%2e/private',
@@ -64,7 +65,19 @@ export type Action =
   /** One request through an entry's life: sent, sent again once stale (a background refresh starts), sent again after the refresh. */
   | { do: 'cycle'; resource: number; form: Form; reverseQuery: boolean; headers: Headers }
   | { do: 'write'; resource: number; method: 'POST' | 'PUT' | 'PATCH' | 'DELETE' }
-  | { do: 'wait'; ms: number };
+  | { do: 'wait'; ms: number }
+  /** `invalidateTags` of the tag the apps put on their tagged routes, called in a guarded process. */
+  | { do: 'invalidate' }
+  /**
+   * Redis paused (`CLIENT PAUSE ALL` for `ms`) or restarted (killed, down for `ms`, started
+   * again, empty): the actions after it run while it lasts. Redis is shared by every adapter's
+   * apps, so the others see it too.
+   */
+  | { do: 'redis'; fault: 'pause' | 'restart'; ms: number };
+
+/** The actions that send no request. */
+export type NoRequest = Extract<Action, { do: 'wait' | 'invalidate' | 'redis' }>;
+export type RequestAction = Exclude<Action, NoRequest>;
 
 export interface Case {
   pool: Resource[];
@@ -130,10 +143,16 @@ const cycle: fc.Arbitrary<Action> = fc.record({
 export const CYCLE_WAITS = [450, 150] as const;
 
 const action: fc.Arbitrary<Action> = fc.oneof(
-  { arbitrary: request, weight: 6 },
-  { arbitrary: cycle, weight: 2 },
-  { arbitrary: fc.record({ do: fc.constant('wait' as const), ms: fc.constantFrom(50, 400, 400, 900, 1900) }), weight: 3 },
-  { arbitrary: fc.record({ do: fc.constant('write' as const), resource: fc.nat(2), method: fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE') as fc.Arbitrary<'POST' | 'PUT' | 'PATCH' | 'DELETE'> }), weight: 1 },
+  { arbitrary: request, weight: 24 },
+  { arbitrary: cycle, weight: 8 },
+  { arbitrary: fc.record({ do: fc.constant('wait' as const), ms: fc.constantFrom(50, 400, 400, 900, 1900) }), weight: 12 },
+  { arbitrary: fc.record({ do: fc.constant('write' as const), resource: fc.nat(2), method: fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE') as fc.Arbitrary<'POST' | 'PUT' | 'PATCH' | 'DELETE'> }), weight: 4 },
+  { arbitrary: fc.constant({ do: 'invalidate' as const }), weight: 4 },
+  {
+    arbitrary: fc.record({ do: fc.constant('redis' as const), fault: fc.constantFrom('pause', 'restart') as fc.Arbitrary<'pause' | 'restart'>, ms: fc.constantFrom(200, 800) }),
+    // Rare: every adapter's apps share the one Redis.
+    weight: 1,
+  },
 );
 
 export const caseArbitrary: fc.Arbitrary<Case> = fc.record({
@@ -155,7 +174,7 @@ function name(n: string, mixed: boolean | undefined): string {
 export const IMS = { 'ims-after': 'Thu, 01 Jan 2026 00:00:00 GMT', 'ims-before': 'Mon, 01 Jan 2024 00:00:00 GMT' } as const;
 
 /** The exact bytes of a request action against `host` (the case's own authority). */
-export function requestBytes(c: Case, a: Exclude<Action, { do: 'wait' }>, host: string): string {
+export function requestBytes(c: Case, a: RequestAction, host: string): string {
   const r = c.pool[a.resource % c.pool.length]!;
   const h: Headers = a.do === 'write' ? {} : a.headers;
   const form: Form = a.do === 'write' ? 'origin' : a.form;
@@ -202,6 +221,8 @@ export function describeCase(c: Case, host: string): string {
   return c.actions
     .map((a, i) => {
       if (a.do === 'wait') return `${i}: wait ${a.ms} ms`;
+      if (a.do === 'invalidate') return `${i}: invalidateTags`;
+      if (a.do === 'redis') return `${i}: Redis ${a.fault === 'pause' ? 'paused' : 'restarted, down'} for ${a.ms} ms`;
       const copies = a.do === 'request' && a.copies > 1 ? ` (x${a.copies} at once)` : '';
       const cycle = a.do === 'cycle' ? ` (then wait ${CYCLE_WAITS[0]} ms, again, wait ${CYCLE_WAITS[1]} ms, again)` : '';
       return `${i}: ${JSON.stringify(requestBytes(c, a, host))}${copies}${cycle}`;

@@ -12,7 +12,11 @@ export interface WireReply {
   body: Buffer;
 }
 
-export type WireResult = { ok: true; reply: WireReply } | { ok: false; error: string };
+/**
+ * A failed exchange: `timedOut` when the connection was still open at the bound (a hang), else
+ * it ended without a whole reply; `fields` holds the reply's head when one arrived.
+ */
+export type WireResult = { ok: true; reply: WireReply } | { ok: false; error: string; timedOut: boolean; fields?: WireReply['fields'] };
 
 /** Sends `bytes` to 127.0.0.1:`port` and reads the reply until the server closes; fails after `boundMs` of silence or at a socket error. */
 export function exchange(port: number, bytes: string, boundMs: number): Promise<WireResult> {
@@ -26,21 +30,28 @@ export function exchange(port: number, bytes: string, boundMs: number): Promise<
       socket.destroy();
       resolve(result);
     };
-    socket.setTimeout(boundMs, () => settle({ ok: false, error: `no end of the reply within ${boundMs} ms of silence (received ${Buffer.concat(chunks).length} bytes)` }));
+    const head = () => {
+      try {
+        return { fields: parseHead(Buffer.concat(chunks)).fields };
+      } catch {
+        return {};
+      }
+    };
+    socket.setTimeout(boundMs, () => settle({ ok: false, timedOut: true, error: `no end of the reply within ${boundMs} ms of silence (received ${Buffer.concat(chunks).length} bytes)` }));
     socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', (err) => settle({ ok: false, error: `socket error: ${err.message}` }));
+    socket.on('error', (err) => settle({ ok: false, timedOut: false, error: `socket error: ${err.message}`, ...head() }));
     socket.on('end', () => {
       try {
         settle({ ok: true, reply: parse(Buffer.concat(chunks)) });
       } catch (error) {
-        settle({ ok: false, error: (error as Error).message });
+        settle({ ok: false, timedOut: false, error: (error as Error).message, ...head() });
       }
     });
     socket.write(bytes, 'latin1');
   });
 }
 
-function parse(bytes: Buffer): WireReply {
+function parseHead(bytes: Buffer): { statusLine: string | undefined; fields: [string, string][]; end: number } {
   const end = bytes.indexOf('\r\n\r\n');
   if (end === -1) throw new Error(`no complete reply head: ${JSON.stringify(bytes.toString('latin1').slice(0, 300))}`);
   const [statusLine, ...lines] = bytes.subarray(0, end).toString('latin1').split('\r\n');
@@ -49,6 +60,11 @@ function parse(bytes: Buffer): WireReply {
     const colon = line.indexOf(':');
     fields.push([line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim()]);
   }
+  return { statusLine, fields, end };
+}
+
+function parse(bytes: Buffer): WireReply {
+  const { statusLine, fields, end } = parseHead(bytes);
   let body = bytes.subarray(end + 4);
   if (fields.some(([n, v]) => n === 'transfer-encoding' && /chunked/i.test(v)) && body.length > 0) {
     const parts: Buffer[] = [];
