@@ -6,7 +6,7 @@ import type { Backend, StoredEntry } from '../store/types.js';
 import { checkTaggedLifetime, setArguments } from './call-options.js';
 import { validateKey } from '../shared/key-names.js';
 import type { CacheEmitter } from './events.js';
-import { isFreshNow, staleWindow } from './freshness.js';
+import { expiresAt, isFreshNow, staleWindow } from './freshness.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import type { ResolvedCacheOptions } from './options.js';
@@ -94,6 +94,22 @@ export async function storeOne<T>(host: BulkHost, key: string, value: T, ttlOrOp
   await host.guarded.set(key, entry, write);
   if (write) host.wrote(key);
   host.hints.remember(key, entry);
+}
+
+/** When the value stored under `key` stops being served: its `ttl`'s end, or its own revalidate window's; undefined for none. */
+export async function servedUntil(host: BulkHost, key: string): Promise<number | undefined> {
+  validateKey(key);
+  host.assertOpen();
+  let found;
+  try {
+    found = await host.guarded.get(key);
+  } catch (error) {
+    if (!host.guarded.keyFault(key, error)) throw error;
+    return undefined;
+  }
+  if (found === undefined || 'corrupt' in found || found.kind !== EntryKind.Value) return undefined;
+  const until = expiresAt(found) + (found.revalidate ?? 0);
+  return host.clock() < until || !found.stale ? until : undefined;
 }
 
 /** Checks a list of keys (`InvalidOptionError` naming `keys`): an array of non-empty strings. */
