@@ -14,9 +14,11 @@ const CACHE_HANDLE = Symbol('dogpile-guard:cache-manager-handle');
  * cache-manager 7's `Cache` on this library (the type of what `CACHE_MANAGER` injects), and a
  * class token for it: `constructor(private readonly cache: Cache)` injects the same cache.
  */
-export abstract class Cache {}
-// The class is the token and the interface its type, as in `@nestjs/cache-manager`.
+// The class is the token and the interface its type, as in `@nestjs/cache-manager`: the class
+// has no members of its own for the merge to leave unimplemented.
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export abstract class Cache {}
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type
 export interface Cache extends CacheManager {}
 
 const providers: Provider[] = [
