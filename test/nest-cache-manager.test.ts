@@ -567,6 +567,9 @@ describe.each(['redis', 'memory'])('the injected Cache (%s)', (store) => {
       if (runs === 2) await Promise.race([gate, sleep(5000)]);
       return runs;
     };
+    const refreshes: unknown[] = [];
+    const onRefresh = (data: { key: string; value: unknown }) => refreshes.push([data.key, data.value]);
+    cache.on('refresh', onRefresh);
     // Lives 10 s; inside its last 9.8 s (after 200 ms) a read refreshes it.
     expect(await cache.wrap('r', fn, 10_000, 9800)).toBe(1);
     await sleep(400);
@@ -582,6 +585,8 @@ describe.each(['redis', 'memory'])('the injected Cache (%s)', (store) => {
     })();
     expect(refreshed).toBe(true);
     expect(runs).toBe(2);
+    cache.off('refresh', onRefresh);
+    expect(refreshes).toEqual([['r', 2]]);
   });
 
   it('a wrap() fn that throws rejects every caller and stores nothing', async () => {

@@ -34,6 +34,8 @@ export interface CacheManagerEvents {
   mset: <T>(data: { list: { key: string; value: T; ttl?: number }[]; error?: unknown }) => void;
   del: (data: { key: string; error?: unknown }) => void;
   clear: (error?: unknown) => void;
+  /** A value refreshed by `wrap()` inside its `refreshThreshold`, in the process that ran the refresh (with `error` when it failed). */
+  refresh: <T>(data: { key: string; value: T; error?: unknown }) => void;
 }
 
 /**
@@ -88,7 +90,14 @@ export function manageCache(cache: DogpileCache, defaults: CacheManagerDefaults,
       typeof refreshThreshold === 'number' ? checkTtlMs(refreshThreshold, 'refreshThreshold') : defaults.refreshThreshold,
     );
     const loader = async (ctx: LoaderContext): Promise<T> => {
-      const value = await fnc();
+      let value: T;
+      try {
+        value = await fnc();
+      } catch (error) {
+        if (ctx.stale !== undefined) events.emit('refresh', { key, value: ctx.stale.value, error });
+        throw error;
+      }
+      if (ctx.stale !== undefined) events.emit('refresh', { key, value });
       if (value === undefined) return value;
       ctx.decide(storeFor(lifetime(perValue(ttl, value, 'ttl'), defaults.ttl), perValue(refreshThreshold, value, 'refreshThreshold') ?? defaults.refreshThreshold));
       return value;
