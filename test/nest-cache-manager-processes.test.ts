@@ -1,14 +1,15 @@
 /**
  * Two instances of one Nest app written for `@nestjs/cache-manager`, on
  * `dogpile-guard/nest/cache-manager`, each in its own process, on one Redis — per platform:
- * cold requests through the global `CacheInterceptor` run the handler once, and `wrap()`
- * calls run their function once, across both processes.
+ * cold requests through the global `CacheInterceptor` run the handler once, `wrap()` calls run
+ * their function once, and a value inside its `refreshThreshold` is refreshed once, across both
+ * processes.
  */
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllChildren, NodeChild } from '../tools/child-process.js';
 import { useRedis } from './support/use-redis.js';
-import { freshId } from '../tools/basics.js';
+import { freshId, sleep, waitUntil } from '../tools/basics.js';
 import { get, json } from '../tools/http-client.js';
 
 const server = useRedis();
@@ -66,5 +67,17 @@ describe.each(['express', 'fastify'])('two %s instances of a cache-manager app i
     expect(new Set(replies.map((r) => r.text)).size).toBe(1);
     // The requests themselves were not cached by the interceptor: every one called wrap().
     expect(replies.every((r) => r.xCache === undefined)).toBe(true);
+  });
+
+  it('100 wrap() calls across the two processes inside refreshThreshold: all answered with the old value, one refresh in all', async () => {
+    const run = freshId();
+    expect(json(await get(instances[0]!.port, `/wrap/refresh/${run}`))).toEqual({ run, n: 1 });
+    await sleep(1300); // past the fresh second, inside the 9 s refresh window
+    const replies = await burst(100, `/wrap/refresh/${run}`);
+    expect(replies.map((r) => json(r).n)).toEqual(Array(100).fill(1));
+    await waitUntil('the refresh to start', async () => (await count('refresh', run)) >= 2, 5000);
+    await sleep(500); // the refresh (200 ms) has ended; no request since could start another
+    expect(await count('refresh', run)).toBe(2);
+    expect(json(await get(instances[1]!.port, `/wrap/refresh/${run}`))).toEqual({ run, n: 2 });
   });
 });
