@@ -9,7 +9,8 @@
 import 'reflect-metadata';
 import type { Redis } from 'ioredis';
 import { Controller, Get, Inject, Injectable, Module, Param, Post, UseInterceptors, type ExecutionContext, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
-import { APP_INTERCEPTOR, NestFactory } from '@nestjs/core';
+import { APP_INTERCEPTOR, NestFactory, Reflector } from '@nestjs/core';
+import { firstValueFrom, of } from 'rxjs';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import * as nestjsCacheManager from '@nestjs/cache-manager';
@@ -345,6 +346,46 @@ describe('CacheModule', () => {
     expect((await refused({ namespace: '' })).option).toBe('namespace');
     expect(() => CacheTTL(-5)).toThrow(InvalidOptionError);
     expect(() => CacheKey('')).toThrow(InvalidOptionError);
+  });
+});
+
+describe('CacheInterceptor outside HTTP (microservices, WebSockets)', () => {
+  class EventsGateway {
+    @CacheKey('events')
+    events() {}
+    uncached() {}
+  }
+  /** An execution context of type `type` for `handler` of EventsGateway. */
+  const contextOf = (type: string, handler: () => void) =>
+    ({
+      getType: () => type,
+      getClass: () => EventsGateway,
+      getHandler: () => handler,
+      // A WebSocket handler's arguments: the client, then the message's data (here a string).
+      getArgs: () => [{}, 'payload'],
+      getArgByIndex: (i: number) => [{}, 'payload'][i],
+      switchToHttp: () => ({ getRequest: () => ({}), getResponse: () => 'payload', getNext: () => undefined }),
+      switchToRpc: () => ({}),
+      switchToWs: () => ({}),
+    }) as unknown as ExecutionContext;
+
+  it('caches only handlers with @CacheKey, under that key, and runs them once for concurrent calls', async () => {
+    @Module({ imports: [CacheModule.register({ ttl: 10_000 })] })
+    class AppModule {}
+    const ctx = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+    try {
+      const cache = ctx.get<Cache>(CACHE_MANAGER);
+      const interceptor = new CacheInterceptor(cache, new Reflector());
+      let runs = 0;
+      const next = { handle: () => of(++runs) };
+      const call = async (handler: () => void) => firstValueFrom(await interceptor.intercept(contextOf('ws', handler), next));
+      const proto = EventsGateway.prototype;
+      expect(await Promise.all([call(proto.events), call(proto.events), call(proto.events)])).toEqual([1, 1, 1]);
+      expect(await cache.get('events')).toBe(1);
+      expect([await call(proto.uncached), await call(proto.uncached)]).toEqual([2, 3]);
+    } finally {
+      await ctx.close();
+    }
   });
 });
 

@@ -80,7 +80,7 @@ export class CacheInterceptor implements NestInterceptor {
       // The cache cannot be used (closed while shutting down, ...): the app still answers.
       return next.handle();
     }
-    answers.set(context.switchToHttp().getResponse<object>() ?? context, result);
+    if (context.getType() === 'http') answers.set(context.switchToHttp().getResponse<object>(), result);
     this.setHeadersWhenHttp(context, result.value);
     return of(result.value);
   }
