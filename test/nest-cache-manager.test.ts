@@ -614,6 +614,9 @@ describe.each(['redis', 'memory'])('the injected Cache (%s)', (store) => {
     // Lives 10 s; inside its last 9.8 s (after 200 ms) a read refreshes it.
     expect(await cache.wrap('r', fn, 10_000, 9800)).toBe(1);
     await sleep(400);
+    // Past its refresh point the value is wrap()'s to serve (it has a function to refresh it with), not get()'s.
+    expect(await cache.get('r')).toBeUndefined();
+    expect((await cache.ttl('r'))! - Date.now()).toBeGreaterThan(8000);
     let during: number[];
     try {
       during = await Promise.all(Array.from({ length: 20 }, () => cache.wrap('r', fn, 10_000, 9800)));
