@@ -15,12 +15,14 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import * as nestjsCacheManager from '@nestjs/cache-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CacheClosedError, createCache, InvalidOptionError } from '../src/index.js';
+import { BackendError, CacheClosedError, createCache, InvalidOptionError } from '../src/index.js';
+import { Redis as IORedis } from 'ioredis';
 import * as dogpileCacheManager from '../src/nest/cache-manager/index.js';
 import { CACHE_MANAGER, CacheInterceptor, CacheKey, CacheModule, CacheTTL, type Cache } from '../src/nest/cache-manager/index.js';
 import { cacheKeys } from '../src/store/key.js';
 import { MAX_DURATION_MS } from '../src/shared/duration.js';
 import { useRedis } from './support/use-redis.js';
+import { RedisServer } from '../tools/redis-server.js';
 import { freshId, sleep } from '../tools/basics.js';
 import { get, json } from '../tools/http-client.js';
 
@@ -346,6 +348,37 @@ describe('CacheModule', () => {
     expect((await refused({ namespace: '' })).option).toBe('namespace');
     expect(() => CacheTTL(-5)).toThrow(InvalidOptionError);
     expect(() => CacheKey('')).toThrow(InvalidOptionError);
+  });
+});
+
+describe('the injected Cache when Redis does not answer', () => {
+  it('get, mget and ttl answer a miss and emit their event with the error; writes reject with BackendError', async () => {
+    // A port nothing listens on (the server was stopped), and no offline queue: every command fails at once.
+    const dead = new RedisServer();
+    await dead.start();
+    const url = dead.url;
+    await dead.stop();
+    const client = new IORedis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {});
+    const given = createCache({ redis: client, commandTimeout: 200 });
+    @Module({ imports: [CacheModule.register({ cache: given })] })
+    class AppModule {}
+    const ctx = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+    try {
+      const cache = ctx.get<Cache>(CACHE_MANAGER);
+      const errors: unknown[] = [];
+      cache.on('get', (data) => errors.push(data.error));
+      expect(await cache.get('k')).toBeUndefined();
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toBeInstanceOf(BackendError);
+      expect(await cache.mget(['a', 'b'])).toEqual([undefined, undefined]);
+      expect(await cache.ttl('k')).toBeUndefined();
+      await expect(cache.set('k', 1, 1000)).rejects.toBeInstanceOf(BackendError);
+    } finally {
+      await ctx.close();
+      await given.close();
+      client.disconnect();
+    }
   });
 });
 
