@@ -6,6 +6,7 @@ export default defineConfig({
     'express/index': 'src/express/index.ts',
     'fastify/index': 'src/fastify/index.ts',
     'nest/index': 'src/nest/index.ts',
+    'nest/cache-manager/index': 'src/nest/cache-manager/index.ts',
     'otel/index': 'src/otel/index.ts',
     'prometheus/index': 'src/prometheus/index.ts',
     'msgpack/index': 'src/msgpack/index.ts',

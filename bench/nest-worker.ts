@@ -2,7 +2,10 @@
  * Child process of `bench/nest.bench.ts`: one NestJS 12 app (Express platform) serving the
  * benchmarked route with one contender's caching.
  *
- *   node --import tsx bench/nest-worker.ts <dogpile|dogpile-l1|cache-manager> <redis url> <prefix> <handler ms>
+ *   node --import tsx bench/nest-worker.ts <dogpile|dogpile-l1|cache-manager|dogpile-cache-manager> <redis url> <prefix> <handler ms>
+ *
+ * `dogpile-cache-manager` is the `cache-manager` app with one import changed: to
+ * `dogpile-guard/nest/cache-manager`, whose `register()` is given `redis` instead of `stores`.
  *
  * Routes: `GET /product?id=` (cached, the handler takes <handler ms>), `GET /runs?id=`
  * (uncached: how many times the handler ran for that id in this process) and `GET /cpu`
@@ -16,6 +19,7 @@ import { CacheInterceptor, CacheModule, CacheTTL } from '@nestjs/cache-manager';
 import KeyvRedis from '@keyv/redis';
 import Keyv from 'keyv';
 import { Cached, DogpileModule } from '../src/nest/index.js';
+import * as DropIn from '../src/nest/cache-manager/index.js';
 
 const TTL_MS = 60_000;
 
@@ -85,6 +89,25 @@ class CacheManagerController {
   }
 }
 
+@Controller()
+class DropInController {
+  constructor(@Inject(RUNS) private readonly runs: Runs) {}
+  @Get('product')
+  @UseInterceptors(DropIn.CacheInterceptor)
+  @DropIn.CacheTTL(TTL_MS)
+  get(@Query('id') id: string) {
+    return product(this.runs, id);
+  }
+  @Get('runs')
+  count(@Query('id') id: string) {
+    return { runs: this.runs.get(id) ?? 0 };
+  }
+  @Get('cpu')
+  cpu() {
+    return cpuMicros();
+  }
+}
+
 function setup(): { imports: DynamicModule[]; controller: Type<unknown> } {
   switch (contender) {
     case 'dogpile':
@@ -96,6 +119,8 @@ function setup(): { imports: DynamicModule[]; controller: Type<unknown> } {
         imports: [CacheModule.register({ stores: [new Keyv({ store: new KeyvRedis(redisUrl), namespace: prefix })], ttl: TTL_MS })],
         controller: CacheManagerController,
       };
+    case 'dogpile-cache-manager':
+      return { imports: [DropIn.CacheModule.register({ redis: redisUrl, prefix, ttl: TTL_MS })], controller: DropInController };
     default:
       throw new Error(`unknown contender ${contender}`);
   }

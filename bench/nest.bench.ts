@@ -23,33 +23,35 @@ const CONTENDERS = [
   { id: 'dogpile-l1', name: 'dogpile-guard `@Cached` (`redis` + `l1: true`)' },
 ] as const;
 type ContenderId = (typeof CONTENDERS)[number]['id'];
+/** A contender of `bench/nest-worker.ts` (this benchmark's, or `nest-cache-manager`'s). */
+export type WorkerContender = ContenderId | 'dogpile-cache-manager';
 
 /** How long the handler takes on a miss. */
-const HANDLER_MS = 200;
-const STAMPEDE_REQUESTS = 300;
-const HIT_CONNECTIONS = 50;
+export const HANDLER_MS = 200;
+export const STAMPEDE_REQUESTS = 300;
+export const HIT_CONNECTIONS = 50;
 
 // --- the app processes ----------------------------------------------------------------------
 
-function request(port: number, urlPath: string): Promise<Reply> {
+export function request(port: number, urlPath: string): Promise<Reply> {
   return fetchReply(port, urlPath, { timeoutMs: 30_000 });
 }
 
 /** The app of contender `contender` in its own process. */
-function newApp(contender: ContenderId, redisUrl: string): AppProcess {
+export function newApp(contender: WorkerContender, redisUrl: string): AppProcess {
   return new AppProcess(contender, 'nest-worker.ts', [contender, redisUrl, `bench-${contender}`, String(HANDLER_MS)]);
 }
 
 // --- measurements ---------------------------------------------------------------------------
 
-interface StampedeRun {
+export interface StampedeRun {
   runs: number;
   latencies: number[];
   failed: number;
   distinctBodies: number;
 }
 
-async function stampede(port: number, id: string): Promise<StampedeRun> {
+export async function stampede(port: number, id: string): Promise<StampedeRun> {
   const settled = await Promise.allSettled(Array.from({ length: STAMPEDE_REQUESTS }, () => request(port, `/product?id=${id}`)));
   const ok = settled.flatMap((s) => (s.status === 'fulfilled' && s.value.status === 200 ? [s.value] : []));
   const runs = JSON.parse((await request(port, `/runs?id=${id}`)).text) as { runs: number };
@@ -61,7 +63,7 @@ async function stampede(port: number, id: string): Promise<StampedeRun> {
   };
 }
 
-function hits(port: number, seconds: number): Promise<HitRun> {
+export function hits(port: number, seconds: number): Promise<HitRun> {
   return measureHits(port, '/product?id=hot', { seconds, connections: HIT_CONNECTIONS });
 }
 

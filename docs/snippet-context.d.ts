@@ -28,6 +28,11 @@ declare const db: {
     findMany(keys: readonly string[]): Promise<{ key: string; id: string; name: string }[]>;
   };
   products: { find(id: string): Promise<Product> };
+  profiles: {
+    find(id: string): Promise<{ id: string; name: string }>;
+    update(id: string, fields: { name: string }): Promise<void>;
+    featured(): Promise<{ id: string; name: string }[]>;
+  };
 };
 declare function loader(): Promise<{ partial: boolean }>;
 declare function loadUser(key: string): Promise<{ id: string; name: string }>;

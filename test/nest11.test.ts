@@ -1,6 +1,8 @@
 /**
  * NestJS 11 (CommonJS): two instances of a Nest 11 app compiled to CommonJS
- * (test/fixtures/nest11/app.js) `require` the built `dist/nest/index.cjs`, on one Redis.
+ * (test/fixtures/nest11/app.js) `require` the built `dist/nest/index.cjs`, on one Redis; two
+ * instances of another (test/fixtures/nest11/cache-manager-app.js) `require` the built
+ * `dist/nest/cache-manager/index.cjs`.
  *
  * The fixture has its own package.json and package-lock.json (Nest 11); `npm ci` installs it
  * when its node_modules is missing. The package under test is copied (not linked) into its
@@ -55,8 +57,8 @@ async function prepareFixture(): Promise<void> {
   cpSync(path.join(root, 'dist'), path.join(target, 'dist'), { recursive: true });
 }
 
-async function startApp(prefix: string): Promise<App> {
-  const child = new NodeChild('the Nest 11 app', [path.join(fixture, 'app.js'), server.url, prefix], { cwd: fixture });
+async function startApp(prefix: string, file = 'app.js'): Promise<App> {
+  const child = new NodeChild(`the Nest 11 app ${file}`, [path.join(fixture, file), server.url, prefix], { cwd: fixture });
   const line = await child.waitFor((l) => l.startsWith('listening '), 45_000);
   return { child, lines: child.lines, port: Number(line.split(' ')[1]), exited: child.exited.then((exit) => exit.code) };
 }
@@ -153,4 +155,34 @@ describe('a NestJS 11 app compiled to CommonJS, using dist/nest/index.cjs', () =
     expect(codes).toEqual([0, 0]);
     for (const app of apps) expect(app.lines).toContain('closed');
   }, 40_000);
+});
+
+describe('a NestJS 11 app written for @nestjs/cache-manager, using dist/nest/cache-manager/index.cjs', () => {
+  let cmApps: App[] = [];
+  beforeAll(async () => {
+    cmApps = await Promise.all([startApp('nest11-cm', 'cache-manager-app.js'), startApp('nest11-cm', 'cache-manager-app.js')]);
+  }, 90_000);
+  afterAll(async () => {
+    for (const app of cmApps) app.child.kill();
+    await Promise.all(cmApps.map((a) => a.exited));
+  });
+
+  it('loads the entry from its node_modules on Nest 11', () => {
+    for (const app of cmApps) {
+      const [, file, , version] = app.lines.find((l) => l.startsWith('cache-manager '))!.split(' ');
+      expect(file).toBe(path.join(fixture, 'node_modules', 'dogpile-guard', 'dist', 'nest', 'cache-manager', 'index.cjs'));
+      expect(version).toMatch(/^11\./);
+    }
+  });
+
+  it('two instances: 200 cold requests through the global CacheInterceptor run the handler once; 100 wrap() calls run fn once', async () => {
+    const run = freshId();
+    const replies = await Promise.all(Array.from({ length: 200 }, (_, i) => get(cmApps[i % 2]!.port, `/cm/stampede?run=${run}`)));
+    expect(await count('cm-stampede', run)).toBe(1);
+    expect(replies.every((r) => r.status === 200)).toBe(true);
+    expect(json(replies[0]!)).toEqual({ run, n: 1, nest: 11 });
+    const wraps = await Promise.all(Array.from({ length: 100 }, (_, i) => get(cmApps[i % 2]!.port, `/cm/wrap?run=${run}`)));
+    expect(await count('cm-wrap', run)).toBe(1);
+    expect(wraps.map((r) => json(r))).toEqual(Array.from({ length: 100 }, () => ({ run, n: 1 })));
+  });
 });

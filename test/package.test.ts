@@ -48,10 +48,11 @@ describe('npm pack', () => {
       for (const name of ['createCache', 'getOrCompute', 'cacheWithoutDogpiling', 'setDefaultCache', 'RedisLock', 'MemoryLock', 'withLock', 'errors']) {
         if (!main[name]) throw new Error('missing ' + name);
       }
-      for (const sub of ['express', 'fastify', 'nest']) require('dogpile-guard/' + sub);
+      for (const sub of ['express', 'fastify', 'nest', 'nest/cache-manager']) require('dogpile-guard/' + sub);
       if (typeof require('dogpile-guard/otel').instrumentDogpile !== 'function') throw new Error('missing instrumentDogpile');
       if (typeof require('dogpile-guard/prometheus').registerDogpileMetrics !== 'function') throw new Error('missing registerDogpileMetrics');
       if (require('dogpile-guard/msgpack').msgpackSerializer.name !== 'msgpack') throw new Error('missing msgpackSerializer');
+      if (require('dogpile-guard/nest/cache-manager').CACHE_MANAGER !== 'CACHE_MANAGER') throw new Error('missing CACHE_MANAGER');
       if (typeof require('dogpile-guard/fetch').withDogpile !== 'function') throw new Error('missing withDogpile');
       if (typeof require('dogpile-guard/hono').dogpileGuard !== 'function') throw new Error('missing hono dogpileGuard');
       if (typeof require('dogpile-guard/koa').dogpileGuard !== 'function') throw new Error('missing koa dogpileGuard');
@@ -60,7 +61,7 @@ describe('npm pack', () => {
     expect(execFileSync(process.execPath, ['-e', cjs], { cwd: project }).toString().trim()).toBe('cjs-ok');
     const esm = `
       import { createCache, errors } from 'dogpile-guard';
-      await import('dogpile-guard/express'); await import('dogpile-guard/fastify'); await import('dogpile-guard/nest');
+      await import('dogpile-guard/express'); await import('dogpile-guard/fastify'); await import('dogpile-guard/nest'); await import('dogpile-guard/nest/cache-manager');
       if (!errors.LockTimeoutError) throw new Error('no errors map');
       const { instrumentDogpile } = await import('dogpile-guard/otel');
       const { registerDogpileMetrics } = await import('dogpile-guard/prometheus');

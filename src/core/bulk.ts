@@ -6,7 +6,7 @@ import type { Backend, StoredEntry } from '../store/types.js';
 import { checkTaggedLifetime, setArguments } from './call-options.js';
 import { validateKey } from '../shared/key-names.js';
 import type { CacheEmitter } from './events.js';
-import { isFreshNow, staleWindow } from './freshness.js';
+import { expiresAt, isFreshNow, staleWindow } from './freshness.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import type { ResolvedCacheOptions } from './options.js';
@@ -106,6 +106,16 @@ export async function storeOne<T>(host: BulkHost, key: string, value: T, ttlOrOp
   host.hints.remember(key, entry);
 }
 
+/** When the value stored under `key` stops being served: its `ttl`'s end, or its own revalidate window's; undefined for none. */
+export async function servedUntil(host: BulkHost, key: string): Promise<number | undefined> {
+  validateKey(key);
+  host.assertOpen();
+  const found = await readOne(host, key);
+  if (found === undefined || 'corrupt' in found || found.kind !== EntryKind.Value) return undefined;
+  const until = expiresAt(found) + (found.revalidate ?? 0);
+  return host.clock() < until || !found.stale ? until : undefined;
+}
+
 /** Checks a list of keys (`InvalidOptionError` naming `keys`): an array of non-empty strings. */
 export function validateKeys(keys: unknown): readonly string[] {
   if (!Array.isArray(keys)) throw new InvalidOptionError('keys', `expected an array of keys, got ${keys === null ? 'null' : typeof keys}`);
@@ -157,14 +167,17 @@ export async function readMany(host: Pick<BulkHost, 'guarded'>, keys: readonly s
  * What `get` does when process memory does not hold the key.
  */
 export async function readStored<T>(host: BulkHost, key: string): Promise<T | undefined> {
-  let found;
+  return storedValue<T>(host, key, await readOne(host, key));
+}
+
+/** What the store holds of `key`, past the process's own copy; a fault of this key alone is reported (`corrupt`) and read as nothing. */
+async function readOne(host: BulkHost, key: string): Promise<StoredEntry | { corrupt: Error } | undefined> {
   try {
-    found = await host.guarded.get(key);
+    return await host.guarded.get(key);
   } catch (error) {
     if (!host.guarded.keyFault(key, error)) throw error;
     return undefined;
   }
-  return storedValue<T>(host, key, found);
 }
 
 /** What a read found of `key`, as its value: a fresh value is remembered (freshness hint, L1); a corrupt one is reported; anything else is undefined. */

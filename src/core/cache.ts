@@ -21,7 +21,7 @@ import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { getOrComputeMany, type BatchLoader } from './batch.js';
-import { deletion, getMany, readMany, readStored, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deletion, getMany, readMany, readStored, servedUntil, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -72,6 +72,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     registerInternals(this, {
       resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline, false),
       set: (key, value, ttlOrOptions, computedForMs) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs),
+      servedUntil: (key) => servedUntil(this.bulk, key),
     });
     if (this.options.autoRecovery && this.backend.distributed) {
       const host: RecoveryHost = { forget: (keys) => this.forgetCopies(keys), unreachable: (error) => this.guarded.unreachable(error) };

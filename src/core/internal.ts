@@ -10,6 +10,7 @@ import type { CacheResult, GetOrComputeOptions, Loader, SetOptions } from './typ
 interface CacheInternals {
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>>;
   set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void>;
+  servedUntil(key: string): Promise<number | undefined>;
 }
 
 /** The key under which a cache keeps its internal entry points (a property the public type does not declare). */
@@ -45,4 +46,13 @@ export function resolveInline<T>(cache: object, key: string, loader: Loader<T>, 
 export function setComputed<T>(cache: object, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void> {
   const computed = Number.isFinite(computedForMs) && computedForMs > 0 ? computedForMs : 0;
   return of(cache).set(key, value, ttlOrOptions, computed);
+}
+
+/**
+ * When the stored value of `key` stops being served (ms since the epoch, on the store's clock):
+ * the end of its `ttl`, or of its own `staleWhileRevalidate` window when it has one; `undefined`
+ * when nothing is served for it now.
+ */
+export function servedUntil(cache: object, key: string): Promise<number | undefined> {
+  return of(cache).servedUntil(key);
 }

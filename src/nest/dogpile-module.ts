@@ -1,44 +1,21 @@
-import { Inject, Logger, Module, type DynamicModule, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
+import { Inject, Module, type DynamicModule, type OnModuleDestroy, type OnModuleInit, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { DogpileCache } from '../core/cache.js';
-import { openCache } from '../core/open-cache.js';
+import { openCacheHandle, type CacheHandle } from './cache-handle.js';
 import { DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { cacheProviderMethods } from './method-caching.js';
 import { checkCachedOverCache } from './check-cached.js';
 import { DogpileConfigurableModule, DOGPILE_MODULE_OPTIONS, type DogpileModuleAsyncOptions, type DogpileModuleForRootOptions } from './module-definition.js';
 import { splitModuleOptions, type DogpileDefaults, type DogpileModuleOptions } from './options.js';
 
-/** The module's cache, and how to close it when the module made it (with the Redis connection it made from a URL). */
-interface CacheHandle {
-  cache: DogpileCache;
-  close: (() => Promise<void>) | undefined;
-}
-
 const CACHE_HANDLE = Symbol('dogpile-guard:cache-handle');
-
-/** How long startup waits for a Redis given as a URL to connect before going on without it. */
-const REDIS_CONNECT_WAIT_MS = 5000;
-
-const logger = new Logger('DogpileModule');
-
-function redact(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
-}
 
 const providers: Provider[] = [
   {
     provide: CACHE_HANDLE,
-    useFactory: async (options: DogpileModuleOptions | undefined): Promise<CacheHandle> => {
+    useFactory: (options: DogpileModuleOptions | undefined): Promise<CacheHandle> => {
       const { cache, cacheOptions } = splitModuleOptions(options);
-      if (cache) return { cache, close: undefined };
-      // With a URL, startup waits (up to REDIS_CONNECT_WAIT_MS) for Redis, so the first requests
-      // are coordinated through it; if it is not there, the app starts anyway and requests run
-      // their handlers (with in-process coalescing) until it is.
-      const redis = cacheOptions.redis;
-      const opened = await openCache(cacheOptions, REDIS_CONNECT_WAIT_MS, (reason) => {
-        logger.warn(`Redis at ${redact(typeof redis === 'string' ? redis : '')} is not reachable yet (${reason}); starting without it, it will be used once it answers`);
-      });
-      return { cache: opened.cache, close: opened.close };
+      return openCacheHandle(cache, cacheOptions, 'DogpileModule');
     },
     inject: [{ token: DOGPILE_MODULE_OPTIONS, optional: true }],
   },

@@ -20,5 +20,6 @@ export const INTEGRATION_FILES = [
   'test/chaos.test.ts',
   'test/key-memory.test.ts',
   'test/nest-processes.test.ts',
+  'test/nest-cache-manager-processes.test.ts',
   'test/http-processes.test.ts',
 ];
