@@ -538,6 +538,17 @@ describe.each(['express', 'fastify'] as Platform[])('CacheInterceptor and its de
     expect(await app.app.get<Cache>(CACHE_MANAGER).get('tenant:acme')).toEqual(json(a));
   });
 
+  it('a GET with Authorization or Cookie is not cached by its URL (one user\'s answer is never another\'s); a trackBy() override with the identity caches it', async () => {
+    const a = await get(app.port, '/i/class-ttl', { authorization: 'Bearer alice' });
+    const b = await get(app.port, '/i/class-ttl', { authorization: 'Bearer bob' });
+    const c = await get(app.port, '/i/class-ttl', { cookie: 'sid=carol' });
+    expect(new Set([json(a).run, json(b).run, json(c).run]).size).toBe(3);
+    // ByHeader keys by tenant: the app said what the answer depends on.
+    const d = await get(app.port, '/t/a', { 'x-tenant': 'cred', authorization: 'Bearer alice' });
+    const e = await get(app.port, '/t/a', { 'x-tenant': 'cred', authorization: 'Bearer alice' });
+    expect(json(e)).toEqual(json(d));
+  });
+
   it('an isRequestCacheable() override decides which requests are cached', async () => {
     const a = await get(app.port, '/p/a', {}, 'POST');
     const b = await get(app.port, '/p/a', {}, 'POST');

@@ -4,6 +4,7 @@ import { of, type Observable } from 'rxjs';
 import type { CacheResult } from '../../core/cache.js';
 import { describe } from '../../shared/duration.js';
 import { InvalidOptionError } from '../../shared/errors.js';
+import { HTTP_CACHE_DEFAULTS } from '../../http/options.js';
 import { xCacheFor } from '../../http/serve.js';
 import { valueInstructions } from '../../http/value-answer.js';
 import { decide, firstValue, HandlerError } from '../handler-value.js';
@@ -99,10 +100,17 @@ export class CacheInterceptor implements NestInterceptor {
     return httpAdapter.getRequestUrl(context.getArgByIndex(0)) as string;
   }
 
-  /** Whether a request may be cached by its URL: its method is one of `allowedMethods` (GET). */
+  /**
+   * Whether a request may be cached by its URL: its method is one of `allowedMethods` (GET),
+   * and it carries no credentials (`Authorization`, `Cookie`: the HTTP adapters'
+   * `privateHeaders`), since a URL key would serve one user's answer to another. Override
+   * `trackBy()` with a key that includes the identity to cache such requests.
+   */
   protected isRequestCacheable(context: ExecutionContext): boolean {
-    const req = context.switchToHttp().getRequest<{ method: string }>();
-    return this.allowedMethods.includes(req.method);
+    const req = context.switchToHttp().getRequest<{ method: string; headers?: Record<string, unknown> }>();
+    if (!this.allowedMethods.includes(req.method)) return false;
+    const headers = req.headers ?? {};
+    return !HTTP_CACHE_DEFAULTS.privateHeaders.some((name) => headers[name] !== undefined);
   }
 
   /**
