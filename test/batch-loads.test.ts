@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCache, InvalidOptionError, type DogpileCache } from '../src/index.js';
 import { JsonChild, root } from '../tools/child-process.js';
-import { freshId } from '../tools/basics.js';
+import { freshId, waitUntil } from '../tools/basics.js';
 import { useRedis } from './support/use-redis.js';
 
 const server = useRedis();
@@ -94,6 +94,39 @@ describe.each(stores)('%s: getOrComputeMany', (_name, make) => {
     expect(await cache.get('a')).toBeUndefined();
     expect(await cache.getOrComputeMany([], () => [], 60_000)).toEqual([]);
     await cache.close();
+  });
+});
+
+describe('getOrComputeMany and the cache\'s listeners', () => {
+  it('sends its batch as soon as every key is led or waited for, whatever the application does with the cache\'s event listeners', async () => {
+    const prefix = freshId('batch-listeners');
+    const a = createCache({ redis: server.client(), prefix });
+    const b = createCache({ redis: server.client(), prefix });
+    try {
+      // Another process leads "b" and holds it until the gate opens.
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      const other = b.getOrCompute('b', async () => {
+        await gate;
+        return 'from b';
+      }, 60_000);
+      await waitUntil('b led by the other cache', async () => (await server.command('EXISTS', `${prefix}:l:{b}`)) === 1);
+      // An application that drops every listener the moment a miss starts (here: on "a").
+      a.on('miss', () => a.removeAllListeners());
+      const loaded: string[][] = [];
+      const many = a.getOrComputeMany(['a', 'b'], (keys) => {
+        loaded.push(keys);
+        return keys.map((key) => `loaded ${key}`);
+      }, 60_000);
+      // "a" is loaded while "b" is still being computed elsewhere: the batch did not wait for it.
+      await waitUntil('the batch loader called', () => loaded.length > 0);
+      expect(loaded).toEqual([['a']]);
+      open();
+      expect(await many).toEqual(['loaded a', 'from b']);
+      expect(await other).toBe('from b');
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
   });
 });
 

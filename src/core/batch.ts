@@ -2,7 +2,6 @@ import { types } from 'node:util';
 import { InvalidOptionError } from '../shared/errors.js';
 import { describe, type Duration } from '../shared/duration.js';
 import { validateKeys } from './bulk.js';
-import type { CacheEvents } from './events.js';
 import type { GetOrComputeOptions, LoaderContext } from './types.js';
 
 /** What a batch loader is handed: the keys this process leads and loads in this call. */
@@ -20,13 +19,12 @@ export interface BatchLoaderContext {
 export type BatchLoader<T> = (keys: string[], ctx: BatchLoaderContext) => BatchResult<T> | Promise<BatchResult<T>>;
 export type BatchResult<T> = ReadonlyMap<string, T> | Readonly<Record<string, T>> | readonly (T | undefined)[];
 
-/** What a batch needs of the cache: per-key calls and the `coalesced` event. */
+/** What a batch needs of the cache: the hits read together, and the one-key protocol for the rest. */
 interface BatchHost {
-  getOrCompute<T>(key: string, loader: (ctx: LoaderContext) => Promise<T | undefined>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<T | undefined>;
   /** The keys answered as hits without the one-key protocol (a plain call's fast paths), with their values. */
   hits(keys: readonly string[]): Promise<ReadonlyMap<string, unknown>>;
-  on(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
-  off(event: 'coalesced', listener: (...args: CacheEvents['coalesced']) => void): unknown;
+  /** The one-key protocol (`resolve`), telling `onJoin` when the call waits for another caller's run instead of leading. */
+  resolve<T>(key: string, loader: (ctx: LoaderContext) => Promise<T | undefined>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>, onJoin: () => void): Promise<T | undefined>;
 }
 
 /** One key of a batch whose lead this process took: its loader waits for the batch's answer. */
@@ -39,10 +37,11 @@ interface Led {
 
 /**
  * `getOrComputeMany`: first the hits found together (values fresh in process memory, then one
- * read of those this process believes fresh in Redis: `cache.hits`); every other key goes through the one-key protocol at once (its look-up-or-lead
- * script, in-process flights, waits, stale answers), with a loader that does not load but
- * enrols the key in a batch. Once every key is accounted for — its lead taken (the loader was
- * called), answered, or waiting for another caller (the `coalesced` event) — the keys led here
+ * read of those this process believes fresh in Redis: `cache.hits`); every other key goes
+ * through the one-key protocol at once (its look-up-or-lead script, in-process flights, waits,
+ * stale answers), with a loader that does not load but enrols the key in a batch. Once every
+ * key is accounted for — its lead taken (the loader was called), answered, or waiting for
+ * another caller (the protocol tells the call's `onJoin`) — the keys led here
  * are loaded with one call of `loader`, and each key's lead stores its own value, so each key is
  * still loaded once fleet-wide. A key that is led later (its leader elsewhere died, a background
  * refresh) joins a next wave: the keys enrolled in one turn of the event loop, one call.
@@ -84,11 +83,6 @@ export async function getOrComputeMany<T>(
       send();
     }
   };
-  const onCoalesced = ({ key }: CacheEvents['coalesced'][0]): void => {
-    if (order.has(key)) account(key);
-  };
-  cache.on('coalesced', onCoalesced);
-
   const enrol = (key: string) => (ctx: LoaderContext): Promise<T | undefined> =>
     new Promise<T | undefined>((resolve, reject) => {
       wave.push({ key, signal: ctx.signal, resolve: resolve as (value: unknown) => void, reject });
@@ -101,23 +95,19 @@ export async function getOrComputeMany<T>(
       }
     });
 
-  try {
-    // Settles once every key has: a failure of one key is thrown only when no key's flight
-    // started here is still running (a call right after it starts afresh, not on a dying flight).
-    const settled = await Promise.allSettled(
-      unique.map((key) =>
-        cache.getOrCompute<T>(key, enrol(key), ttlOrOptions).finally(() => account(key)),
-      ),
-    );
-    const failed = settled.find((outcome) => outcome.status === 'rejected');
-    if (failed !== undefined) throw failed.reason;
-    const answers = settled.map((outcome) => (outcome as PromiseFulfilledResult<T | undefined>).value);
-    const byKey = new Map<string, unknown>(hits);
-    for (let i = 0; i < unique.length; i++) byKey.set(unique[i]!, answers[i]);
-    return keys.map((key) => byKey.get(key) as T | undefined);
-  } finally {
-    cache.off('coalesced', onCoalesced);
-  }
+  // Settles once every key has: a failure of one key is thrown only when no key's flight
+  // started here is still running (a call right after it starts afresh, not on a dying flight).
+  const settled = await Promise.allSettled(
+    unique.map((key) =>
+      cache.resolve<T>(key, enrol(key), ttlOrOptions, () => account(key)).finally(() => account(key)),
+    ),
+  );
+  const failed = settled.find((outcome) => outcome.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  const answers = settled.map((outcome) => (outcome as PromiseFulfilledResult<T | undefined>).value);
+  const byKey = new Map<string, unknown>(hits);
+  for (let i = 0; i < unique.length; i++) byKey.set(unique[i]!, answers[i]);
+  return keys.map((key) => byKey.get(key) as T | undefined);
 }
 
 /** One call of the batch loader for the keys led in one wave; each key's lead gets its value. */

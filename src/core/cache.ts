@@ -7,7 +7,7 @@ import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../shared/key-names.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
-import { ListenerFlag, type CacheEvents } from './events.js';
+import { coalesced, ListenerFlag, type CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { RecoveryQueue, type Invalidation, type RecoveryHost } from './recovery.js';
@@ -227,16 +227,17 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   }
 
   /** `resolve`; `inline`: the winner of a stale value's refresh lead runs it (`resolveInline`); `unseen`: see `resolveCall`. */
-  private resolveTraced<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean, unseen: boolean): Promise<CacheResult<T>> {
-    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline, unseen);
+  private resolveTraced<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean, unseen: boolean, onJoin?: () => void): Promise<CacheResult<T>> {
+    if (!getOrComputeChannel.hasSubscribers) return this.resolveCall(key, loader, ttlOrOptions, inline, unseen, onJoin);
     // Traced on `dogpile-guard:getOrCompute`. resolveCall() looks in process memory first and
     // synchronously, so a hit it answers was read from the layer this peek finds.
     const hitLayer = typeof key === 'string' && key !== '' && this.hints.freshInMemory(key)?.kind === EntryKind.Value ? this.backend.peekLayer : undefined;
-    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline, unseen));
+    return traceCall(key, hitLayer, () => this.resolveCall(key, loader, ttlOrOptions, inline, unseen, onJoin));
   }
 
-  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean, unseen: boolean): Promise<CacheResult<T>> {
+  private async resolveCall<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean, unseen: boolean, onJoin?: () => void): Promise<CacheResult<T>> {
     const opts = resolveCallOptions(this.options, key, loader, ttlOrOptions, inline);
+    opts.onJoin = onJoin;
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
     // `unseen`: in this same turn, getOrCompute found no fresh value in process memory, no flight and no freshness hint.
@@ -251,7 +252,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     if (existing) {
       const stale = opts.forceRefresh ? undefined : this.protocol.refreshes.staleWhileRefreshing<T>(key, opts);
       if (stale) return result(stale);
-      if (this.listenerCount('coalesced') > 0) this.emit('coalesced', { key, remote: false });
+      coalesced(this, key, false, opts.onJoin);
       if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
       let settled;
       try {
@@ -260,7 +261,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
         return this.callers.afterRemoteError(error, key, loader, opts);
       }
       if (settled === TIMED_OUT) return result(await this.protocol.local.waitTimedOut(key, loader, opts));
-      return this.callers.afterJoin(settled, key, loader, opts, () => this.resolveCall(key, loader, ttlOrOptions, inline, false));
+      return this.callers.afterJoin(settled, key, loader, opts, () => this.resolveCall(key, loader, ttlOrOptions, inline, false, onJoin));
     }
 
     // Plain callers joined to this flight are answered as soon as another process's value is
@@ -381,7 +382,15 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    * `ttlOrOptions` applies to every key, as `getOrCompute`'s.
    */
   getOrComputeMany<T>(keys: readonly string[], loader: BatchLoader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T | undefined>): Promise<(T | undefined)[]> {
-    return getOrComputeMany<T>({ getOrCompute: (key, load, ttl) => this.getOrCompute(key, load, ttl), hits: (unique) => this.plainHits(unique, loader, ttlOrOptions), on: (e, l) => this.on(e, l), off: (e, l) => this.off(e, l) }, keys, loader, ttlOrOptions);
+    return getOrComputeMany<T>(
+      {
+        resolve: (key, load, ttl, onJoin) => this.resolveTraced(key, load, ttl, false, false, onJoin).then(valueOf),
+        hits: (unique) => this.plainHits(unique, loader, ttlOrOptions),
+      },
+      keys,
+      loader,
+      ttlOrOptions,
+    );
   }
 
   /** The values of `keys` in their order (`undefined` where there is none), in one round trip. Rejects with `BackendError` if Redis fails. */

@@ -28,6 +28,8 @@ export interface CallOptions<T> {
   tags?: readonly string[] | undefined;
   /** The longest life of a tagged entry (the cache's `tagStampTtl`). */
   tagStampTtl: number;
+  /** Told when this call waits for another caller's run instead of leading (how `getOrComputeMany` knows a key will not be led by it). */
+  onJoin?: () => void;
 }
 
 /**

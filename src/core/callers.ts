@@ -2,7 +2,7 @@ import { debug } from '../shared/diagnostics.js';
 import type { Duration } from '../shared/duration.js';
 import { RemoteLoaderError } from '../shared/errors.js';
 import { resolveCallOptions, type CallOptions } from './call-options.js';
-import type { CacheEmitter } from './events.js';
+import { coalesced, type CacheEmitter } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { MissProtocol } from './miss-protocol.js';
@@ -35,7 +35,7 @@ export class Callers {
     const opts = this.plainOptions(key, loader, ttl);
     const stale = this.protocol.refreshes.staleWhileRefreshing<T>(key, opts);
     if (stale) return Promise.resolve(stale.value);
-    if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: false });
+    coalesced(this.events, key, false, undefined);
     if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
     return this.joiners.join(key, flight, opts.waitTimeout, loader as Loader<unknown>, ttl) as Promise<T>;
   }

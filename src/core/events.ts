@@ -26,6 +26,12 @@ export interface CacheEvents {
 /** Where the parts of the core report what happened (the cache itself). */
 export type CacheEmitter = EventEmitter<CacheEvents>;
 
+/** A caller waits for another caller's run (`remote`: one in another process): told to `coalesced` listeners and to the call's own `onJoin`. */
+export function coalesced(events: CacheEmitter, key: string, remote: boolean, onJoin: (() => void) | undefined): void {
+  onJoin?.();
+  if (events.listenerCount('coalesced') > 0) events.emit('coalesced', { key, remote });
+}
+
 /**
  * Whether `emitter` has a listener of `event`, kept up to date as listeners come and go: hot
  * paths read `listened` instead of counting listeners each time (a count costs as much as half

@@ -5,7 +5,7 @@ import { Wakeup } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import type { Lookup, Outcome, StoredEntry } from '../store/types.js';
 import type { CallOptions } from './call-options.js';
-import type { CacheEmitter } from './events.js';
+import { coalesced, type CacheEmitter } from './events.js';
 import type { GuardedBackend } from './guarded-backend.js';
 import type { FreshnessHints } from './hints.js';
 import { isFresh, withinRevalidate, withinStaleIfError } from './freshness.js';
@@ -137,7 +137,7 @@ export class MissProtocol {
         case 'wait': {
           this.elsewhere.forget(key);
           if (lookup.repaired) this.events.emit('corrupt', { key, error: lookup.repaired });
-          if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
+          coalesced(this.events, key, true, opts.onJoin);
           if (debug.enabled) debug('wait key=%s: another process leads, its lock expires in %d ms', key, lookup.remaining);
           const waited = await this.waitRemote(key, loader, opts, deadline, early, forcedSince);
           if (waited === RETRY) continue;
@@ -206,7 +206,7 @@ export class MissProtocol {
       // A refresh failed moments ago: no new attempt before failSafeRetry, fleet-wide.
       return failSafe(this.parts, key, entry, new LoaderError(`the last refresh of "${key}" failed; retrying after failSafeRetry`, { key }), false);
     }
-    if (this.events.listenerCount('coalesced') > 0) this.events.emit('coalesced', { key, remote: true });
+    coalesced(this.events, key, true, opts.onJoin);
     const running = this.refreshes.settled<T>(key);
     const waited: Promise<Flown<T>> = running
       ? running.then((settled) => (settled.status === 'stale' ? settled : { ...settled, status: 'coalesced' }))
