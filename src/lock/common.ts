@@ -25,9 +25,9 @@ export function validateName(name: unknown, option = 'name'): string {
   return name;
 }
 
-export function validatePrefix(prefix: unknown): string {
+export function validatePrefix(prefix: unknown, option = 'prefix'): string {
   if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
-    throw new InvalidOptionError('prefix', 'must be a non-empty string without "{" or "}"');
+    throw new InvalidOptionError(option, 'must be a non-empty string without "{" or "}"');
   }
   return prefix;
 }
