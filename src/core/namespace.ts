@@ -1,9 +1,11 @@
 import { publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, InvalidOptionError } from '../shared/errors.js';
 import { bounded } from '../shared/wait.js';
+import { boolean, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { GENERATION_KEEP_MS, ROOT_GENERATION } from '../store/generations.js';
 import { openBackend, openGenerations, openRedis, type RedisConnection } from '../store/open-store.js';
 import type { Backend, TagStamps } from '../store/types.js';
+import type { ClearOptions } from './types.js';
 import type { CacheEmitter } from './events.js';
 import type { ResolvedCacheOptions } from './options.js';
 
@@ -67,14 +69,15 @@ export function scopedBackend(scope: CacheScope): Backend {
   return openBackend(scope.connection, scope.closesConnection, scope.options, scope);
 }
 
+/** `clear()`'s options, declared once. */
+export const CLEAR_TABLE = {
+  stale: { default: false, check: boolean, doc: 'make the entries stale instead of a miss' },
+} satisfies OptionTable<ClearOptions>;
+
 /** `clear()`'s options, checked (`InvalidOptionError` naming the option): whether to mark stale. */
 export function clearStale(options: unknown): boolean {
-  if (options === undefined) return false;
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-  for (const name of Object.keys(options)) if (name !== 'stale') throw new InvalidOptionError(name, 'unknown option; clear() takes { stale?: boolean }');
-  const stale = (options as { stale?: unknown }).stale;
-  if (stale !== undefined && typeof stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof stale}`);
-  return stale === true;
+  if (options === null) throw new InvalidOptionError('options', 'expected { stale?: boolean }');
+  return resolveOptions(CLEAR_TABLE, options).stale;
 }
 
 /**
