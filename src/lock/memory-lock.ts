@@ -97,7 +97,7 @@ export interface MemoryLockOptions extends LockOptions {
 /** Every option of `MemoryLock`, declared once. */
 export const MEMORY_LOCK_TABLE = {
   ...LOCK_TABLE,
-  registry: { default: defaultRegistry, check: asGiven<MemoryLockRegistry>(), doc: 'locks exclude each other only within one registry' },
+  registry: { default: defaultRegistry, check: asGiven<MemoryLockRegistry>(), shown: 'the process-wide registry', doc: 'locks exclude each other only within one registry' },
 } satisfies OptionTable<MemoryLockOptions>;
 
 /** The fields of `MemoryLockOptions`. */

@@ -37,7 +37,7 @@ export interface RedisLockOptions extends LockOptions {
 
 /** The options `RedisLock` adds to those of every lock, declared once (docs/lock.md shows the replicas' rows). */
 const REDIS_LOCK_ONLY_TABLE = {
-  subscriber: { check: asGiven<Subscriber>(), doc: 'the subscriber connection its waiters listen on (else one shared per client)' },
+  subscriber: { check: asGiven<Subscriber>(), shown: 'one per client', doc: 'the subscriber connection its waiters listen on (else one shared per client)' },
   replicas: { default: 0, check: checkReplicas, shown: '`0`', doc: 'replicas that must hold an acquisition before it counts' },
   replicaTimeout: { default: DEFAULT_REPLICA_TIMEOUT_MS, check: duration, shown: '`100` ms', doc: "longest `WAIT` for the replicas' confirmation" },
 };

@@ -126,11 +126,16 @@ export const boolean: Check<boolean> = (value, option) => {
   return value;
 };
 
+/** An instance of `type`; `what` names it in the message (`'an AbortSignal'`). */
+export function instanceOf<T>(type: abstract new (...args: never[]) => T, what: string): Check<T> {
+  return (value, option) => {
+    if (!(value instanceof type)) throw new InvalidOptionError(option, `expected ${what}, got ${describe(value)}`);
+    return value;
+  };
+}
+
 /** An `AbortSignal`. */
-export const abortSignal: Check<AbortSignal> = (value, option) => {
-  if (!(value instanceof AbortSignal)) throw new InvalidOptionError(option, `expected an AbortSignal, got ${describe(value)}`);
-  return value;
-};
+export const abortSignal: Check<AbortSignal> = instanceOf(AbortSignal, 'an AbortSignal');
 
 /** One of `choices` (strings). */
 export function oneOf<C extends string>(...choices: C[]): Check<C> {
