@@ -21,7 +21,6 @@ import { ACQUIRE_TABLE, LOCK_TABLE } from '../src/lock/common.js';
 import { REDIS_LOCK_TABLE } from '../src/lock/redis-lock.js';
 import { MEMORY_LOCK_TABLE } from '../src/lock/memory-lock.js';
 import { WITH_LOCK_TABLE } from '../src/lock/with-lock.js';
-import { ROUTE_CONFIG_TABLE } from '../src/fastify/index.js';
 import { optionNames, type OptionRow, type OptionTable } from '../src/shared/option-table.js';
 import { root } from '../tools/child-process.js';
 import { useRedis } from './support/use-redis.js';
@@ -71,7 +70,7 @@ describe('the known-option list of every entry point is its table', () => {
     expect(knownListOf(() => createCache({ compression: BOGUS } as never))).toEqual(optionNames(COMPRESSION_TABLE));
     expect(knownListOf(() => createCache({ earlyRefresh: BOGUS } as never))).toEqual(optionNames(EARLY_REFRESH_TABLE));
     // The stale-serving options are rows of every table that takes them.
-    for (const table of [CACHE_TABLE, CALL_TABLE, HTTP_TABLE, CACHED_TABLE, ROUTE_CONFIG_TABLE] as Table[]) {
+    for (const table of [CACHE_TABLE, CALL_TABLE, HTTP_TABLE, CACHED_TABLE] as Table[]) {
       expect(optionNames(table)).toEqual(expect.arrayContaining([...optionNames(FRESHNESS_TABLE)]));
     }
   });
@@ -106,7 +105,7 @@ describe('the known-option list of every entry point is its table', () => {
   });
 
   it('every row has a one-line doc', () => {
-    const tables = [CACHE_TABLE, L1_TABLE, AUTO_RECOVERY_TABLE, COMPRESSION_TABLE, EARLY_REFRESH_TABLE, CALL_TABLE, SET_TABLE, INVALIDATE_TABLE, CLEAR_TABLE, HTTP_TABLE, CACHED_TABLE, MODULE_TABLE, REDIS_LOCK_TABLE, MEMORY_LOCK_TABLE, ACQUIRE_TABLE, WITH_LOCK_TABLE, ROUTE_CONFIG_TABLE] as Table[];
+    const tables = [CACHE_TABLE, L1_TABLE, AUTO_RECOVERY_TABLE, COMPRESSION_TABLE, EARLY_REFRESH_TABLE, CALL_TABLE, SET_TABLE, INVALIDATE_TABLE, CLEAR_TABLE, HTTP_TABLE, CACHED_TABLE, MODULE_TABLE, REDIS_LOCK_TABLE, MEMORY_LOCK_TABLE, ACQUIRE_TABLE, WITH_LOCK_TABLE] as Table[];
     for (const table of tables) {
       for (const [name, row] of Object.entries(table)) {
         expect(row.doc, name).toMatch(/^\S.*\S$/);

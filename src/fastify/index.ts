@@ -46,7 +46,7 @@ const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'child
  * A route's `config.dogpile`, declared once. `ttl` is checked below with the route's name in
  * the message; the stale-serving options over the plugin's and the cache's.
  */
-export const ROUTE_CONFIG_TABLE = {
+const ROUTE_CONFIG_TABLE = {
   ttl: { check: durationOrZero, doc: "how long this route's responses stay cached; overrides the plugin's `ttl`" },
   ...FRESHNESS_OVERRIDE_TABLE,
 } satisfies OptionTable<DogpileRouteConfig>;
