@@ -1,7 +1,7 @@
 import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { abortSignal, boolean, duration, durationOrZero, fn, optionNames, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
+import { abortSignal, boolean, duration, durationOrZero, fn, optionNames, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { validateKey } from '../shared/key-names.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { checkFreshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
@@ -149,8 +149,7 @@ const CALL_OPTION_NAMES = optionNames(CALL_TABLE);
 
 /** Validates `invalidateTags()`'s options (`InvalidOptionError` naming the option); true for `{ stale: true }`. */
 export function resolveInvalidateOptions(options: InvalidateTagsOptions): boolean {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-  return resolveOptions(INVALIDATE_TABLE, options).stale;
+  return resolveOptions(INVALIDATE_TABLE, optionsObject(options)).stale;
 }
 
 /** A tagged entry may not outlive its tags' invalidations (`tagStampTtl`). */

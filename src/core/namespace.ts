@@ -1,7 +1,7 @@
 import { publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, InvalidOptionError } from '../shared/errors.js';
 import { bounded } from '../shared/wait.js';
-import { boolean, resolveOptions, type OptionTable } from '../shared/option-table.js';
+import { boolean, optionsObject, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { GENERATION_KEEP_MS, ROOT_GENERATION } from '../store/generations.js';
 import { openBackend, openGenerations, openRedis, type RedisConnection } from '../store/open-store.js';
 import type { Backend, TagStamps } from '../store/types.js';
@@ -76,8 +76,7 @@ export const CLEAR_TABLE = {
 
 /** `clear()`'s options, checked (`InvalidOptionError` naming the option): whether to mark stale. */
 export function clearStale(options: unknown): boolean {
-  if (options === null) throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-  return resolveOptions(CLEAR_TABLE, options).stale;
+  return options === undefined ? false : resolveOptions(CLEAR_TABLE, optionsObject(options)).stale;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { DogpileCache } from '../core/cache.js';
 import { validateNamespaceName } from '../core/namespace.js';
 import { describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { byteCount, duration, durationOrZero, fn, oneOf, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
+import { byteCount, duration, durationOrZero, fn, oneOf, renamedOptionError, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
 import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './cache-status.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, FRESHNESS_OVERRIDE_TABLE, resolveFreshness, type FreshnessOptions } from '../core/freshness.js';
 
@@ -175,6 +175,13 @@ export const cacheCheck: Check<DogpileCache> = (value, option) => {
   return value as DogpileCache;
 };
 
+/** Checks a key function's result: a non-empty string, or a falsy value for "do not cache" (undefined). */
+export function checkKey(value: unknown): string | undefined {
+  if (!value) return undefined;
+  if (typeof value !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(value)}`);
+  return value;
+}
+
 /** A `refresh` option: `'background'` or `'foreground'`. */
 export const refreshMode = oneOf('background', 'foreground');
 
@@ -246,8 +253,7 @@ export function freshnessOver(cache: DogpileCache, given: FreshnessOptions, pref
   try {
     resolveFreshness(given, cache.options.freshness);
   } catch (error) {
-    if (!(error instanceof InvalidOptionError)) throw error;
-    throw new InvalidOptionError(`${prefix}${error.option}`, `${error.message.replace(/^Invalid [^:]+: /, '')} (checked over the cache's options)`);
+    throw renamedOptionError(error, (name) => `${prefix}${name}`, " (checked over the cache's options)");
   }
   return given;
 }
@@ -259,8 +265,7 @@ export function pickFreshness(o: FreshnessOptions, prefix = ''): FreshnessOption
   try {
     resolveFreshness(given as FreshnessOptions, FRESHNESS_DEFAULTS);
   } catch (error) {
-    if (prefix && error instanceof InvalidOptionError) throw new InvalidOptionError(`${prefix}${error.option}`, error.message.replace(/^Invalid [^:]+: /, ''));
-    throw error;
+    throw prefix ? renamedOptionError(error, (name) => `${prefix}${name}`) : error;
   }
   return given as FreshnessOptions;
 }

@@ -1,10 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { toMs } from '../shared/duration.js';
 import { randomBytes } from 'node:crypto';
-import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
+import { LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
 import { ACQUIRE_OPTION_NAMES, ACQUIRE_TABLE, resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { resolveFields } from '../shared/option-table.js';
+import { optionsObject, resolveFields } from '../shared/option-table.js';
 import { Renewal } from './renewal.js';
 import { abortReason, bounded } from '../shared/wait.js';
 import { lockChannel, traceLock } from '../shared/diagnostics.js';
@@ -87,8 +87,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   }
 
   private async acquireLock(options: AcquireOptions): Promise<number> {
-    if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-    checkKnownOptions(options, ACQUIRE_OPTION_NAMES);
+    checkKnownOptions(optionsObject(options), ACQUIRE_OPTION_NAMES);
     const { timeout, signal } = resolveFields(ACQUIRE_TABLE, options, { defaults: { timeout: this.options.timeout } }) as { timeout: number; signal?: AbortSignal };
     this.beginAcquire();
     try {

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { describe } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { abortSignal, boolean, duration, durationOrZero, optionNames, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
+import { abortSignal, boolean, duration, durationOrZero, optionNames, optionsObject, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
 import { LOCK_DEFAULTS, type AcquireOptions, type LockOptions } from './types.js';
 
 export interface ResolvedLockOptions {
@@ -61,8 +61,7 @@ export const ACQUIRE_OPTION_NAMES = optionNames(ACQUIRE_TABLE);
 
 /** Validates a lock's options; a field not in `known` is refused. */
 export function resolveLockOptions(options: LockOptions | undefined, known: readonly string[] = LOCK_OPTION_NAMES): ResolvedLockOptions {
-  const o = options ?? {};
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
+  const o = optionsObject(options ?? {});
   checkKnownOptions(o, known);
   return resolveFields(LOCK_TABLE, o);
 }

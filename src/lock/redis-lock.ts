@@ -1,6 +1,6 @@
-import { InvalidOptionError, LockReplicationError } from '../shared/errors.js';
+import { LockReplicationError } from '../shared/errors.js';
 import type { Duration } from '../shared/duration.js';
-import { checkReplicas, DEFAULT_REPLICA_TIMEOUT_MS, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
+import { checkReplicas, checkReplicasClient, DEFAULT_REPLICA_TIMEOUT_MS, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
 import { asGiven, duration, optionNames, resolveFields, type OptionTable } from '../shared/option-table.js';
 import { BaseLock, ownerOf } from './base-lock.js';
 import { LOCK_TABLE, validateName, validatePrefix } from './common.js';
@@ -9,7 +9,6 @@ import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
 import { checkRedisClient, commandClient, masterClients, type CommandClient, type RedisClient } from '../redis/client.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
-import { isNodeRedis } from '../redis/node-redis.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 import { abortReason, bounded, Wakeup } from '../shared/wait.js';
@@ -93,9 +92,7 @@ export class RedisLock extends BaseLock {
     const { subscriber, replicas, replicaTimeout } = resolveFields(REDIS_LOCK_ONLY_TABLE, options);
     this.subscriber = subscriber;
     this.replication = replicas === 0 ? undefined : { replicas, timeout: replicaTimeout };
-    if (this.replication && isNodeRedis(redis)) {
-      throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lock); with node-redis, leave replicas at 0');
-    }
+    if (this.replication) checkReplicasClient(redis, 'lock');
   }
 
   /** @internal */

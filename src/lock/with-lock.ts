@@ -1,7 +1,7 @@
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { ACQUIRE_TABLE } from './common.js';
-import { fn, optionNames, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
+import { fn, optionNames, optionsObject, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
 import { MEMORY_LOCK_OPTION_NAMES, MEMORY_LOCK_TABLE, MemoryLock, type MemoryLockOptions } from './memory-lock.js';
 import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
 import { REDIS_LOCK_OPTION_NAMES, REDIS_LOCK_TABLE, RedisLock, type RedisLockOptions } from './redis-lock.js';
@@ -58,8 +58,7 @@ export async function withLock<T>(
   options: WithLockOptions = {},
 ): Promise<T> {
   if (typeof fn !== 'function') throw new InvalidOptionError('fn', `expected a function, got ${typeof fn}`);
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidOptionError('options', 'expected an object');
-  checkKnownOptions(options, optionNames(WITH_LOCK_TABLE));
+  checkKnownOptions(optionsObject(options), optionNames(WITH_LOCK_TABLE));
   const { redis, onReleaseError } = resolveFields(WITH_LOCK_ONLY_TABLE, options);
   let lock: Lock;
   if (typeof nameOrLock === 'string') {

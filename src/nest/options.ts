@@ -3,8 +3,9 @@ import type { DogpileCache } from '../core/cache.js';
 import { describe, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { duration, fn, optionNames, resolveFields, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
+import { duration, fn, optionNames, optionsObject, resolveFields, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
 import { CACHE_TABLE, type CacheOptions } from '../core/options.js';
+export { checkKey } from '../http/options.js';
 import { cacheCheck, HTTP_CACHE_DEFAULTS, pickFreshness, refreshMode, resolvePrivateHeaders } from '../http/options.js';
 import { FRESHNESS_OVERRIDE_TABLE, type FreshnessOptions } from '../core/freshness.js';
 import { validateTags } from '../shared/tag-names.js';
@@ -195,12 +196,6 @@ export async function ttlFor(options: ResolvedCachedOptions, defaults: DogpileDe
   return toMs(await ttl(context), 'ttl');
 }
 
-/** Checks a key function's result: a non-empty string, or a falsy value for "do not cache". */
-export function checkKey(value: unknown): string | undefined {
-  if (!value) return undefined;
-  if (typeof value !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(value)}`);
-  return value;
-}
 
 /** The options `DogpileModule.forRoot()` adds to those of `createCache()`, declared once. */
 export const MODULE_ONLY_TABLE = {
@@ -223,8 +218,7 @@ export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
   cacheOptions: CacheOptions;
   defaults: DogpileDefaults;
 } {
-  const o = options ?? {};
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
+  const o = optionsObject(options ?? {});
   checkKnownOptions(o, [...optionNames(MODULE_TABLE), ...MODULE_EXTRAS]);
   const cacheOptions: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(o)) {

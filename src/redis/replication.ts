@@ -36,6 +36,13 @@ export function checkReplicas(replicas: unknown, option = 'replicas'): ReplicasO
   return replicas;
 }
 
+/** `replicas` asks for `WAIT`, which the library sends through ioredis-like clients only: a node-redis client is refused (`InvalidOptionError` naming `replicas`). */
+export function checkReplicasClient(client: unknown, holder: 'lead' | 'lock'): void {
+  if (isNodeRedis(client)) {
+    throw new InvalidOptionError('replicas', `needs an ioredis or iovalkey client (WAIT is sent on the connection that took the ${holder}); with node-redis, leave replicas at 0`);
+  }
+}
+
 /**
  * Waits (`WAIT n timeout`, bounded by `timeout`) until the writes made so far on the
  * connection that serves `key` reached the replicas `replication` asks for. On a cluster the
@@ -44,9 +51,7 @@ export function checkReplicas(replicas: unknown, option = 'replicas'): ReplicasO
  * many confirmed.
  */
 export async function waitForReplicas(client: RedisClient, key: string, replication: Replication): Promise<{ needed: number; confirmed: number }> {
-  if (isNodeRedis(client)) {
-    throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lock); with node-redis, leave replicas at 0');
-  }
+  checkReplicasClient(client, 'lock');
   // Every ioredis-like client (ioredis 5 and 6, iovalkey) is used through ioredis 5's interface.
   const io = client as unknown as IoRedisClient;
   let needed: number;

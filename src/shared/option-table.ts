@@ -86,10 +86,24 @@ export function resolveOptions<Table extends AnyTable>(
   given: unknown,
   { path = '', option = 'options', extra = [] as readonly string[] } = {},
 ): ResolvedTable<Table> {
-  const o = given ?? {};
-  if (!isPlainObject(o)) throw new InvalidOptionError(option, `expected an object, got ${describe(o)}`);
+  const o = optionsObject(given ?? {}, option);
   checkKnownOptions(o, extra.length === 0 ? optionNames(table) : [...optionNames(table), ...extra], path);
   return resolveFields(table, o, { path });
+}
+
+/** `given` when it is an options object (not null, not an array); else an `InvalidOptionError` naming `option`. */
+export function optionsObject(given: unknown, option = 'options'): Record<string, unknown> {
+  if (!isPlainObject(given)) throw new InvalidOptionError(option, `expected an object, got ${describe(given)}`);
+  return given;
+}
+
+/**
+ * `error` again, naming `option` (e.g. with a prefix: `config.dogpile.softTimeout`) and with
+ * `suffix` after its message (where it was found); any other error as it is.
+ */
+export function renamedOptionError(error: unknown, option: (name: string) => string, suffix = ''): unknown {
+  if (!(error instanceof InvalidOptionError)) return error;
+  return new InvalidOptionError(option(error.option), `${error.message.replace(/^Invalid [^:]+: /, '')}${suffix}`);
 }
 
 // ---- The kinds of check, each written once. ----
