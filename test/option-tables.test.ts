@@ -183,7 +183,7 @@ describe('a bad value is refused with a message naming the option', () => {
     ['@Cached key', () => resolveCachedOptions({ key: 'k' } as never), 'key', /expected a function \(context\) => string/],
     ['DogpileModule ttl', () => splitModuleOptions({ ttl: 'soon' } as never), 'ttl', /is not a duration/],
     ['MemoryLock autoRenew', () => new MemoryLock('n', { autoRenew: 'yes' } as never), 'autoRenew', /expected true or false/],
-    ['MemoryLock id', () => new MemoryLock('n', { id: 'a|b' }), 'id', /without "\|"/],
+    ['MemoryLock id', () => new MemoryLock('n', { id: 'a|b' }), 'id', /must not contain "\|"/],
   ];
 
   it.each(refusals)('%s', (_what, run, option, message) => {

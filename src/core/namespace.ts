@@ -1,7 +1,7 @@
 import { publishBackendError } from '../shared/diagnostics.js';
-import { BackendError, InvalidOptionError } from '../shared/errors.js';
+import { BackendError } from '../shared/errors.js';
 import { bounded } from '../shared/wait.js';
-import { boolean, optionsObject, resolveOptions, type OptionTable } from '../shared/option-table.js';
+import { boolean, nonEmptyString, optionsObject, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { GENERATION_KEEP_MS, ROOT_GENERATION } from '../store/generations.js';
 import { openBackend, openGenerations, openRedis, type RedisConnection } from '../store/open-store.js';
 import type { Backend, TagStamps } from '../store/types.js';
@@ -37,11 +37,10 @@ export interface CacheScope {
 
 /** Checks a namespace name: a non-empty string without `/`, `{` or `}`, at most `MAX_NAMESPACE_LENGTH` characters. */
 export function validateNamespaceName(name: unknown, option = 'name'): string {
-  if (typeof name !== 'string' || name.length === 0) throw new InvalidOptionError(option, `expected a non-empty string, got ${name === null ? 'null' : typeof name === 'string' ? 'an empty string' : typeof name}`);
-  if (/[/{}]/.test(name)) throw new InvalidOptionError(option, `must not contain "/", "{" or "}", got ${JSON.stringify(name)}`);
-  if (name.length > MAX_NAMESPACE_LENGTH) throw new InvalidOptionError(option, `is ${name.length} characters long; the limit is ${MAX_NAMESPACE_LENGTH}`);
-  return name;
+  return NAMESPACE_NAME(name, option);
 }
+
+const NAMESPACE_NAME = nonEmptyString({ max: MAX_NAMESPACE_LENGTH, forbidden: ['/', '{', '}'] });
 
 /** The scope of a cache made by `createCache(options)`: the client (made from a URL if one was given) and the generation stamps. */
 export function rootScope(options: ResolvedCacheOptions): CacheScope {

@@ -1,8 +1,6 @@
 import { hostname } from 'node:os';
-import { describe } from '../shared/duration.js';
-import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { abortSignal, boolean, duration, durationOrZero, optionNames, optionsObject, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
+import { abortSignal, boolean, duration, durationOrZero, nonEmptyString, optionNames, optionsObject, resolveFields, type OptionTable } from '../shared/option-table.js';
 import { LOCK_DEFAULTS, type AcquireOptions, type LockOptions } from './types.js';
 
 export interface ResolvedLockOptions {
@@ -19,25 +17,21 @@ function defaultOwnerId(): string {
   return `${hostname()}:${process.pid}`;
 }
 
+const LOCK_NAME = nonEmptyString({ max: MAX_NAME_LENGTH });
+const PREFIX = nonEmptyString({ forbidden: ['{', '}'] });
+
+/** A lock name: a non-empty string of at most 1024 characters. */
 export function validateName(name: unknown, option = 'name'): string {
-  if (typeof name !== 'string') throw new InvalidOptionError(option, `expected a non-empty string, got ${name === null ? 'null' : typeof name}`);
-  if (name.length === 0) throw new InvalidOptionError(option, 'must not be empty');
-  if (name.length > MAX_NAME_LENGTH) throw new InvalidOptionError(option, `must be at most ${MAX_NAME_LENGTH} characters, got ${name.length}`);
-  return name;
+  return LOCK_NAME(name, option);
 }
 
-export function validatePrefix(prefix: unknown, option = 'prefix'): string {
-  if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
-    throw new InvalidOptionError(option, 'must be a non-empty string without "{" or "}"');
-  }
-  return prefix;
+/** A key prefix: a non-empty string without `{` or `}` (they would break the hash tags). */
+export function validatePrefix(value: unknown, option = 'prefix'): string {
+  return PREFIX(value, option);
 }
 
 /** An owner id: a non-empty string without `|` (the separator of the stored lock value). */
-const ownerId: Check<string> = (value, option) => {
-  if (typeof value !== 'string' || value.length === 0 || value.includes('|')) throw new InvalidOptionError(option, `must be a non-empty string without "|", got ${describe(value)}`);
-  return value;
-};
+const ownerId = nonEmptyString({ forbidden: ['|'] });
 
 /** The options every lock takes, declared once (docs/lock.md shows them); `RedisLock` and `MemoryLock` add their own. */
 export const LOCK_TABLE = {

@@ -169,6 +169,21 @@ export function fn<F>(shape = ''): Check<F> {
   };
 }
 
+/**
+ * A name: a non-empty string, at most `max` characters, without any of `forbidden` (its
+ * characters, shown in the message as they are listed).
+ */
+export function nonEmptyString({ max, forbidden }: { max?: number; forbidden?: readonly string[] } = {}): Check<string> {
+  const shown = forbidden === undefined ? '' : forbidden.map((c) => JSON.stringify(c)).join(forbidden.length === 2 ? ' or ' : ', ').replace(/, ([^,]*)$/, ' or $1');
+  return (value, option) => {
+    if (typeof value !== 'string') throw new InvalidOptionError(option, `expected a non-empty string, got ${describe(value)}`);
+    if (value.length === 0) throw new InvalidOptionError(option, 'must not be empty');
+    if (forbidden !== undefined && forbidden.some((c) => value.includes(c))) throw new InvalidOptionError(option, `must not contain ${shown}, got ${JSON.stringify(value)}`);
+    if (max !== undefined && value.length > max) throw new InvalidOptionError(option, `is ${value.length} characters long; the limit is ${max}`);
+    return value;
+  };
+}
+
 /** The value as given: a field whose check is made by code after the table (it says where). */
 export function asGiven<V>(): Check<V> {
   return (value) => value as V;
