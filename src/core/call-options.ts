@@ -115,9 +115,7 @@ export function resolveCallOptions<T>(
     };
   }
   checkKnownOptions(ttlOrOptions, CALL_OPTION_NAMES);
-  const o = resolveFields(CALL_TABLE, ttlOrOptions, {
-    defaults: { ...defaults, ...defaults.freshness, earlyRefresh: defaults.freshness.earlyRefreshBeta },
-  });
+  const o = resolveFields(CALL_TABLE, ttlOrOptions, { defaults: callDefaults(defaults) });
   const freshness = checkFreshnessRules({
     staleWhileRevalidate: o.staleWhileRevalidate,
     staleIfError: o.staleIfError,
@@ -146,6 +144,18 @@ export function resolveCallOptions<T>(
 }
 
 const CALL_OPTION_NAMES = optionNames(CALL_TABLE);
+
+/** The cache's options as the defaults of `CALL_TABLE`'s rows, made once per cache. */
+const CALL_DEFAULTS = new WeakMap<ResolvedCacheOptions, Readonly<Record<string, unknown>>>();
+
+function callDefaults(defaults: ResolvedCacheOptions): Readonly<Record<string, unknown>> {
+  let made = CALL_DEFAULTS.get(defaults);
+  if (made === undefined) {
+    made = { ...defaults, ...defaults.freshness, earlyRefresh: defaults.freshness.earlyRefreshBeta };
+    CALL_DEFAULTS.set(defaults, made);
+  }
+  return made;
+}
 
 /** Validates `invalidateTags()`'s options (`InvalidOptionError` naming the option); true for `{ stale: true }`. */
 export function resolveInvalidateOptions(options: InvalidateTagsOptions): boolean {
