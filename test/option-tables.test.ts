@@ -16,7 +16,7 @@ import { CALL_TABLE, INVALIDATE_TABLE, SET_TABLE } from '../src/core/call-option
 import { CLEAR_TABLE } from '../src/core/namespace.js';
 import { COMPRESSION_TABLE } from '../src/store/compression.js';
 import { HTTP_TABLE, resolveHttpCacheOptions } from '../src/http/options.js';
-import { CACHED_TABLE, MODULE_TABLE, resolveCachedOptions, splitModuleOptions } from '../src/nest/options.js';
+import { CACHED_TABLE, MODULE_ONLY_TABLE, MODULE_TABLE, resolveCachedOptions, splitModuleOptions } from '../src/nest/options.js';
 import { ACQUIRE_TABLE, LOCK_TABLE } from '../src/lock/common.js';
 import { REDIS_LOCK_TABLE } from '../src/lock/redis-lock.js';
 import { MEMORY_LOCK_TABLE } from '../src/lock/memory-lock.js';
@@ -119,10 +119,10 @@ describe('the known-option list of every entry point is its table', () => {
 
 const page = (name: string): string => readFileSync(path.join(root, 'docs', name), 'utf8');
 
-/** The rows of the first table after the heading line `heading`: option names (several per row allowed, `key(req)` is `key`) with the chosen cell. */
+/** The rows of the first table after the line `heading` (or the line starting so, when it ends in …): option names (several per row allowed, `key(req)` is `key`) with the chosen cell. */
 function docsTable(doc: string, heading: string, defaultColumn: number): Map<string, string> {
   const lines = doc.split('\n');
-  const start = lines.indexOf(heading);
+  const start = lines.findIndex((l) => l === heading || (heading.endsWith('…') && l.startsWith(heading.slice(0, -1))));
   if (start === -1) throw new Error(`no heading ${heading}`);
   const first = lines.findIndex((l, i) => i > start && l.startsWith('|'));
   const rows = new Map<string, string>();
@@ -155,6 +155,11 @@ describe("the docs' option tables agree with the rows", () => {
     const rows = docsTable(page('compression.md'), '## Options', 3);
     expect(rows).toEqual(new Map([['compression', 'off'], ...shownRows(COMPRESSION_TABLE, 'compression.')]));
     expect(CACHE_TABLE.compression.shown).toBe('`false`');
+  });
+
+  it('docs/nestjs.md: the options DogpileModule adds to those of createCache', () => {
+    expect(docsTable(page('nestjs.md'), 'The options the module takes besides…', 2)).toEqual(shownRows(MODULE_ONLY_TABLE));
+    expect(optionNames(MODULE_TABLE)).toEqual([...optionNames(CACHE_TABLE), ...optionNames(MODULE_ONLY_TABLE)]);
   });
 
   it('docs/nestjs.md: the options of @Cached, besides the stale-serving ones', () => {

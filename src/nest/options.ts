@@ -199,11 +199,11 @@ export async function ttlFor(options: ResolvedCachedOptions, defaults: DogpileDe
 
 /** The options `DogpileModule.forRoot()` adds to those of `createCache()`, declared once. */
 export const MODULE_ONLY_TABLE = {
-  cache: { check: cacheCheck, doc: 'use this cache instead of creating one from the other options' },
-  ttl: { default: NEST_DEFAULTS.ttl, check: duration, doc: 'TTL of `@Cached()` routes and methods that do not give one' },
-  privateHeaders: { default: NEST_DEFAULTS.privateHeaders, check: resolvePrivateHeaders, doc: 'request headers that carry an identity' },
-  refresh: { default: 'background' as const, check: refreshMode, doc: 'how a stale value of an HTTP route is refreshed' },
-  replayHeaders: { check: resolvePrivateHeaders, doc: 'request headers a background refresh carries over' },
+  cache: { check: cacheCheck, shown: 'none', doc: 'use this cache instead of creating one from the other options' },
+  ttl: { default: NEST_DEFAULTS.ttl, check: duration, shown: '`60_000`', doc: 'TTL of `@Cached()` routes and methods that do not give one' },
+  privateHeaders: { default: NEST_DEFAULTS.privateHeaders, check: resolvePrivateHeaders, shown: "`['authorization', 'cookie']`", doc: 'request headers that carry an identity' },
+  refresh: { default: 'background' as const, check: refreshMode, shown: "`'background'`", doc: 'how a stale value of an HTTP route is refreshed' },
+  replayHeaders: { check: resolvePrivateHeaders, shown: 'none', doc: 'request headers a background refresh carries over' },
 };
 
 /** Every option of `DogpileModuleOptions`. */
