@@ -1,10 +1,11 @@
 import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
+import { abortSignal, boolean, duration, durationOrZero, fn, optionNames, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { validateKey } from '../shared/key-names.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
-import { FRESHNESS_OPTION_NAMES, resolveFreshness, staleWindow, type FreshnessRules } from './freshness.js';
-import { checkThrowOrLoad, type ResolvedCacheOptions } from './options.js';
+import { checkFreshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
+import { throwOrLoad, type ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 
 /** One call's options, with the cache's defaults applied. */
@@ -61,12 +62,31 @@ function plainTags(tags: unknown): boolean {
   return true;
 }
 
-/** The fields of `GetOrComputeOptions`: any other is refused. */
-const CALL_OPTION_NAMES: ReadonlySet<string> = new Set([
-  'ttl', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'signal', 'forceRefresh', 'cacheable', 'hitForMissTtl', 'tags', ...FRESHNESS_OPTION_NAMES,
-]);
-const SET_OPTION_NAMES: ReadonlySet<string> = new Set(['ttl', 'tags']);
-const INVALIDATE_OPTION_NAMES: ReadonlySet<string> = new Set(['stale']);
+/** The options of one call (`getOrCompute`, `resolve`, ...), declared once; an omitted one is the cache's. */
+export const CALL_TABLE = {
+  ttl: { required: true, check: duration, doc: "how long the value stays cached: ms or a string like '30s'" },
+  lockTtl: { check: duration, doc: "overrides the cache's `lockTtl` for this call" },
+  waitTimeout: { check: duration, doc: "overrides the cache's `waitTimeout` for this call" },
+  onWaitTimeout: { check: throwOrLoad, doc: "overrides the cache's `onWaitTimeout` for this call" },
+  onRemoteError: { check: throwOrLoad, doc: "overrides the cache's `onRemoteError` for this call" },
+  signal: { check: abortSignal, doc: "stops this caller's wait (not the shared loader)" },
+  forceRefresh: { default: false, check: boolean, doc: 'runs the loader now whatever is stored' },
+  cacheable: { check: fn<(value: never) => CacheDecision>('(value) => decision'), doc: 'decides what happens to the result' },
+  hitForMissTtl: { check: durationOrZero, doc: "overrides the cache's `hitForMissTtl` for a `'private'` result" },
+  tags: { check: validateTags, doc: 'tags of the stored value' },
+  ...FRESHNESS_TABLE,
+} satisfies OptionTable<GetOrComputeOptions>;
+
+/** `set()`'s `{ ttl, tags }`, declared once. */
+export const SET_TABLE = {
+  ttl: CALL_TABLE.ttl,
+  tags: CALL_TABLE.tags,
+} satisfies OptionTable<SetOptions>;
+
+/** `invalidateTags()`'s options, declared once. */
+export const INVALIDATE_TABLE = {
+  stale: { default: false, check: boolean, doc: 'make the entries stale instead of a miss' },
+} satisfies OptionTable<InvalidateTagsOptions>;
 
 /** Validates one call's arguments (`InvalidOptionError` naming the option) and applies the cache's defaults. */
 export function resolveCallOptions<T>(
@@ -96,45 +116,52 @@ export function resolveCallOptions<T>(
       inlineRefresh: inline,
     };
   }
-  const o = ttlOrOptions;
-  checkKnownOptions(o, CALL_OPTION_NAMES);
-  checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
-  checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
-  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
-  if (o.cacheable !== undefined && typeof o.cacheable !== 'function') throw new InvalidOptionError('cacheable', 'must be a function');
-  if (o.forceRefresh !== undefined && typeof o.forceRefresh !== 'boolean') throw new InvalidOptionError('forceRefresh', `must be true or false, got ${typeof o.forceRefresh}`);
-  const ttl = toMs(o.ttl, 'ttl');
-  const freshness = resolveFreshness(o, defaults.freshness);
-  const tags = o.tags === undefined ? undefined : validateTags(o.tags);
-  if (tags && tags.length > 0) checkTaggedLifetime(ttl, freshness, defaults.tagStampTtl);
+  checkKnownOptions(ttlOrOptions, CALL_OPTION_NAMES);
+  const o = resolveFields(CALL_TABLE, ttlOrOptions, { defaults: callDefaults(defaults) });
+  const freshness = checkFreshnessRules({
+    staleWhileRevalidate: o.staleWhileRevalidate,
+    staleIfError: o.staleIfError,
+    failSafeRetry: o.failSafeRetry,
+    softTimeout: o.softTimeout,
+    hardTimeout: o.hardTimeout,
+    earlyRefreshBeta: o.earlyRefresh,
+  });
+  const tags = o.tags !== undefined && o.tags.length > 0 ? o.tags : undefined;
+  if (tags) checkTaggedLifetime(o.ttl, freshness, defaults.tagStampTtl);
   return {
-    ttl,
-    lockTtl: o.lockTtl === undefined ? defaults.lockTtl : toMs(o.lockTtl, 'lockTtl'),
-    waitTimeout: o.waitTimeout === undefined ? defaults.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
-    onWaitTimeout: o.onWaitTimeout ?? defaults.onWaitTimeout,
-    onRemoteError: o.onRemoteError ?? defaults.onRemoteError,
+    ttl: o.ttl,
+    lockTtl: o.lockTtl!,
+    waitTimeout: o.waitTimeout!,
+    onWaitTimeout: o.onWaitTimeout!,
+    onRemoteError: o.onRemoteError!,
     signal: o.signal,
-    forceRefresh: o.forceRefresh === true,
-    cacheable: o.cacheable,
-    hitForMissTtl: o.hitForMissTtl === undefined ? defaults.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    forceRefresh: o.forceRefresh,
+    cacheable: o.cacheable as ((value: T) => CacheDecision) | undefined,
+    hitForMissTtl: o.hitForMissTtl!,
     freshness,
-    tags: tags && tags.length > 0 ? tags : undefined,
+    tags,
     tagStampTtl: defaults.tagStampTtl,
     inlineRefresh: inline,
   };
 }
 
-/** `set()`'s third argument, `{ ttl, tags }` form: refuses fields other than those two. */
-function checkSetOptions(o: SetOptions): void {
-  checkKnownOptions(o, SET_OPTION_NAMES);
+const CALL_OPTION_NAMES = optionNames(CALL_TABLE);
+
+/** The cache's options as the defaults of `CALL_TABLE`'s rows, made once per cache. */
+const CALL_DEFAULTS = new WeakMap<ResolvedCacheOptions, Readonly<Record<string, unknown>>>();
+
+function callDefaults(defaults: ResolvedCacheOptions): Readonly<Record<string, unknown>> {
+  let made = CALL_DEFAULTS.get(defaults);
+  if (made === undefined) {
+    made = { ...defaults, ...defaults.freshness, earlyRefresh: defaults.freshness.earlyRefreshBeta };
+    CALL_DEFAULTS.set(defaults, made);
+  }
+  return made;
 }
 
 /** Validates `invalidateTags()`'s options (`InvalidOptionError` naming the option); true for `{ stale: true }`. */
 export function resolveInvalidateOptions(options: InvalidateTagsOptions): boolean {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-  checkKnownOptions(options, INVALIDATE_OPTION_NAMES);
-  if (options.stale !== undefined && typeof options.stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof options.stale}`);
-  return options.stale === true;
+  return resolveOptions(INVALIDATE_TABLE, optionsObject(options)).stale;
 }
 
 /** A tagged entry may not outlive its tags' invalidations (`tagStampTtl`). */
@@ -148,9 +175,8 @@ export function checkTaggedLifetime(ttl: number, freshness: FreshnessRules, tagS
 /** `set()`'s third argument: a TTL, or `{ ttl, tags }`. */
 export function setArguments(ttlOrOptions: Duration | SetOptions): { ttl: number; tags: readonly string[] | undefined } {
   if (ttlOrOptions !== null && typeof ttlOrOptions === 'object') {
-    checkSetOptions(ttlOrOptions);
-    const tags = ttlOrOptions.tags === undefined ? undefined : validateTags(ttlOrOptions.tags);
-    return { ttl: toMs(ttlOrOptions.ttl, 'ttl'), tags: tags && tags.length > 0 ? tags : undefined };
+    const { ttl, tags } = resolveOptions(SET_TABLE, ttlOrOptions);
+    return { ttl, tags: tags && tags.length > 0 ? tags : undefined };
   }
   return { ttl: toMs(ttlOrOptions, 'ttl'), tags: undefined };
 }

@@ -1,6 +1,6 @@
-import { toMs, type Duration } from '../shared/duration.js';
+import type { Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { checkKnownOptions } from '../shared/known-options.js';
+import { duration, durationOrZero, optionNames, positiveNumber, resolveFields, switchOrTable, type Check, type OptionRow, type OptionTable } from '../shared/option-table.js';
 import type { StoredEntry } from '../store/types.js';
 
 /**
@@ -45,37 +45,48 @@ export const FRESHNESS_DEFAULTS: FreshnessRules = {
   earlyRefreshBeta: 0,
 };
 
-export const FRESHNESS_OPTION_NAMES = ['staleWhileRevalidate', 'staleIfError', 'failSafeRetry', 'softTimeout', 'hardTimeout', 'earlyRefresh'] as const;
+/** `earlyRefresh: { ... }`: XFetch's β. */
+export const EARLY_REFRESH_TABLE = {
+  beta: { default: 1, check: positiveNumber, doc: 'how early a value is refreshed (XFetch β)', shown: '`1`' },
+} satisfies OptionTable<{ beta?: number }>;
+
+/** The stale-serving options, declared once (createCache, per call, adapters); resolved in ms, 0 for "off". */
+export const FRESHNESS_TABLE = {
+  staleWhileRevalidate: { default: FRESHNESS_DEFAULTS.staleWhileRevalidate, check: durationOrZero, shown: '`0` (off)', doc: 'after `ttl`, serve the stale value at once while one refresh runs' },
+  staleIfError: { default: FRESHNESS_DEFAULTS.staleIfError, check: durationOrZero, shown: '`0` (off)', doc: 'after `ttl`, serve the stale value when a refresh or a miss fails' },
+  failSafeRetry: { default: FRESHNESS_DEFAULTS.failSafeRetry, check: duration, shown: '`1000` ms', doc: 'after a failed refresh, no new attempt for this long, fleet-wide' },
+  softTimeout: { default: FRESHNESS_DEFAULTS.softTimeout, check: duration, shown: 'none', doc: 'with a stale value at hand, waiting callers get it after this long' },
+  hardTimeout: { default: FRESHNESS_DEFAULTS.hardTimeout, check: duration, shown: 'none', doc: 'the loader is given up after this long (`LoaderTimeoutError`)' },
+  earlyRefresh: {
+    default: FRESHNESS_DEFAULTS.earlyRefreshBeta,
+    check: switchOrTable(EARLY_REFRESH_TABLE, { off: 0, map: (r) => r.beta }),
+    shown: '`false`',
+    doc: 'probabilistic early refresh (XFetch) of a value about to expire',
+  },
+} satisfies OptionTable<FreshnessOptions>;
+
+/**
+ * The stale-serving options where they override the cache's (adapters, decorators): each
+ * checked by its row of `FRESHNESS_TABLE` and kept as given; omitted, the cache's applies.
+ */
+export const FRESHNESS_OVERRIDE_TABLE = Object.fromEntries(
+  Object.entries(FRESHNESS_TABLE).map(([name, row]) => [name, { check: (value: unknown, option: string) => (row.check(value, option), value), shown: "the cache's", doc: row.doc }]),
+) as { readonly [K in keyof FreshnessOptions]-?: OptionRow<FreshnessOptions[K]> & { check: Check<NonNullable<FreshnessOptions[K]>> } };
+
+export const FRESHNESS_OPTION_NAMES = optionNames(FRESHNESS_TABLE) as readonly (keyof FreshnessOptions)[];
 
 /** Validates the stale-serving options (`InvalidOptionError` naming the option) over `defaults`. */
 export function resolveFreshness(o: FreshnessOptions, defaults: FreshnessRules): FreshnessRules {
-  const rules: FreshnessRules = {
-    staleWhileRevalidate: o.staleWhileRevalidate === undefined ? defaults.staleWhileRevalidate : toMs(o.staleWhileRevalidate, 'staleWhileRevalidate', { allowZero: true }),
-    staleIfError: o.staleIfError === undefined ? defaults.staleIfError : toMs(o.staleIfError, 'staleIfError', { allowZero: true }),
-    failSafeRetry: o.failSafeRetry === undefined ? defaults.failSafeRetry : toMs(o.failSafeRetry, 'failSafeRetry'),
-    softTimeout: o.softTimeout === undefined ? defaults.softTimeout : toMs(o.softTimeout, 'softTimeout'),
-    hardTimeout: o.hardTimeout === undefined ? defaults.hardTimeout : toMs(o.hardTimeout, 'hardTimeout'),
-    earlyRefreshBeta: o.earlyRefresh === undefined ? defaults.earlyRefreshBeta : earlyBeta(o.earlyRefresh),
-  };
+  const { earlyRefresh, ...windows } = resolveFields(FRESHNESS_TABLE, o, { defaults: { ...defaults, earlyRefresh: defaults.earlyRefreshBeta } });
+  return checkFreshnessRules({ ...windows, earlyRefreshBeta: earlyRefresh });
+}
+
+/** The check across the stale-serving options: `softTimeout` shorter than `hardTimeout`. */
+export function checkFreshnessRules(rules: FreshnessRules): FreshnessRules {
   if (rules.softTimeout > 0 && rules.hardTimeout > 0 && rules.softTimeout >= rules.hardTimeout) {
     throw new InvalidOptionError('softTimeout', `must be shorter than hardTimeout (${rules.hardTimeout} ms), got ${rules.softTimeout} ms`);
   }
   return rules;
-}
-
-function earlyBeta(value: unknown): number {
-  if (value === false) return 0;
-  if (value === true) return 1;
-  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
-    checkKnownOptions(value, ['beta'], 'earlyRefresh.');
-    const beta = (value as { beta?: unknown }).beta;
-    if (beta === undefined) return 1;
-    if (typeof beta !== 'number' || !Number.isFinite(beta) || beta <= 0) {
-      throw new InvalidOptionError('earlyRefresh.beta', `must be a finite number greater than zero, got ${String(beta)}`);
-    }
-    return beta;
-  }
-  throw new InvalidOptionError('earlyRefresh', 'expected true, false or { beta }');
 }
 
 /** How long an entry is kept past its `ttl`: the longer stale window. */

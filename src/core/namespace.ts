@@ -1,9 +1,11 @@
 import { publishBackendError } from '../shared/diagnostics.js';
-import { BackendError, InvalidOptionError } from '../shared/errors.js';
+import { BackendError } from '../shared/errors.js';
 import { bounded } from '../shared/wait.js';
+import { boolean, nonEmptyString, optionsObject, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { GENERATION_KEEP_MS, ROOT_GENERATION } from '../store/generations.js';
 import { openBackend, openGenerations, openRedis, type RedisConnection } from '../store/open-store.js';
 import type { Backend, TagStamps } from '../store/types.js';
+import type { ClearOptions } from './types.js';
 import type { CacheEmitter } from './events.js';
 import type { ResolvedCacheOptions } from './options.js';
 
@@ -35,11 +37,10 @@ export interface CacheScope {
 
 /** Checks a namespace name: a non-empty string without `/`, `{` or `}`, at most `MAX_NAMESPACE_LENGTH` characters. */
 export function validateNamespaceName(name: unknown, option = 'name'): string {
-  if (typeof name !== 'string' || name.length === 0) throw new InvalidOptionError(option, `expected a non-empty string, got ${name === null ? 'null' : typeof name === 'string' ? 'an empty string' : typeof name}`);
-  if (/[/{}]/.test(name)) throw new InvalidOptionError(option, `must not contain "/", "{" or "}", got ${JSON.stringify(name)}`);
-  if (name.length > MAX_NAMESPACE_LENGTH) throw new InvalidOptionError(option, `is ${name.length} characters long; the limit is ${MAX_NAMESPACE_LENGTH}`);
-  return name;
+  return NAMESPACE_NAME(name, option);
 }
+
+const NAMESPACE_NAME = nonEmptyString({ max: MAX_NAMESPACE_LENGTH, forbidden: ['/', '{', '}'] });
 
 /** The scope of a cache made by `createCache(options)`: the client (made from a URL if one was given) and the generation stamps. */
 export function rootScope(options: ResolvedCacheOptions): CacheScope {
@@ -67,14 +68,14 @@ export function scopedBackend(scope: CacheScope): Backend {
   return openBackend(scope.connection, scope.closesConnection, scope.options, scope);
 }
 
+/** `clear()`'s options, declared once. */
+export const CLEAR_TABLE = {
+  stale: { default: false, check: boolean, doc: 'make the entries stale instead of a miss' },
+} satisfies OptionTable<ClearOptions>;
+
 /** `clear()`'s options, checked (`InvalidOptionError` naming the option): whether to mark stale. */
 export function clearStale(options: unknown): boolean {
-  if (options === undefined) return false;
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected { stale?: boolean }');
-  for (const name of Object.keys(options)) if (name !== 'stale') throw new InvalidOptionError(name, 'unknown option; clear() takes { stale?: boolean }');
-  const stale = (options as { stale?: unknown }).stale;
-  if (stale !== undefined && typeof stale !== 'boolean') throw new InvalidOptionError('stale', `expected a boolean, got ${typeof stale}`);
-  return stale === true;
+  return options === undefined ? false : resolveOptions(CLEAR_TABLE, optionsObject(options)).stale;
 }
 
 /**

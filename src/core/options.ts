@@ -1,12 +1,12 @@
-import { toMs, type Duration } from '../shared/duration.js';
+import type { Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { checkKnownOptions } from '../shared/known-options.js';
-import { checkRedisOption, resolveReplication, type RedisClient, type Replication, type ReplicasOption } from '../store/open-store.js';
+import { duration, durationOrZero, oneOf, optionNames, positiveInt, resolveOptions, switchOrTable, type Check, type OptionTable } from '../shared/option-table.js';
+import { checkRedisOption, checkReplicas, DEFAULT_REPLICA_TIMEOUT_MS, type RedisClient, type Replication, type ReplicasOption } from '../store/open-store.js';
 import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
 import { resolveJitter } from '../store/jitter.js';
-import { resolveCompression, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
-import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions, type FreshnessRules } from './freshness.js';
+import { compressionCheck, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
+import { checkFreshnessRules, FRESHNESS_TABLE, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 /** The `serializer` option's contract, for the optional serializer entries (they sit over core, as the adapters do). */
 export type { Serializer } from '../store/serializer.js';
@@ -166,88 +166,98 @@ export const CACHE_DEFAULTS = {
   autoRecoveryMaxQueue: 10_000,
 } as const;
 
+/** How a `serializer` is checked: an object with `serialize` and `deserialize`. */
+const serializerCheck: Check<Serializer> = (value, option) => {
+  const serializer = value as Partial<Serializer> | null;
+  if (typeof serializer !== 'object' || serializer === null || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
+    throw new InvalidOptionError(option, 'expected an object with serialize(value) and deserialize(bytes)');
+  }
+  return value as Serializer;
+};
+
+/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`). */
+export const throwOrLoad = oneOf('throw', 'load');
+
+/** `l1: { ... }`, declared once. */
+export const L1_TABLE = {
+  max: { default: CACHE_DEFAULTS.l1Max, check: positiveInt, shown: '`1000`', doc: 'most entries kept in process memory' },
+  ttl: { default: CACHE_DEFAULTS.l1Ttl, check: duration, shown: '`1000` ms', doc: 'how long a copy is served before Redis is asked again' },
+  maxSize: { check: positiveInt, shown: 'none', doc: 'most bytes kept in process memory (stored bytes plus keys)' },
+} satisfies OptionTable<L1Options>;
+
+/** `autoRecovery: { ... }`, declared once. */
+export const AUTO_RECOVERY_TABLE = {
+  maxQueue: { default: CACHE_DEFAULTS.autoRecoveryMaxQueue, check: positiveInt, shown: '`10000`', doc: 'most invalidations queued while Redis is unreachable' },
+} satisfies OptionTable<{ maxQueue?: number }>;
+
+/** The options of `createCache()`, declared once (docs/options.md shows them). */
+export const CACHE_TABLE = {
+  redis: {
+    check: (value, option) => {
+      checkRedisOption(value, false, option);
+      return value as RedisClient | string;
+    },
+    shown: 'none',
+    doc: 'a Redis client or a `redis://` URL; without it the cache lives in this process',
+  },
+  prefix: { default: CACHE_DEFAULTS.prefix, check: validatePrefix, shown: "`'dogpile'`", doc: 'namespace of every Redis key and channel' },
+  l1: { check: switchOrTable(L1_TABLE), shown: '`false`', doc: 'an in-process copy in front of Redis, kept coherent across processes' },
+  maxEntries: { default: CACHE_DEFAULTS.maxEntries, check: positiveInt, shown: '`10000`', doc: 'entries kept by the in-process store when there is no `redis`' },
+  lockTtl: { default: CACHE_DEFAULTS.lockTtl, check: duration, shown: '`5000` ms', doc: "lifetime of a leader's lock without renewal" },
+  waitTimeout: { default: CACHE_DEFAULTS.waitTimeout, check: duration, shown: '`10000` ms', doc: "longest wait for another caller's loader" },
+  onWaitTimeout: { default: CACHE_DEFAULTS.onWaitTimeout, check: throwOrLoad, shown: "`'throw'`", doc: 'what a waiter does when `waitTimeout` passes' },
+  onRemoteError: { default: CACHE_DEFAULTS.onRemoteError, check: throwOrLoad, shown: "`'throw'`", doc: 'what a waiter does when the loader failed in another process' },
+  commandTimeout: { default: CACHE_DEFAULTS.commandTimeout, check: duration, shown: '`1000` ms', doc: 'longest wait for one Redis round trip' },
+  backendCooldown: { default: CACHE_DEFAULTS.backendCooldown, check: durationOrZero, shown: '`1000` ms', doc: 'after a Redis failure, calls skip Redis for this long' },
+  inlineMax: { default: CACHE_DEFAULTS.inlineMax, check: positiveInt, shown: '`65536` bytes', doc: 'values up to this many bytes travel inside the wake-up message' },
+  serializer: { default: defaultSerializer, check: serializerCheck, shown: '`portableSerializer`', doc: 'how values become bytes in Redis' },
+  hitForMissTtl: { default: CACHE_DEFAULTS.hitForMissTtl, check: durationOrZero, shown: '`0`', doc: 'how long a hit-for-miss marker is kept' },
+  replicas: { default: 0, check: checkReplicas, shown: '`0`', doc: 'replicas that must hold a lead before it counts' },
+  replicaTimeout: { default: DEFAULT_REPLICA_TIMEOUT_MS, check: duration, shown: '`100` ms', doc: "longest `WAIT` for a lead's replicas" },
+  tagStampTtl: { default: CACHE_DEFAULTS.tagStampTtl, check: duration, shown: "`'7d'`", doc: "how long a tag's invalidation is remembered" },
+  jitter: { default: CACHE_DEFAULTS.jitter, check: resolveJitter, shown: '`0`', doc: "spreads each stored entry's `ttl` by up to this fraction either way" },
+  autoRecovery: { check: switchOrTable(AUTO_RECOVERY_TABLE), shown: '`false`', doc: 'invalidations made while Redis is unreachable are queued and replayed' },
+  compression: { check: compressionCheck, shown: '`false`', doc: 'values above a size are stored compressed' },
+  ...FRESHNESS_TABLE,
+} satisfies OptionTable<CacheOptions>;
+
 /** The fields of `CacheOptions`: any other is refused. */
-export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set([
-  'redis', 'prefix', 'l1', 'maxEntries', 'lockTtl', 'waitTimeout', 'onWaitTimeout', 'onRemoteError', 'commandTimeout',
-  'backendCooldown', 'inlineMax', 'serializer', 'hitForMissTtl', 'replicas', 'replicaTimeout', 'tagStampTtl', 'jitter', 'autoRecovery', 'compression', ...FRESHNESS_OPTION_NAMES,
-]);
-
-const L1_OPTION_NAMES: ReadonlySet<string> = new Set(['max', 'ttl', 'maxSize']);
-
-/** `autoRecovery`: off, or the queue's bound. */
-function resolveAutoRecovery(value: unknown): { maxQueue: number } | undefined {
-  if (value === undefined || value === false) return undefined;
-  if (value === true) return { maxQueue: CACHE_DEFAULTS.autoRecoveryMaxQueue };
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidOptionError('autoRecovery', `expected true, false or { maxQueue }, got ${value === null ? 'null' : typeof value}`);
-  }
-  checkKnownOptions(value, ['maxQueue'], 'autoRecovery.');
-  const { maxQueue } = value as { maxQueue?: unknown };
-  return { maxQueue: maxQueue === undefined ? CACHE_DEFAULTS.autoRecoveryMaxQueue : positiveInt(maxQueue, 'autoRecovery.maxQueue') };
-}
-
-function positiveInt(value: unknown, option: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw new InvalidOptionError(option, `must be a positive integer, got ${String(value)}`);
-  }
-  return value;
-}
+export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set(optionNames(CACHE_TABLE));
 
 export function resolveCacheOptions(options: CacheOptions | undefined): ResolvedCacheOptions {
-  const o = options ?? {};
-  if (typeof o !== 'object' || o === null) throw new InvalidOptionError('options', 'expected an object');
-  if (Array.isArray(o)) throw new InvalidOptionError('options', 'expected an object, got an array');
-  checkKnownOptions(o, CACHE_OPTION_NAMES);
-  checkRedisOption(o.redis, false);
-  let l1: ResolvedCacheOptions['l1'];
-  if (o.l1 === true) l1 = { max: CACHE_DEFAULTS.l1Max, ttl: CACHE_DEFAULTS.l1Ttl };
-  else if (o.l1 && typeof o.l1 === 'object' && !Array.isArray(o.l1)) {
-    checkKnownOptions(o.l1, L1_OPTION_NAMES, 'l1.');
-    l1 = {
-      max: o.l1.max === undefined ? CACHE_DEFAULTS.l1Max : positiveInt(o.l1.max, 'l1.max'),
-      ttl: o.l1.ttl === undefined ? CACHE_DEFAULTS.l1Ttl : toMs(o.l1.ttl, 'l1.ttl'),
-    };
-    if (o.l1.maxSize !== undefined) l1.maxSize = positiveInt(o.l1.maxSize, 'l1.maxSize');
-  } else if (o.l1 !== undefined && o.l1 !== false) throw new InvalidOptionError('l1', 'expected true, false or { max, ttl, maxSize }');
-  checkThrowOrLoad(o.onWaitTimeout, 'onWaitTimeout');
-  checkThrowOrLoad(o.onRemoteError, 'onRemoteError');
-  const serializer = o.serializer ?? defaultSerializer;
-  if (typeof serializer !== 'object' || typeof serializer.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
-    throw new InvalidOptionError('serializer', 'expected an object with serialize(value) and deserialize(bytes)');
-  }
-  const compression = resolveCompression(o.compression);
-  const commandTimeout = o.commandTimeout === undefined ? CACHE_DEFAULTS.commandTimeout : toMs(o.commandTimeout, 'commandTimeout');
-  const replication = resolveReplication(o.replicas, o.replicaTimeout);
+  const o = resolveOptions(CACHE_TABLE, options);
+  const freshness = checkFreshnessRules({
+    staleWhileRevalidate: o.staleWhileRevalidate,
+    staleIfError: o.staleIfError,
+    failSafeRetry: o.failSafeRetry,
+    softTimeout: o.softTimeout,
+    hardTimeout: o.hardTimeout,
+    earlyRefreshBeta: o.earlyRefresh,
+  });
+  const replication: Replication | undefined = o.replicas === 0 ? undefined : { replicas: o.replicas, timeout: o.replicaTimeout };
   if (replication) checkRedisOption(o.redis, true);
-  if (replication && replication.timeout >= commandTimeout) {
-    throw new InvalidOptionError('replicaTimeout', `must be shorter than commandTimeout (${commandTimeout} ms), got ${replication.timeout} ms`);
+  if (replication && replication.timeout >= o.commandTimeout) {
+    throw new InvalidOptionError('replicaTimeout', `must be shorter than commandTimeout (${o.commandTimeout} ms), got ${replication.timeout} ms`);
   }
   return {
     redis: o.redis,
-    prefix: o.prefix === undefined ? CACHE_DEFAULTS.prefix : validatePrefix(o.prefix),
-    l1,
-    maxEntries: o.maxEntries === undefined ? CACHE_DEFAULTS.maxEntries : positiveInt(o.maxEntries, 'maxEntries'),
-    lockTtl: o.lockTtl === undefined ? CACHE_DEFAULTS.lockTtl : toMs(o.lockTtl, 'lockTtl'),
-    waitTimeout: o.waitTimeout === undefined ? CACHE_DEFAULTS.waitTimeout : toMs(o.waitTimeout, 'waitTimeout'),
-    onWaitTimeout: o.onWaitTimeout ?? CACHE_DEFAULTS.onWaitTimeout,
-    onRemoteError: o.onRemoteError ?? CACHE_DEFAULTS.onRemoteError,
-    commandTimeout,
-    backendCooldown: o.backendCooldown === undefined ? CACHE_DEFAULTS.backendCooldown : toMs(o.backendCooldown, 'backendCooldown', { allowZero: true }),
-    inlineMax: o.inlineMax === undefined ? CACHE_DEFAULTS.inlineMax : positiveInt(o.inlineMax, 'inlineMax'),
-    serializer,
-    hitForMissTtl: o.hitForMissTtl === undefined ? CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
+    prefix: o.prefix,
+    l1: o.l1,
+    maxEntries: o.maxEntries,
+    lockTtl: o.lockTtl,
+    waitTimeout: o.waitTimeout,
+    onWaitTimeout: o.onWaitTimeout,
+    onRemoteError: o.onRemoteError,
+    commandTimeout: o.commandTimeout,
+    backendCooldown: o.backendCooldown,
+    inlineMax: o.inlineMax,
+    serializer: o.serializer,
+    hitForMissTtl: o.hitForMissTtl,
     replication,
-    freshness: resolveFreshness(o, FRESHNESS_DEFAULTS),
-    tagStampTtl: o.tagStampTtl === undefined ? CACHE_DEFAULTS.tagStampTtl : toMs(o.tagStampTtl, 'tagStampTtl'),
-    jitter: o.jitter === undefined ? CACHE_DEFAULTS.jitter : resolveJitter(o.jitter),
-    autoRecovery: resolveAutoRecovery(o.autoRecovery),
-    ...(compression === undefined ? {} : { compression }),
+    freshness,
+    tagStampTtl: o.tagStampTtl,
+    jitter: o.jitter,
+    autoRecovery: o.autoRecovery,
+    ...(o.compression === undefined ? {} : { compression: o.compression }),
   };
-}
-
-/** `'throw' | 'load'` options (`onWaitTimeout`, `onRemoteError`): anything else is an `InvalidOptionError`. */
-export function checkThrowOrLoad(value: unknown, option: string): void {
-  if (value !== undefined && value !== 'throw' && value !== 'load') {
-    throw new InvalidOptionError(option, `expected 'throw' or 'load', got ${String(value)}`);
-  }
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
-import { toMs, type Duration } from '../shared/duration.js';
+import type { Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { watchClientGone, type ResponseCapture } from '../http/capture.js';
 import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
@@ -10,7 +10,8 @@ import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/lead
 import { servedInstructions } from '../http/pipeline.js';
 import type { PreparedResponse } from '../http/serve.js';
 import { freshnessOver, pickFreshness, type HttpCacheOptions } from '../http/options.js';
-import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
+import { FRESHNESS_OVERRIDE_TABLE, type FreshnessOptions } from '../core/freshness.js';
+import { durationOrZero, optionNames, type OptionTable } from '../shared/option-table.js';
 import type { DogpileCache } from '../core/cache.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { replayer } from './replay.js';
@@ -41,7 +42,16 @@ declare module 'fastify' {
 /** Options Fastify itself may put in a plugin's options object. */
 const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'childLoggerFactory'];
 
-const ROUTE_CONFIG_NAMES: ReadonlySet<string> = new Set(['ttl', ...FRESHNESS_OPTION_NAMES]);
+/**
+ * A route's `config.dogpile`, declared once. `ttl` is checked below with the route's name in
+ * the message; the stale-serving options over the plugin's and the cache's.
+ */
+const ROUTE_CONFIG_TABLE = {
+  ttl: { check: durationOrZero, doc: "how long this route's responses stay cached; overrides the plugin's `ttl`" },
+  ...FRESHNESS_OVERRIDE_TABLE,
+} satisfies OptionTable<DogpileRouteConfig>;
+
+const ROUTE_CONFIG_NAMES = optionNames(ROUTE_CONFIG_TABLE);
 
 type RouteHook = (...args: never[]) => unknown;
 type RouteHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown;
@@ -57,7 +67,7 @@ function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptio
   const freshness = { ...plugin, ...pickFreshness(rest, 'config.dogpile.') };
   pickFreshness(freshness, 'config.dogpile.');
   if (cache) freshnessOver(cache, freshness, 'config.dogpile.');
-  return { ttl: ttl === undefined ? fallback : toMs(ttl, `config.dogpile.ttl (route ${route})`, { allowZero: true }), freshness };
+  return { ttl: ttl === undefined ? fallback : ROUTE_CONFIG_TABLE.ttl.check(ttl, `config.dogpile.ttl (route ${route})`), freshness };
 }
 
 function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {

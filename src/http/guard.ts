@@ -3,8 +3,7 @@ import type { DogpileCache, LoaderContext } from '../core/cache.js';
 import { getDefaultCache } from '../core/default-cache.js';
 import type { FreshnessOptions } from '../core/freshness.js';
 import { getOrComputeChannel, httpChannel, traceHttp } from '../shared/diagnostics.js';
-import { CacheClosedError, InvalidOptionError } from '../shared/errors.js';
-import { describe } from '../shared/duration.js';
+import { CacheClosedError } from '../shared/errors.js';
 import { validateTags } from '../shared/tag-names.js';
 import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT, type RequestScan } from './cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
@@ -13,7 +12,7 @@ import { ResponseCapture, type CapturedResponse, type SharedResponse } from './c
 import { isValidHost, requestHost, userCacheKey } from './cache-key.js';
 import { keyAuthority, requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
 import { resolveResponse } from './cache-calls.js';
-import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
+import { checkKey, resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from './options.js';
 import { defaultKeyInvalidation, invalidationTargets, isUnsafe } from './invalidation.js';
 import { toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
 import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
@@ -162,10 +161,8 @@ export class HttpGuard<Req> {
     if (reason !== undefined && !range) return undefined;
     let userKey: string | undefined;
     if (keyFn !== undefined) {
-      const k = keyFn(req);
-      if (!k) return undefined;
-      if (typeof k !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(k)}`);
-      userKey = k;
+      userKey = checkKey(keyFn(req));
+      if (userKey === undefined) return undefined;
     }
     // Forwarding fields that put the request under a key of its own (and give it its URL's tag).
     const unkeyed = userKey === undefined && (scan & UNKEYED_INPUT) !== 0;

@@ -1,10 +1,10 @@
 import type { DogpileCache } from '../core/cache.js';
 import { validateNamespaceName } from '../core/namespace.js';
-import { toMs, describe, type Duration } from '../shared/duration.js';
+import { describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { checkKnownOptions } from '../shared/known-options.js';
+import { byteCount, duration, durationOrZero, fn, oneOf, renamedOptionError, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
 import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './cache-status.js';
-import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, resolveFreshness, type FreshnessOptions } from '../core/freshness.js';
+import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, FRESHNESS_OVERRIDE_TABLE, resolveFreshness, type FreshnessOptions } from '../core/freshness.js';
 
 /**
  * Options of the HTTP adapters (`dogpileGuard()` for Express, `dogpileGuardPlugin` for
@@ -167,72 +167,81 @@ export function resolvePrivateHeaders(value: unknown, option = 'privateHeaders')
   return [...names];
 }
 
-const KNOWN = new Set(['cache', 'namespace', 'ttl', 'maxTtl', 'cacheStatusName', 'key', 'statuses', 'skip', 'tags', 'maxBodySize', 'hitForMissTtl', 'privateHeaders', 'refresh', 'replayHeaders', ...FRESHNESS_OPTION_NAMES]);
+/** The `cache` option of the adapters and the Nest module: a cache made by `createCache()`. */
+export const cacheCheck: Check<DogpileCache> = (value, option) => {
+  if (typeof value !== 'object' || value === null || typeof (value as { resolve?: unknown }).resolve !== 'function') {
+    throw new InvalidOptionError(option, 'expected a cache made by createCache()');
+  }
+  return value as DogpileCache;
+};
+
+/** Checks a key function's result: a non-empty string, or a falsy value for "do not cache" (undefined). */
+export function checkKey(value: unknown): string | undefined {
+  if (!value) return undefined;
+  if (typeof value !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(value)}`);
+  return value;
+}
+
+/** A `refresh` option: `'background'` or `'foreground'`. */
+export const refreshMode = oneOf('background', 'foreground');
+
+const statusesCheck: Check<ReadonlySet<number>> = (value, option) => {
+  if (!Array.isArray(value) || value.length === 0) throw new InvalidOptionError(option, `expected a non-empty array of HTTP statuses, got ${describe(value)}`);
+  for (const s of value as unknown[]) {
+    if (typeof s !== 'number' || !Number.isInteger(s) || s < 100 || s > 599) throw new InvalidOptionError(option, `expected statuses between 100 and 599, got ${describe(s)}`);
+  }
+  return new Set(value as number[]);
+};
+
+const cacheStatusNameCheck: Check<string> = (value, option) => {
+  const problem = cacheStatusNameProblem(value as string);
+  if (problem !== undefined) throw new InvalidOptionError(option, `${problem}, got ${describe(value)}`);
+  return value as string;
+};
+
+/** The options of the HTTP adapters, declared once (docs/express.md shows them). */
+export const HTTP_TABLE = {
+  cache: { check: cacheCheck, shown: 'the default cache', doc: 'the cache that holds responses and coalesces misses' },
+  namespace: { check: validateNamespaceName, shown: 'none', doc: 'stores the responses in this namespace of the cache' },
+  ttl: { default: HTTP_CACHE_DEFAULTS.ttl, check: durationOrZero, shown: '`60_000`', doc: 'how long a response that says nothing about its freshness is cached' },
+  maxTtl: { default: HTTP_CACHE_DEFAULTS.maxTtl, check: duration, shown: '`86_400_000` (1 day)', doc: "upper bound of every stored response's lifetime" },
+  cacheStatusName: { default: HTTP_CACHE_DEFAULTS.cacheStatusName, check: cacheStatusNameCheck, shown: "`'dogpile-guard'`", doc: 'the name of this cache in `Cache-Status`' },
+  key: { check: fn<(req: never) => string | null | undefined | false>('(req) => string'), shown: 'method + host + path + sorted query', doc: 'replaces the default key' },
+  statuses: { default: new Set(HTTP_CACHE_DEFAULTS.statuses) as ReadonlySet<number>, check: statusesCheck, shown: '`[200]`', doc: "statuses that may be stored on the adapter's `ttl`" },
+  skip: { check: fn<(req: never) => boolean>('(req) => boolean'), shown: '—', doc: 'return true to let a request through untouched' },
+  tags: { check: fn<(req: never) => readonly string[] | null | undefined>('(req) => string[]'), shown: '—', doc: 'tags of the stored response of a request' },
+  maxBodySize: { default: HTTP_CACHE_DEFAULTS.maxBodySize, check: byteCount, shown: '`1_048_576` (1 MiB)', doc: 'larger bodies are sent, not stored' },
+  hitForMissTtl: { default: HTTP_CACHE_DEFAULTS.hitForMissTtl, check: durationOrZero, shown: '`5000`', doc: 'after a response that could not be shared, requests skip waiting for this long' },
+  privateHeaders: { default: HTTP_CACHE_DEFAULTS.privateHeaders, check: resolvePrivateHeaders, shown: "`['authorization', 'cookie']`", doc: 'request headers that carry an identity' },
+  refresh: { default: 'background' as const, check: refreshMode, shown: "`'background'`", doc: 'how a stale response inside its window is refreshed' },
+  replayHeaders: { check: resolvePrivateHeaders, shown: 'none', doc: 'request headers a background refresh carries over' },
+  ...FRESHNESS_OVERRIDE_TABLE,
+} satisfies OptionTable<HttpCacheOptions>;
 
 /** Validates the options once, when the middleware or plugin is created. */
 export function resolveHttpCacheOptions<Req>(
   options: HttpCacheOptions<Req> | undefined,
   { extra = [] as readonly string[] } = {},
 ): ResolvedHttpCacheOptions<Req> {
-  const o = options ?? {};
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
-  checkKnownOptions(o, extra.length === 0 ? KNOWN : [...KNOWN, ...extra]);
-  const cache = o.cache;
-  if (cache !== undefined && (typeof cache !== 'object' || cache === null || typeof (cache as { resolve?: unknown }).resolve !== 'function')) {
-    throw new InvalidOptionError('cache', 'expected a cache made by createCache()');
-  }
-  if (o.key !== undefined && typeof o.key !== 'function') throw new InvalidOptionError('key', `expected a function (req) => string, got ${describe(o.key)}`);
-  if (o.skip !== undefined && typeof o.skip !== 'function') throw new InvalidOptionError('skip', `expected a function (req) => boolean, got ${describe(o.skip)}`);
-  if (o.tags !== undefined && typeof o.tags !== 'function') throw new InvalidOptionError('tags', `expected a function (req) => string[], got ${describe(o.tags)}`);
-  let statuses: ReadonlySet<number> = new Set(HTTP_CACHE_DEFAULTS.statuses);
-  if (o.statuses !== undefined) {
-    if (!Array.isArray(o.statuses) || o.statuses.length === 0) {
-      throw new InvalidOptionError('statuses', `expected a non-empty array of HTTP statuses, got ${describe(o.statuses)}`);
-    }
-    for (const s of o.statuses) {
-      if (typeof s !== 'number' || !Number.isInteger(s) || s < 100 || s > 599) {
-        throw new InvalidOptionError('statuses', `expected statuses between 100 and 599, got ${describe(s)}`);
-      }
-    }
-    statuses = new Set(o.statuses);
-  }
-  let maxBodySize: number = HTTP_CACHE_DEFAULTS.maxBodySize;
-  if (o.maxBodySize !== undefined) {
-    if (typeof o.maxBodySize !== 'number' || !Number.isInteger(o.maxBodySize) || o.maxBodySize < 0) {
-      throw new InvalidOptionError('maxBodySize', `expected a whole number of bytes (0 or more), got ${describe(o.maxBodySize)}`);
-    }
-    maxBodySize = o.maxBodySize;
-  }
-  let cacheStatusName: string = HTTP_CACHE_DEFAULTS.cacheStatusName;
-  if (o.cacheStatusName !== undefined) {
-    const problem = cacheStatusNameProblem(o.cacheStatusName);
-    if (problem !== undefined) throw new InvalidOptionError('cacheStatusName', `${problem}, got ${describe(o.cacheStatusName)}`);
-    cacheStatusName = o.cacheStatusName;
-  }
+  const o = resolveOptions(HTTP_TABLE, options, { extra });
+  const given = (options ?? {}) as FreshnessOptions;
   return {
-    cache,
-    namespace: o.namespace === undefined ? undefined : validateNamespaceName(o.namespace, 'namespace'),
-    ttl: o.ttl === undefined ? HTTP_CACHE_DEFAULTS.ttl : toMs(o.ttl, 'ttl', { allowZero: true }),
-    maxTtl: o.maxTtl === undefined ? HTTP_CACHE_DEFAULTS.maxTtl : toMs(o.maxTtl, 'maxTtl'),
-    cacheStatusName,
-    key: o.key,
-    statuses,
-    skip: o.skip,
-    tags: o.tags,
-    maxBodySize,
-    hitForMissTtl: o.hitForMissTtl === undefined ? HTTP_CACHE_DEFAULTS.hitForMissTtl : toMs(o.hitForMissTtl, 'hitForMissTtl', { allowZero: true }),
-    privateHeaders: o.privateHeaders === undefined ? HTTP_CACHE_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
-    freshness: cache === undefined ? pickFreshness(o) : freshnessOver(cache, pickFreshness(o)),
-    refresh: resolveRefreshMode(o.refresh),
-    replayHeaders: o.replayHeaders === undefined ? undefined : resolvePrivateHeaders(o.replayHeaders, 'replayHeaders'),
+    cache: o.cache,
+    namespace: o.namespace,
+    ttl: o.ttl,
+    maxTtl: o.maxTtl,
+    cacheStatusName: o.cacheStatusName,
+    key: o.key as ((req: Req) => string | null | undefined | false) | undefined,
+    statuses: o.statuses,
+    skip: o.skip as ((req: Req) => boolean) | undefined,
+    tags: o.tags as ((req: Req) => readonly string[] | null | undefined) | undefined,
+    maxBodySize: o.maxBodySize,
+    hitForMissTtl: o.hitForMissTtl,
+    privateHeaders: o.privateHeaders,
+    freshness: o.cache === undefined ? pickFreshness(given) : freshnessOver(o.cache, pickFreshness(given)),
+    refresh: o.refresh,
+    replayHeaders: o.replayHeaders,
   };
-}
-
-/** Validates a `refresh` option (`InvalidOptionError` naming `option`). */
-export function resolveRefreshMode(value: unknown, option = 'refresh'): 'background' | 'foreground' {
-  if (value === undefined) return 'background';
-  if (value === 'background' || value === 'foreground') return value;
-  throw new InvalidOptionError(option, `expected 'background' or 'foreground', got ${describe(value)}`);
 }
 
 /**
@@ -244,8 +253,7 @@ export function freshnessOver(cache: DogpileCache, given: FreshnessOptions, pref
   try {
     resolveFreshness(given, cache.options.freshness);
   } catch (error) {
-    if (!(error instanceof InvalidOptionError)) throw error;
-    throw new InvalidOptionError(`${prefix}${error.option}`, `${error.message.replace(/^Invalid [^:]+: /, '')} (checked over the cache's options)`);
+    throw renamedOptionError(error, (name) => `${prefix}${name}`, " (checked over the cache's options)");
   }
   return given;
 }
@@ -257,8 +265,7 @@ export function pickFreshness(o: FreshnessOptions, prefix = ''): FreshnessOption
   try {
     resolveFreshness(given as FreshnessOptions, FRESHNESS_DEFAULTS);
   } catch (error) {
-    if (prefix && error instanceof InvalidOptionError) throw new InvalidOptionError(`${prefix}${error.option}`, error.message.replace(/^Invalid [^:]+: /, ''));
-    throw error;
+    throw prefix ? renamedOptionError(error, (name) => `${prefix}${name}`) : error;
   }
   return given as FreshnessOptions;
 }

@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { randomBytes } from 'node:crypto';
 import { toMs } from '../shared/duration.js';
-import { InvalidOptionError, LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
-import { ACQUIRE_OPTION_NAMES, resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
+import { randomBytes } from 'node:crypto';
+import { LockAlreadyHeldError, LockLostError, LockNotHeldError, LockTimeoutError } from '../shared/errors.js';
+import { ACQUIRE_OPTION_NAMES, ACQUIRE_TABLE, resolveLockOptions, validateName, type ResolvedLockOptions } from './common.js';
 import { checkKnownOptions } from '../shared/known-options.js';
+import { optionsObject, resolveFields } from '../shared/option-table.js';
 import { Renewal } from './renewal.js';
 import { abortReason, bounded } from '../shared/wait.js';
 import { lockChannel, traceLock } from '../shared/diagnostics.js';
@@ -86,11 +87,8 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   }
 
   private async acquireLock(options: AcquireOptions): Promise<number> {
-    if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-    checkKnownOptions(options, ACQUIRE_OPTION_NAMES);
-    const timeout = options.timeout === undefined ? this.options.timeout : toMs(options.timeout, 'timeout', { allowZero: true });
-    const signal = options.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidOptionError('signal', 'must be an AbortSignal');
+    checkKnownOptions(optionsObject(options), ACQUIRE_OPTION_NAMES);
+    const { timeout, signal } = resolveFields(ACQUIRE_TABLE, options, { defaults: { timeout: this.options.timeout } }) as { timeout: number; signal?: AbortSignal };
     this.beginAcquire();
     try {
       if (signal?.aborted) throw abortReason(signal, this.name);

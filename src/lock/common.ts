@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
-import { toMs } from '../shared/duration.js';
-import { BackendError, DogpileError, InvalidOptionError } from '../shared/errors.js';
+import { BackendError, DogpileError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { LOCK_DEFAULTS, type LockOptions } from './types.js';
+import { abortSignal, boolean, duration, durationOrZero, nonEmptyString, optionNames, optionsObject, resolveFields, type OptionTable } from '../shared/option-table.js';
+import { LOCK_DEFAULTS, type AcquireOptions, type LockOptions } from './types.js';
 
 export interface ResolvedLockOptions {
   ttl: number;
@@ -18,41 +18,47 @@ function defaultOwnerId(): string {
   return `${hostname()}:${process.pid}`;
 }
 
+const LOCK_NAME = nonEmptyString({ max: MAX_NAME_LENGTH });
+const PREFIX = nonEmptyString({ forbidden: ['{', '}'] });
+
+/** A lock name: a non-empty string of at most 1024 characters. */
 export function validateName(name: unknown, option = 'name'): string {
-  if (typeof name !== 'string') throw new InvalidOptionError(option, `expected a non-empty string, got ${name === null ? 'null' : typeof name}`);
-  if (name.length === 0) throw new InvalidOptionError(option, 'must not be empty');
-  if (name.length > MAX_NAME_LENGTH) throw new InvalidOptionError(option, `must be at most ${MAX_NAME_LENGTH} characters, got ${name.length}`);
-  return name;
+  return LOCK_NAME(name, option);
 }
 
-export function validatePrefix(prefix: unknown): string {
-  if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
-    throw new InvalidOptionError('prefix', 'must be a non-empty string without "{" or "}"');
-  }
-  return prefix;
+/** A key prefix: a non-empty string without `{` or `}` (they would break the hash tags). */
+export function validatePrefix(value: unknown, option = 'prefix'): string {
+  return PREFIX(value, option);
 }
 
-/** The fields of `LockOptions`; `RedisLock` and `MemoryLock` add their own. */
-export const LOCK_OPTION_NAMES = ['ttl', 'autoRenew', 'id', 'timeout', 'prefix'] as const;
+/** An owner id: a non-empty string without `|` (the separator of the stored lock value). */
+const ownerId = nonEmptyString({ forbidden: ['|'] });
+
+/** The options every lock takes, declared once (docs/lock.md shows them); `RedisLock` and `MemoryLock` add their own. */
+export const LOCK_TABLE = {
+  ttl: { default: LOCK_DEFAULTS.ttl, check: duration, shown: '`10000` ms', doc: 'lifetime without renewal' },
+  autoRenew: { default: LOCK_DEFAULTS.autoRenew, check: boolean, shown: '`true`', doc: 'renew every `ttl / 3` while held' },
+  id: { default: defaultOwnerId(), check: ownerId, shown: '`hostname:pid`', doc: 'owner id stored with the lock' },
+  timeout: { default: LOCK_DEFAULTS.timeout, check: durationOrZero, shown: '`10000` ms', doc: 'default wait of `acquire()`; 0 tries once' },
+  prefix: { default: LOCK_DEFAULTS.prefix, check: validatePrefix, shown: "`'dogpile'`", doc: 'keys live at `<prefix>:lock:{<name>}`' },
+} satisfies OptionTable<LockOptions>;
+
+/** The options of `acquire()`, declared once; an omitted `timeout` is the lock's. */
+export const ACQUIRE_TABLE = {
+  timeout: { check: durationOrZero, doc: "longest wait; 0 tries once (the lock's `timeout` when omitted)" },
+  signal: { check: abortSignal, doc: 'aborts the wait' },
+} satisfies OptionTable<AcquireOptions>;
+
+/** The fields of `LockOptions`. */
+export const LOCK_OPTION_NAMES = optionNames(LOCK_TABLE);
 /** The fields of `AcquireOptions`. */
-export const ACQUIRE_OPTION_NAMES = ['timeout', 'signal'] as const;
+export const ACQUIRE_OPTION_NAMES = optionNames(ACQUIRE_TABLE);
 
 /** Validates a lock's options; a field not in `known` is refused. */
 export function resolveLockOptions(options: LockOptions | undefined, known: readonly string[] = LOCK_OPTION_NAMES): ResolvedLockOptions {
-  const o = options ?? {};
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', 'expected an object');
+  const o = optionsObject(options ?? {});
   checkKnownOptions(o, known);
-  if (o.autoRenew !== undefined && typeof o.autoRenew !== 'boolean') throw new InvalidOptionError('autoRenew', 'must be a boolean');
-  if (o.id !== undefined && (typeof o.id !== 'string' || o.id.length === 0 || o.id.includes('|'))) {
-    throw new InvalidOptionError('id', 'must be a non-empty string without "|"');
-  }
-  return {
-    ttl: o.ttl === undefined ? LOCK_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
-    autoRenew: o.autoRenew ?? LOCK_DEFAULTS.autoRenew,
-    id: o.id ?? defaultOwnerId(),
-    timeout: o.timeout === undefined ? LOCK_DEFAULTS.timeout : toMs(o.timeout, 'timeout', { allowZero: true }),
-    prefix: o.prefix === undefined ? LOCK_DEFAULTS.prefix : validatePrefix(o.prefix),
-  };
+  return resolveFields(LOCK_TABLE, o);
 }
 
 /**

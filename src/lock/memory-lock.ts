@@ -1,6 +1,7 @@
 import { BaseLock, ownerOf } from './base-lock.js';
 import type { LockOptions } from './types.js';
-import { LOCK_OPTION_NAMES } from './common.js';
+import { LOCK_TABLE } from './common.js';
+import { asGiven, optionNames, type OptionTable } from '../shared/option-table.js';
 import { abortReason, Wakeup } from '../shared/wait.js';
 
 /** A caller waiting in `acquire()`. */
@@ -88,13 +89,19 @@ export class MemoryLockRegistry {
 
 const defaultRegistry = new MemoryLockRegistry();
 
-/** The fields of `MemoryLockOptions`. */
-export const MEMORY_LOCK_OPTION_NAMES: readonly string[] = [...LOCK_OPTION_NAMES, 'registry'];
-
 export interface MemoryLockOptions extends LockOptions {
   /** Locks exclude each other only within one registry. @default the process-wide registry */
   registry?: MemoryLockRegistry;
 }
+
+/** Every option of `MemoryLock`, declared once. */
+export const MEMORY_LOCK_TABLE = {
+  ...LOCK_TABLE,
+  registry: { default: defaultRegistry, check: asGiven<MemoryLockRegistry>(), shown: 'the process-wide registry', doc: 'locks exclude each other only within one registry' },
+} satisfies OptionTable<MemoryLockOptions>;
+
+/** The fields of `MemoryLockOptions`. */
+export const MEMORY_LOCK_OPTION_NAMES: readonly string[] = optionNames(MEMORY_LOCK_TABLE);
 
 /**
  * The in-process twin of `RedisLock`: the same interface, TTL, fencing tokens and

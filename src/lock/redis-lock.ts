@@ -1,14 +1,14 @@
-import { InvalidOptionError, LockReplicationError } from '../shared/errors.js';
+import { LockReplicationError } from '../shared/errors.js';
 import type { Duration } from '../shared/duration.js';
-import { resolveReplication, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
+import { checkReplicas, checkReplicasClient, DEFAULT_REPLICA_TIMEOUT_MS, waitForReplicas, type Replication, type ReplicasOption } from '../redis/replication.js';
+import { asGiven, duration, optionNames, resolveFields, type OptionTable } from '../shared/option-table.js';
 import { BaseLock, ownerOf } from './base-lock.js';
-import { LOCK_OPTION_NAMES, redisCall, validateName, validatePrefix } from './common.js';
+import { LOCK_TABLE, redisCall, validateName, validatePrefix } from './common.js';
 import { EXTEND } from '../redis/extend-script.js';
 import { breaksHashTag, digestId } from '../redis/hash-tag.js';
 import { ACQUIRE, FORCE_RELEASE, LEAVE, RELEASE } from './lock-scripts.js';
 import { checkRedisClient, commandClient, masterClients, type CommandClient, type RedisClient } from '../redis/client.js';
 import { publishCommand, pubSubMode } from '../redis/pubsub-mode.js';
-import { isNodeRedis } from '../redis/node-redis.js';
 import { existingSharedSubscriber, sharedSubscriber, type Subscriber } from '../redis/subscriber.js';
 import { LOCK_DEFAULTS, type LockOptions } from './types.js';
 import { abortReason, bounded, Wakeup } from '../shared/wait.js';
@@ -34,8 +34,18 @@ export interface RedisLockOptions extends LockOptions {
   replicaTimeout?: Duration;
 }
 
+/** The options `RedisLock` adds to those of every lock, declared once (docs/lock.md shows the replicas' rows). */
+const REDIS_LOCK_ONLY_TABLE = {
+  subscriber: { check: asGiven<Subscriber>(), shown: 'one per client', doc: 'the subscriber connection its waiters listen on (else one shared per client)' },
+  replicas: { default: 0, check: checkReplicas, shown: '`0`', doc: 'replicas that must hold an acquisition before it counts' },
+  replicaTimeout: { default: DEFAULT_REPLICA_TIMEOUT_MS, check: duration, shown: '`100` ms', doc: "longest `WAIT` for the replicas' confirmation" },
+};
+
+/** Every option of `RedisLock`. */
+export const REDIS_LOCK_TABLE = { ...LOCK_TABLE, ...REDIS_LOCK_ONLY_TABLE } satisfies OptionTable<RedisLockOptions>;
+
 /** The fields of `RedisLockOptions`. */
-export const REDIS_LOCK_OPTION_NAMES: readonly string[] = [...LOCK_OPTION_NAMES, 'subscriber', 'replicas', 'replicaTimeout'];
+export const REDIS_LOCK_OPTION_NAMES: readonly string[] = optionNames(REDIS_LOCK_TABLE);
 
 /**
  * The Redis keys and channel of the lock `name`, all with the hash tag `{name}`. A name that
@@ -79,11 +89,10 @@ export class RedisLock extends BaseLock {
     this.client = redis;
     this.commands = commandClient(redis);
     this.keys = lockKeys(this.options.prefix, this.name);
-    this.subscriber = options.subscriber;
-    this.replication = resolveReplication(options.replicas, options.replicaTimeout);
-    if (this.replication && isNodeRedis(redis)) {
-      throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lock); with node-redis, leave replicas at 0');
-    }
+    const { subscriber, replicas, replicaTimeout } = resolveFields(REDIS_LOCK_ONLY_TABLE, options);
+    this.subscriber = subscriber;
+    this.replication = replicas === 0 ? undefined : { replicas, timeout: replicaTimeout };
+    if (this.replication) checkReplicasClient(redis, 'lock');
   }
 
   /** @internal */

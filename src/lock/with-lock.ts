@@ -1,9 +1,10 @@
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { ACQUIRE_OPTION_NAMES } from './common.js';
-import { MEMORY_LOCK_OPTION_NAMES, MemoryLock, type MemoryLockOptions } from './memory-lock.js';
+import { ACQUIRE_TABLE } from './common.js';
+import { fn, optionNames, optionsObject, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
+import { MEMORY_LOCK_OPTION_NAMES, MEMORY_LOCK_TABLE, MemoryLock, type MemoryLockOptions } from './memory-lock.js';
 import { ACCEPTED_CLIENTS, isRedisClient, type RedisClient } from '../redis/client.js';
-import { REDIS_LOCK_OPTION_NAMES, RedisLock, type RedisLockOptions } from './redis-lock.js';
+import { REDIS_LOCK_OPTION_NAMES, REDIS_LOCK_TABLE, RedisLock, type RedisLockOptions } from './redis-lock.js';
 import type { AcquireOptions, Lock } from './types.js';
 
 export interface WithLockContext {
@@ -24,7 +25,20 @@ export interface WithLockOptions extends RedisLockOptions, MemoryLockOptions, Ac
   onReleaseError?: (err: unknown) => void;
 }
 
-const WITH_LOCK_OPTION_NAMES: ReadonlySet<string> = new Set([...REDIS_LOCK_OPTION_NAMES, ...MEMORY_LOCK_OPTION_NAMES, ...ACQUIRE_OPTION_NAMES, 'redis', 'onReleaseError']);
+/** A client to lock on, of a kind the library accepts. */
+const lockClient: Check<RedisClient> = (value, option) => {
+  if (!isRedisClient(value)) throw new InvalidOptionError(option, `expected ${ACCEPTED_CLIENTS}`);
+  return value;
+};
+
+/** The options `withLock` adds to those of the locks and of `acquire()`, declared once. */
+const WITH_LOCK_ONLY_TABLE = {
+  redis: { check: lockClient, doc: 'Redis client to lock on; without it the lock is a `MemoryLock`' },
+  onReleaseError: { check: fn<(err: unknown) => void>('(err) => void'), doc: 'called when releasing fails' },
+};
+
+/** Every option of `withLock`. */
+export const WITH_LOCK_TABLE = { ...REDIS_LOCK_TABLE, ...MEMORY_LOCK_TABLE, ...ACQUIRE_TABLE, ...WITH_LOCK_ONLY_TABLE } satisfies OptionTable<WithLockOptions>;
 
 /** The fields of `options` the lock it makes takes (the others are `withLock`'s own, or the other kind of lock's). */
 function pick<O extends object>(options: O, names: readonly string[]): O {
@@ -44,15 +58,12 @@ export async function withLock<T>(
   options: WithLockOptions = {},
 ): Promise<T> {
   if (typeof fn !== 'function') throw new InvalidOptionError('fn', `expected a function, got ${typeof fn}`);
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidOptionError('options', 'expected an object');
-  checkKnownOptions(options, WITH_LOCK_OPTION_NAMES);
+  checkKnownOptions(optionsObject(options), optionNames(WITH_LOCK_TABLE));
+  const { redis, onReleaseError } = resolveFields(WITH_LOCK_ONLY_TABLE, options);
   let lock: Lock;
   if (typeof nameOrLock === 'string') {
-    if (options.redis !== undefined && !isRedisClient(options.redis)) {
-      throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}`);
-    }
-    lock = options.redis
-      ? new RedisLock(options.redis, nameOrLock, pick(options, REDIS_LOCK_OPTION_NAMES))
+    lock = redis
+      ? new RedisLock(redis, nameOrLock, pick(options, REDIS_LOCK_OPTION_NAMES))
       : new MemoryLock(nameOrLock, pick(options, MEMORY_LOCK_OPTION_NAMES));
   } else if (nameOrLock instanceof RedisLock || nameOrLock instanceof MemoryLock) {
     lock = nameOrLock;
@@ -66,7 +77,7 @@ export async function withLock<T>(
     try {
       await lock.release();
     } catch (err) {
-      if (options.onReleaseError) options.onReleaseError(err);
+      if (onReleaseError) onReleaseError(err);
       else process.emitWarning(`dogpile-guard: releasing the lock "${lock.name}" failed; it will expire by its TTL: ${String(err)}`, 'DogpileWarning');
     }
   }

@@ -1,7 +1,7 @@
 import type { Type } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import type { DogpileCache } from '../core/cache.js';
-import { InvalidOptionError } from '../shared/errors.js';
+import { renamedOptionError } from '../shared/option-table.js';
 import { freshnessOver } from '../http/options.js';
 import { CACHED_METADATA } from './constants.js';
 import { mergeCachedOptions, type ResolvedCachedOptions } from './options.js';
@@ -35,7 +35,6 @@ function check(cache: DogpileCache, options: ResolvedCachedOptions, where: strin
   try {
     freshnessOver(cache, options.freshness ?? {});
   } catch (error) {
-    if (!(error instanceof InvalidOptionError)) throw error;
-    throw new InvalidOptionError(error.option, `${error.message.replace(/^Invalid [^:]+: /, '')} in @Cached of ${where}`);
+    throw renamedOptionError(error, (name) => name, ` in @Cached of ${where}`);
   }
 }

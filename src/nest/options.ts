@@ -3,9 +3,11 @@ import type { DogpileCache } from '../core/cache.js';
 import { describe, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { CACHE_OPTION_NAMES, type CacheOptions } from '../core/options.js';
-import { HTTP_CACHE_DEFAULTS, pickFreshness, resolvePrivateHeaders, resolveRefreshMode } from '../http/options.js';
-import { FRESHNESS_OPTION_NAMES, type FreshnessOptions } from '../core/freshness.js';
+import { duration, fn, optionNames, optionsObject, resolveFields, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
+import { CACHE_TABLE, type CacheOptions } from '../core/options.js';
+export { checkKey } from '../http/options.js';
+import { cacheCheck, HTTP_CACHE_DEFAULTS, pickFreshness, refreshMode, resolvePrivateHeaders } from '../http/options.js';
+import { FRESHNESS_OVERRIDE_TABLE, type FreshnessOptions } from '../core/freshness.js';
 import { validateTags } from '../shared/tag-names.js';
 import { validateNamespaceName } from '../core/namespace.js';
 
@@ -126,7 +128,19 @@ export const NEST_DEFAULTS = {
   privateHeaders: HTTP_CACHE_DEFAULTS.privateHeaders,
 } as const;
 
-const CACHED_KEYS = new Set<string>(['ttl', 'key', 'privateHeaders', 'tags', 'namespace', ...FRESHNESS_OPTION_NAMES]);
+/** A `ttl` of `@Cached`: a duration (in ms once checked), or a function of the context. */
+const cachedTtl: Check<number | ((context: ExecutionContext) => Duration | Promise<Duration>)> = (value, option) =>
+  typeof value === 'function' ? (value as (context: ExecutionContext) => Duration | Promise<Duration>) : toMs(value, option);
+
+/** The options of `@Cached(...)`, declared once; an omitted one is the module's (or the controller's). */
+export const CACHED_TABLE = {
+  ttl: { check: cachedTtl, doc: "how long the result stays cached: ms, a string like '5m', or a function of the context" },
+  key: { check: fn<CachedKeyFactory>('(context) => string'), doc: 'replaces the default key' },
+  privateHeaders: { check: resolvePrivateHeaders, doc: "request headers that carry an identity; replaces the module's list" },
+  tags: { check: resolveTags, doc: 'tags of the cached value: a list, or a function of the context' },
+  namespace: { check: validateNamespaceName, doc: "keeps the cached values in this namespace of the module's cache" },
+  ...FRESHNESS_OVERRIDE_TABLE,
+} satisfies OptionTable<CachedOptions>;
 
 /** Validates what `@Cached(...)` was given, when the decorator is applied. */
 export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefined): ResolvedCachedOptions {
@@ -136,17 +150,10 @@ export function resolveCachedOptions(input: CachedTtl | CachedOptions | undefine
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new InvalidOptionError('ttlOrOptions', `expected a TTL (ms or '5m'), a function of the context, or { ttl, key, privateHeaders }; got ${describe(input)}`);
   }
-  checkKnownOptions(input, CACHED_KEYS);
-  const { ttl, key, privateHeaders, tags } = input;
-  if (key !== undefined && typeof key !== 'function') throw new InvalidOptionError('key', `expected a function (context) => string, got ${describe(key)}`);
-  const resolved: ResolvedCachedOptions = {
-    ttl: ttl === undefined ? undefined : typeof ttl === 'function' ? ttl : toMs(ttl, 'ttl'),
-    key,
-    privateHeaders: privateHeaders === undefined ? undefined : resolvePrivateHeaders(privateHeaders),
-    freshness: pickFreshness(input),
-  };
-  if (tags !== undefined) resolved.tags = resolveTags(tags);
-  if (input.namespace !== undefined) resolved.namespace = validateNamespaceName(input.namespace, 'namespace');
+  const { ttl, key, privateHeaders, tags, namespace } = resolveOptions(CACHED_TABLE, input);
+  const resolved: ResolvedCachedOptions = { ttl, key, privateHeaders, freshness: pickFreshness(input) };
+  if (tags !== undefined) resolved.tags = tags;
+  if (namespace !== undefined) resolved.namespace = namespace;
   return resolved;
 }
 
@@ -189,15 +196,21 @@ export async function ttlFor(options: ResolvedCachedOptions, defaults: DogpileDe
   return toMs(await ttl(context), 'ttl');
 }
 
-/** Checks a key function's result: a non-empty string, or a falsy value for "do not cache". */
-export function checkKey(value: unknown): string | undefined {
-  if (!value) return undefined;
-  if (typeof value !== 'string') throw new InvalidOptionError('key', `must return a string (or a falsy value to skip the cache), got ${describe(value)}`);
-  return value;
-}
 
-const MODULE_ONLY = new Set(['cache', 'ttl', 'isGlobal', 'privateHeaders', 'refresh', 'replayHeaders']);
-const MODULE_OPTION_NAMES: ReadonlySet<string> = new Set([...MODULE_ONLY, ...CACHE_OPTION_NAMES]);
+/** The options `DogpileModule.forRoot()` adds to those of `createCache()`, declared once. */
+export const MODULE_ONLY_TABLE = {
+  cache: { check: cacheCheck, shown: 'none', doc: 'use this cache instead of creating one from the other options' },
+  ttl: { default: NEST_DEFAULTS.ttl, check: duration, shown: '`60_000`', doc: 'TTL of `@Cached()` routes and methods that do not give one' },
+  privateHeaders: { default: NEST_DEFAULTS.privateHeaders, check: resolvePrivateHeaders, shown: "`['authorization', 'cookie']`", doc: 'request headers that carry an identity' },
+  refresh: { default: 'background' as const, check: refreshMode, shown: "`'background'`", doc: 'how a stale value of an HTTP route is refreshed' },
+  replayHeaders: { check: resolvePrivateHeaders, shown: 'none', doc: 'request headers a background refresh carries over' },
+};
+
+/** Every option of `DogpileModuleOptions`. */
+export const MODULE_TABLE = { ...CACHE_TABLE, ...MODULE_ONLY_TABLE } satisfies OptionTable<DogpileModuleOptions>;
+
+/** `isGlobal` is taken by the module builder, beside the options. */
+const MODULE_EXTRAS = ['isGlobal'];
 
 /** Splits the module options into what `createCache()` takes and the interceptor defaults. */
 export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
@@ -205,31 +218,18 @@ export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
   cacheOptions: CacheOptions;
   defaults: DogpileDefaults;
 } {
-  const o = options ?? {};
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
-  checkKnownOptions(o, MODULE_OPTION_NAMES);
+  const o = optionsObject(options ?? {});
+  checkKnownOptions(o, [...optionNames(MODULE_TABLE), ...MODULE_EXTRAS]);
   const cacheOptions: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(o)) {
-    if (!MODULE_ONLY.has(name)) cacheOptions[name] = value;
+    if (!(name in MODULE_ONLY_TABLE) && !MODULE_EXTRAS.includes(name)) cacheOptions[name] = value;
   }
-  const cache = o.cache;
+  const { cache, ttl, privateHeaders, refresh, replayHeaders } = resolveFields(MODULE_ONLY_TABLE, o);
   if (cache !== undefined) {
-    if (typeof cache !== 'object' || cache === null || typeof (cache as { resolve?: unknown }).resolve !== 'function') {
-      throw new InvalidOptionError('cache', 'expected a cache made by createCache()');
-    }
     const extra = Object.keys(cacheOptions).filter((k) => cacheOptions[k] !== undefined);
     if (extra.length > 0) {
       throw new InvalidOptionError('cache', `give either an existing cache or options to create one, not both (also given: ${extra.join(', ')})`);
     }
   }
-  return {
-    cache,
-    cacheOptions: cacheOptions as CacheOptions,
-    defaults: {
-      ttl: o.ttl === undefined ? NEST_DEFAULTS.ttl : toMs(o.ttl, 'ttl'),
-      privateHeaders: o.privateHeaders === undefined ? NEST_DEFAULTS.privateHeaders : resolvePrivateHeaders(o.privateHeaders),
-      refresh: resolveRefreshMode(o.refresh),
-      replayHeaders: o.replayHeaders === undefined ? undefined : resolvePrivateHeaders(o.replayHeaders, 'replayHeaders'),
-    },
-  };
+  return { cache, cacheOptions: cacheOptions as CacheOptions, defaults: { ttl, privateHeaders, refresh, replayHeaders } };
 }

@@ -11,7 +11,7 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api';
 import { getOrComputeChannel, loaderChannel, lockChannel, type GetOrComputeTrace, type LoaderTrace, type LockTrace } from '../shared/diagnostics.js';
-import { InvalidOptionError } from '../shared/errors.js';
+import { asGiven, fn, optionsObject, resolveFields, type OptionTable } from '../shared/option-table.js';
 import { observeDiagnostics, outcomeLabel } from '../shared/observe.js';
 
 export type { BackendErrorMessage, GetOrComputeTrace, HttpTrace, LoaderTrace, LockTrace, TraceLayer, TraceOutcome } from '../shared/diagnostics.js';
@@ -31,6 +31,13 @@ export interface InstrumentDogpileOptions {
 
 const SCOPE = 'dogpile-guard';
 
+/** The options of `instrumentDogpile`, declared once; the global providers are read at the call. */
+const INSTRUMENT_TABLE = {
+  tracerProvider: { check: asGiven<TracerProvider>(), doc: 'where spans go (else the global tracer provider)' },
+  meterProvider: { check: asGiven<MeterProvider>(), doc: 'where metrics go (else the global meter provider)' },
+  keyGroup: { check: fn<(key: string) => string>('(key) => string'), doc: 'the group a key belongs to, recorded instead of the key' },
+} satisfies OptionTable<InstrumentDogpileOptions>;
+
 /**
  * Records spans (`cache.getOrCompute`, `cache.loader` as a child of the call that led it,
  * `cache.lock`) and metrics from the `dogpile-guard:*` diagnostics channels:
@@ -43,11 +50,9 @@ const SCOPE = 'dogpile-guard';
  * Returns the function that stops recording.
  */
 export function instrumentDogpile(options: InstrumentDogpileOptions = {}): () => void {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-  const { keyGroup } = options;
-  if (keyGroup !== undefined && typeof keyGroup !== 'function') throw new InvalidOptionError('keyGroup', 'must be a function (key) => string');
-  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
-  const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE);
+  const { keyGroup, tracerProvider, meterProvider } = resolveFields(INSTRUMENT_TABLE, optionsObject(options));
+  const tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
+  const meter = (meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE);
 
   const calls = meter.createCounter('dogpile_guard.calls', { description: 'Cache calls by outcome (hit, miss, coalesced, stale, pass, error) and layer' });
   const loaderDuration = meter.createHistogram('dogpile_guard.loader.duration', { description: 'Loader run time', unit: 's' });

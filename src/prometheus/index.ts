@@ -1,5 +1,6 @@
 import { Counter, Histogram, register as defaultRegistry, type Registry } from 'prom-client';
 import { InvalidOptionError } from '../shared/errors.js';
+import { asGiven, optionsObject, resolveFields, type Check, type OptionTable } from '../shared/option-table.js';
 import { observeDiagnostics, outcomeLabel } from '../shared/observe.js';
 
 export type { BackendErrorMessage, GetOrComputeTrace, HttpTrace, LoaderTrace, LockTrace, TraceLayer, TraceOutcome } from '../shared/diagnostics.js';
@@ -21,6 +22,25 @@ export interface DogpileMetrics {
 
 const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
+const metricPrefix: Check<string> = (value, option) => {
+  if (typeof value !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(value)) throw new InvalidOptionError(option, 'must be a valid Prometheus metric name prefix');
+  return value;
+};
+
+const bucketList: Check<number[]> = (value, option) => {
+  if (!Array.isArray(value) || value.length === 0 || value.some((b) => typeof b !== 'number' || !(b > 0))) {
+    throw new InvalidOptionError(option, 'must be a non-empty array of positive numbers (seconds)');
+  }
+  return value as number[];
+};
+
+/** The options of `registerDogpileMetrics`, declared once. */
+const METRICS_TABLE = {
+  registry: { default: defaultRegistry, check: asGiven<Registry>(), doc: 'the registry the collectors are registered on' },
+  prefix: { default: 'dogpile_guard_', check: metricPrefix, doc: 'prefix of every metric name' },
+  buckets: { default: DEFAULT_BUCKETS, check: bucketList, doc: 'histogram buckets (seconds) of the loader and wait durations' },
+} satisfies OptionTable<DogpileMetricsOptions>;
+
 /**
  * Registers Prometheus collectors fed by the `dogpile-guard:*` diagnostics channels:
  * - `dogpile_guard_calls_total{outcome,layer}`: calls by outcome (`hit`, `miss`, `coalesced`,
@@ -32,14 +52,7 @@ const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
  * - `dogpile_guard_redis_errors_total{operation}`: failed or timed-out Redis commands.
  */
 export function registerDogpileMetrics(options: DogpileMetricsOptions = {}): DogpileMetrics {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError('options', 'expected an object');
-  const registry = options.registry ?? defaultRegistry;
-  const prefix = options.prefix ?? 'dogpile_guard_';
-  if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)) throw new InvalidOptionError('prefix', 'must be a valid Prometheus metric name prefix');
-  const buckets = options.buckets ?? DEFAULT_BUCKETS;
-  if (!Array.isArray(buckets) || buckets.length === 0 || buckets.some((b) => typeof b !== 'number' || !(b > 0))) {
-    throw new InvalidOptionError('buckets', 'must be a non-empty array of positive numbers (seconds)');
-  }
+  const { registry, prefix, buckets } = resolveFields(METRICS_TABLE, optionsObject(options));
   const registers = [registry];
 
   const calls = new Counter({ name: `${prefix}calls_total`, help: 'Cache calls by outcome and layer', labelNames: ['outcome', 'layer'] as const, registers });

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from '../shared/errors.js';
 import { ACCEPTED_CLIENTS, closeClient, createClientFromUrl, isRedisClient, checkRedisClient, type RedisClient } from './client.js';
-import { isNodeRedis } from './node-redis.js';
+import { checkReplicasClient } from './replication.js';
 
 /*
  * The one place where the library takes a `redis` option: checks it, makes a client from a
@@ -20,17 +20,15 @@ export interface RedisConnection {
  * Checks a `redis` option (`InvalidOptionError` naming `redis`, or `replicas` when a lead's
  * replicas are asked of a client that cannot send WAIT on the connection that took the lead).
  */
-export function checkRedisOption(redis: unknown, withReplicas: boolean): void {
+export function checkRedisOption(redis: unknown, withReplicas: boolean, option = 'redis'): void {
   if (redis === undefined) return;
   if (typeof redis === 'string') {
-    if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError('redis', `expected a URL starting with redis:// or rediss://, got ${JSON.stringify(redis)}`);
+    if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError(option, `expected a URL starting with redis:// or rediss://, got ${JSON.stringify(redis)}`);
     return;
   }
-  if (!isRedisClient(redis)) throw new InvalidOptionError('redis', `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
+  if (!isRedisClient(redis)) throw new InvalidOptionError(option, `expected ${ACCEPTED_CLIENTS}, or a redis:// URL`);
   checkRedisClient(redis);
-  if (withReplicas && isNodeRedis(redis)) {
-    throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lead); with node-redis, leave replicas at 0');
-  }
+  if (withReplicas) checkReplicasClient(redis, 'lead');
 }
 
 /** The connection of a checked `redis` option: the client passed in, or one made from the URL (owned). */

@@ -14,7 +14,7 @@ export type ReplicasOption = 'majority' | number;
 export { ReplicationError };
 
 /** Bound of the `WAIT` for replicas when `replicaTimeout` is not given. */
-const DEFAULT_REPLICA_TIMEOUT_MS = 100;
+export const DEFAULT_REPLICA_TIMEOUT_MS = 100;
 
 export interface Replication {
   replicas: ReplicasOption;
@@ -23,12 +23,24 @@ export interface Replication {
 
 /** Validates `replicas` and `replicaTimeout`; undefined when no wait is asked for. */
 export function resolveReplication(replicas: unknown, replicaTimeout: Duration | undefined): Replication | undefined {
-  if (replicas !== undefined && replicas !== 'majority' && !(typeof replicas === 'number' && Number.isInteger(replicas) && replicas >= 0 && replicas <= 100)) {
-    throw new InvalidOptionError('replicas', `expected 'majority' or an integer from 0 to 100, got ${JSON.stringify(replicas)}`);
-  }
+  const checked = replicas === undefined ? 0 : checkReplicas(replicas);
   const timeout = replicaTimeout === undefined ? DEFAULT_REPLICA_TIMEOUT_MS : toMs(replicaTimeout, 'replicaTimeout');
-  if (replicas === undefined || replicas === 0) return undefined;
-  return { replicas, timeout };
+  return checked === 0 ? undefined : { replicas: checked, timeout };
+}
+
+/** A `replicas` option: `'majority'` or an integer from 0 to 100 (`InvalidOptionError` naming `option`). */
+export function checkReplicas(replicas: unknown, option = 'replicas'): ReplicasOption {
+  if (replicas !== 'majority' && !(typeof replicas === 'number' && Number.isInteger(replicas) && replicas >= 0 && replicas <= 100)) {
+    throw new InvalidOptionError(option, `expected 'majority' or an integer from 0 to 100, got ${JSON.stringify(replicas)}`);
+  }
+  return replicas;
+}
+
+/** `replicas` asks for `WAIT`, which the library sends through ioredis-like clients only: a node-redis client is refused (`InvalidOptionError` naming `replicas`). */
+export function checkReplicasClient(client: unknown, holder: 'lead' | 'lock'): void {
+  if (isNodeRedis(client)) {
+    throw new InvalidOptionError('replicas', `needs an ioredis or iovalkey client (WAIT is sent on the connection that took the ${holder}); with node-redis, leave replicas at 0`);
+  }
 }
 
 /**
@@ -39,9 +51,7 @@ export function resolveReplication(replicas: unknown, replicaTimeout: Duration |
  * many confirmed.
  */
 export async function waitForReplicas(client: RedisClient, key: string, replication: Replication): Promise<{ needed: number; confirmed: number }> {
-  if (isNodeRedis(client)) {
-    throw new InvalidOptionError('replicas', 'needs an ioredis or iovalkey client (WAIT is sent on the connection that took the lock); with node-redis, leave replicas at 0');
-  }
+  checkReplicasClient(client, 'lock');
   // Every ioredis-like client (ioredis 5 and 6, iovalkey) is used through ioredis 5's interface.
   const io = client as unknown as IoRedisClient;
   let needed: number;

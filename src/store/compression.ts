@@ -1,6 +1,6 @@
 import * as zlib from 'node:zlib';
 import { InvalidOptionError, SerializationError } from '../shared/errors.js';
-import { checkKnownOptions } from '../shared/known-options.js';
+import { byteCount, oneOf, switchOrTable, type Check, type OptionTable } from '../shared/option-table.js';
 import { CorruptEntryError } from './entry.js';
 
 /**
@@ -22,11 +22,6 @@ export interface ResolvedCompression {
   threshold: number;
   algorithm: CompressionAlgorithm;
 }
-
-const COMPRESSION_ALGORITHMS: readonly CompressionAlgorithm[] = ['zstd', 'brotli', 'gzip'];
-
-/** The fields of `CompressionOptions`: any other is refused. */
-const COMPRESSION_OPTION_NAMES: ReadonlySet<string> = new Set(['threshold', 'algorithm']);
 
 const DEFAULT_COMPRESSION_THRESHOLD = 1024;
 
@@ -81,31 +76,31 @@ export function defaultAlgorithm(): CompressionAlgorithm {
   return hasAlgorithm('zstd') ? 'zstd' : 'brotli';
 }
 
+/** An algorithm of `CompressionAlgorithm` that the running runtime has. */
+const algorithmCheck: Check<CompressionAlgorithm> = (value, option) => {
+  const algorithm = oneOf<CompressionAlgorithm>('zstd', 'brotli', 'gzip')(value, option);
+  if (!hasAlgorithm(algorithm)) {
+    throw new InvalidOptionError(option, `'${algorithm}' needs Node 22.15 / 23.8 or later (zlib.zstdCompressSync); this is ${process.version}: use 'brotli' or 'gzip'`);
+  }
+  return algorithm;
+};
+
+/** The fields of `compression: { ... }`, declared once. */
+export const COMPRESSION_TABLE = {
+  threshold: { default: DEFAULT_COMPRESSION_THRESHOLD, check: byteCount, shown: '`1024`', doc: 'serializer bytes above this many are compressed' },
+  algorithm: { default: defaultAlgorithm(), check: algorithmCheck, shown: "`'zstd'` where the running Node has it, else `'brotli'`", doc: "`'zstd'`, `'brotli'` or `'gzip'`" },
+} satisfies OptionTable<CompressionOptions>;
+
 /**
- * The `compression` option, checked: `true` for the defaults, `false` or undefined for none,
- * or `{ threshold, algorithm }`. Throws `InvalidOptionError` naming `compression`,
- * `compression.threshold` or `compression.algorithm`.
+ * The `compression` option's check: `true` for the defaults, `false` for none, or
+ * `{ threshold, algorithm }` (`InvalidOptionError` naming `compression`,
+ * `compression.threshold` or `compression.algorithm`).
  */
+export const compressionCheck: Check<ResolvedCompression | undefined> = switchOrTable(COMPRESSION_TABLE);
+
+/** The `compression` option, checked; undefined when off. */
 export function resolveCompression(value: unknown): ResolvedCompression | undefined {
-  if (value === undefined || value === false) return undefined;
-  if (value === true) return { threshold: DEFAULT_COMPRESSION_THRESHOLD, algorithm: defaultAlgorithm() };
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidOptionError('compression', `expected true, false or { threshold, algorithm }, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
-  }
-  checkKnownOptions(value, COMPRESSION_OPTION_NAMES, 'compression.');
-  const { threshold, algorithm } = value as { threshold?: unknown; algorithm?: unknown };
-  if (threshold !== undefined && (typeof threshold !== 'number' || !Number.isSafeInteger(threshold) || threshold < 0)) {
-    throw new InvalidOptionError('compression.threshold', `must be a non-negative integer (bytes), got ${typeof threshold === 'number' ? String(threshold) : typeof threshold}`);
-  }
-  if (algorithm !== undefined) {
-    if (typeof algorithm !== 'string' || !(COMPRESSION_ALGORITHMS as readonly string[]).includes(algorithm)) {
-      throw new InvalidOptionError('compression.algorithm', `expected one of ${COMPRESSION_ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${typeof algorithm === 'string' ? JSON.stringify(algorithm) : typeof algorithm}`);
-    }
-    if (!hasAlgorithm(algorithm as CompressionAlgorithm)) {
-      throw new InvalidOptionError('compression.algorithm', `'${algorithm}' needs Node 22.15 / 23.8 or later (zlib.zstdCompressSync); this is ${process.version}: use 'brotli' or 'gzip'`);
-    }
-  }
-  return { threshold: threshold ?? DEFAULT_COMPRESSION_THRESHOLD, algorithm: (algorithm as CompressionAlgorithm | undefined) ?? defaultAlgorithm() };
+  return value === undefined ? undefined : compressionCheck(value, 'compression');
 }
 
 /**

@@ -2,9 +2,9 @@ import { InvalidOptionError } from '../shared/errors.js';
 import type { StoredEntry } from './types.js';
 
 /** Checks the `jitter` option: a number with 0 ≤ jitter < 1 (`InvalidOptionError` naming `jitter`). */
-export function resolveJitter(jitter: unknown): number {
+export function resolveJitter(jitter: unknown, option = 'jitter'): number {
   if (typeof jitter !== 'number' || !Number.isFinite(jitter) || jitter < 0 || jitter >= 1) {
-    throw new InvalidOptionError('jitter', `must be a number with 0 <= jitter < 1 (0.1 spreads each TTL by up to ±10%), got ${String(jitter)}`);
+    throw new InvalidOptionError(option, `must be a number with 0 <= jitter < 1 (0.1 spreads each TTL by up to ±10%), got ${String(jitter)}`);
   }
   return jitter;
 }

@@ -22,7 +22,7 @@ import type { TagStamps } from './types.js';
 
 export type { RedisClient, RedisConnection, Replication };
 export { checkRedisOption, connectRedis, openRedis };
-export { resolveReplication, type ReplicasOption } from '../redis/replication.js';
+export { checkReplicas, DEFAULT_REPLICA_TIMEOUT_MS, resolveReplication, type ReplicasOption } from '../redis/replication.js';
 export { faultOf, type Fault } from '../redis/errors.js';
 
 /** What a cache's options say of its store. */
