@@ -3,7 +3,7 @@ import type { DogpileCache } from '../core/cache.js';
 import { describe, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
-import { duration, fn, optionNames, optionsObject, resolveFields, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
+import { duration, fn, optionNames, optionsObject, resolveFields, resolveOptions, type Check, type OptionTable, type ResolvedTable } from '../shared/option-table.js';
 import { CACHE_TABLE, type CacheOptions } from '../core/options.js';
 export { checkKey } from '../http/options.js';
 import { cacheCheck, HTTP_CACHE_DEFAULTS, pickFreshness, refreshMode, resolvePrivateHeaders } from '../http/options.js';
@@ -212,24 +212,39 @@ export const MODULE_TABLE = { ...CACHE_TABLE, ...MODULE_ONLY_TABLE } satisfies O
 /** `isGlobal` is taken by the module builder, beside the options. */
 const MODULE_EXTRAS = ['isGlobal'];
 
+/**
+ * Splits a Nest module's options into what `createCache()` takes (every name not in `own` or
+ * `extras`) and the module's own options resolved by `own`; refuses unknown names, and `cache`
+ * given beside options to create one.
+ */
+export function splitCacheOptions<Own extends OptionTable<{ cache?: unknown }>>(
+  options: unknown,
+  own: Own,
+  extras: readonly string[],
+): { cacheOptions: CacheOptions; own: ResolvedTable<Own> } {
+  const o = optionsObject(options ?? {});
+  checkKnownOptions(o, [...optionNames(CACHE_TABLE), ...optionNames(own), ...extras]);
+  const cacheOptions: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(o)) {
+    if (!(name in own) && !extras.includes(name)) cacheOptions[name] = value;
+  }
+  const resolved = resolveFields(own, o);
+  if ((resolved as { cache?: unknown }).cache !== undefined) {
+    const extra = Object.keys(cacheOptions).filter((k) => cacheOptions[k] !== undefined);
+    if (extra.length > 0) {
+      throw new InvalidOptionError('cache', `give either an existing cache or options to create one, not both (also given: ${extra.join(', ')})`);
+    }
+  }
+  return { cacheOptions: cacheOptions as CacheOptions, own: resolved };
+}
+
 /** Splits the module options into what `createCache()` takes and the interceptor defaults. */
 export function splitModuleOptions(options: DogpileModuleOptions | undefined): {
   cache: DogpileCache | undefined;
   cacheOptions: CacheOptions;
   defaults: DogpileDefaults;
 } {
-  const o = optionsObject(options ?? {});
-  checkKnownOptions(o, [...optionNames(MODULE_TABLE), ...MODULE_EXTRAS]);
-  const cacheOptions: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(o)) {
-    if (!(name in MODULE_ONLY_TABLE) && !MODULE_EXTRAS.includes(name)) cacheOptions[name] = value;
-  }
-  const { cache, ttl, privateHeaders, refresh, replayHeaders } = resolveFields(MODULE_ONLY_TABLE, o);
-  if (cache !== undefined) {
-    const extra = Object.keys(cacheOptions).filter((k) => cacheOptions[k] !== undefined);
-    if (extra.length > 0) {
-      throw new InvalidOptionError('cache', `give either an existing cache or options to create one, not both (also given: ${extra.join(', ')})`);
-    }
-  }
-  return { cache, cacheOptions: cacheOptions as CacheOptions, defaults: { ttl, privateHeaders, refresh, replayHeaders } };
+  const { cacheOptions, own } = splitCacheOptions(options, MODULE_ONLY_TABLE, MODULE_EXTRAS);
+  const { cache, ttl, privateHeaders, refresh, replayHeaders } = own;
+  return { cache, cacheOptions, defaults: { ttl, privateHeaders, refresh, replayHeaders } };
 }

@@ -12,7 +12,8 @@ import { handlerFacts } from '../route-facts.js';
 import { CACHE_KEY_METADATA, CACHE_MANAGER, CACHE_TTL_METADATA } from './constants.js';
 import type { CacheKeyFactory, CacheTTLFactory } from './decorators.js';
 import { managedParts } from './managed-cache.js';
-import { checkTtlMs, lifetime } from './ttl.js';
+import { durationOrZero } from '../../shared/option-table.js';
+import { lifetime } from './ttl.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -56,7 +57,7 @@ export class CacheInterceptor implements NestInterceptor {
       this.reflector.get<number | CacheTTLFactory | undefined>(CACHE_TTL_METADATA, context.getHandler()) ??
       this.reflector.get<number | CacheTTLFactory | undefined>(CACHE_TTL_METADATA, context.getClass());
     const given = typeof ttlOrFactory === 'function' ? await ttlOrFactory(context) : ttlOrFactory;
-    const ttl = lifetime(given === undefined || given === null ? undefined : checkTtlMs(given, 'ttl'), parts.defaults.ttl);
+    const ttl = lifetime(given === undefined || given === null ? undefined : durationOrZero(given, 'ttl'), parts.defaults.ttl);
 
     let produced: { value: unknown } | undefined;
     const loader = async (): Promise<unknown> => {

@@ -3,7 +3,7 @@ import { describe } from '../../shared/duration.js';
 import { InvalidOptionError } from '../../shared/errors.js';
 import { validateKey } from '../../shared/key-names.js';
 import { CACHE_KEY_METADATA, CACHE_TTL_METADATA } from './constants.js';
-import { checkTtlMs } from './ttl.js';
+import { durationOrZero } from '../../shared/option-table.js';
 
 /** A function of the execution context that returns the cache key (falsy: not cached). */
 export type CacheKeyFactory = (ctx: ExecutionContext) => string | Promise<string | undefined> | undefined;
@@ -28,6 +28,6 @@ export const CacheKey = (key: string | CacheKeyFactory): CustomDecorator<string>
  * (`MAX_DURATION_MS`). A bad number is an `InvalidOptionError` naming `ttl`, when the decorator is applied.
  */
 export const CacheTTL = (ttl: number | CacheTTLFactory): CustomDecorator<string> => {
-  if (typeof ttl !== 'function') checkTtlMs(ttl, 'ttl');
+  if (typeof ttl !== 'function') durationOrZero(ttl, 'ttl');
   return SetMetadata(CACHE_TTL_METADATA, ttl);
 };

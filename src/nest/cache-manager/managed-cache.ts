@@ -6,7 +6,8 @@ import { describe } from '../../shared/duration.js';
 import { BackendError, InvalidOptionError } from '../../shared/errors.js';
 import { checkKnownOptions } from '../../shared/known-options.js';
 import type { CacheManagerDefaults } from './options.js';
-import { checkTtlMs, lifetime, storeFor } from './ttl.js';
+import { durationOrZero } from '../../shared/option-table.js';
+import { lifetime, storeFor } from './ttl.js';
 
 /** A TTL (ms) or refresh threshold (ms), or a function of the value that returns one. */
 type PerValue<T> = number | ((value: T) => number);
@@ -64,7 +65,7 @@ export interface CacheManager {
 const WRAP_OPTIONS = ['ttl', 'refreshThreshold', 'raw'];
 
 const perValue = <T>(given: PerValue<T> | undefined, value: T, option: string): number | undefined =>
-  given === undefined ? undefined : checkTtlMs(typeof given === 'function' ? given(value) : given, option);
+  given === undefined ? undefined : durationOrZero(typeof given === 'function' ? given(value) : given, option);
 
 /** A failure of the store, which `get`/`mget`/`ttl` answer as a miss (and an event), as cache-manager does. */
 const storeFault = (error: unknown): boolean => error instanceof BackendError;
@@ -76,7 +77,7 @@ const storeFault = (error: unknown): boolean => error instanceof BackendError;
 export function manageCache(cache: DogpileCache, defaults: CacheManagerDefaults, close: () => Promise<void>): CacheManager {
   const events = new EventEmitter();
   const id = defaults.cacheId ?? randomUUID();
-  const ttlOf = (ttl: number | undefined): number => lifetime(ttl === undefined ? undefined : checkTtlMs(ttl, 'ttl'), defaults.ttl);
+  const ttlOf = (ttl: number | undefined): number => lifetime(ttl === undefined ? undefined : durationOrZero(ttl, 'ttl'), defaults.ttl);
 
   async function wrap<T>(key: string, fnc: () => T | Promise<T>, ttlOrOptions?: PerValue<T> | WrapOptions<T> | WrapOptionsRaw<T>, thresholdArg?: PerValue<T>): Promise<unknown> {
     if (typeof fnc !== 'function') throw new InvalidOptionError('fnc', `expected a function, got ${describe(fnc)}`);
@@ -86,8 +87,8 @@ export function manageCache(cache: DogpileCache, defaults: CacheManagerDefaults,
     const { ttl, refreshThreshold } = options;
     // Known before the run when neither is a function of the value: the call states the window.
     const planned = storeFor(
-      lifetime(typeof ttl === 'number' ? checkTtlMs(ttl, 'ttl') : undefined, defaults.ttl),
-      typeof refreshThreshold === 'number' ? checkTtlMs(refreshThreshold, 'refreshThreshold') : defaults.refreshThreshold,
+      lifetime(typeof ttl === 'number' ? durationOrZero(ttl, 'ttl') : undefined, defaults.ttl),
+      typeof refreshThreshold === 'number' ? durationOrZero(refreshThreshold, 'refreshThreshold') : defaults.refreshThreshold,
     );
     const loader = async (ctx: LoaderContext): Promise<T> => {
       let value: T;

@@ -1,11 +1,12 @@
 import type { ConfigurableModuleAsyncOptions, Provider, Type } from '@nestjs/common';
 import type { DogpileCache } from '../../core/cache.js';
-import { CACHE_OPTION_NAMES, type CacheOptions as DogpileCacheOptions } from '../../core/options.js';
+import type { CacheOptions as DogpileCacheOptions } from '../../core/options.js';
 import { validateNamespaceName } from '../../core/namespace.js';
-import { describe, type Duration } from '../../shared/duration.js';
+import type { Duration } from '../../shared/duration.js';
 import { InvalidOptionError } from '../../shared/errors.js';
-import { checkKnownOptions } from '../../shared/known-options.js';
-import { checkTtlMs } from './ttl.js';
+import { durationOrZero, nonEmptyString, optionsObject, type OptionTable } from '../../shared/option-table.js';
+import { cacheCheck } from '../../http/options.js';
+import { splitCacheOptions } from '../options.js';
 
 /**
  * Options of `CacheModule.register()`: `@nestjs/cache-manager`'s that have a meaning here
@@ -72,8 +73,14 @@ const REFUSED: Record<string, string> = {
   refreshAllStores: 'there is one store (Redis, or process memory); a refresh is written to it and announced to every process',
 };
 
-const OWN = new Set(['ttl', 'refreshThreshold', 'namespace', 'cacheId', 'cache', 'isGlobal']);
-const KNOWN: ReadonlySet<string> = new Set([...OWN, ...CACHE_OPTION_NAMES]);
+/** The options `CacheModule.register()` adds to those of `createCache()`, declared once. */
+const OWN_TABLE = {
+  ttl: { default: 0, check: durationOrZero, shown: '`0` (the longest)', doc: 'default TTL of `set()`, `wrap()` and `CacheInterceptor` (ms)' },
+  refreshThreshold: { check: durationOrZero, shown: 'none', doc: "default of `wrap()`'s `refreshThreshold` (ms)" },
+  namespace: { check: (value: unknown, option: string) => validateNamespaceName(value, option), shown: 'none', doc: 'keeps every value in this namespace of the cache' },
+  cacheId: { check: nonEmptyString(), shown: 'a random string', doc: 'what `cacheId()` returns' },
+  cache: { check: cacheCheck, shown: 'none', doc: 'use this cache instead of creating one' },
+} satisfies OptionTable<Pick<CacheManagerOptions, 'ttl' | 'refreshThreshold' | 'namespace' | 'cacheId' | 'cache'>>;
 
 /** Splits the module options into what `createCache()` takes and the defaults; refuses what has no meaning here, by name. */
 export function splitCacheManagerOptions(options: CacheModuleOptions | undefined): {
@@ -81,32 +88,12 @@ export function splitCacheManagerOptions(options: CacheModuleOptions | undefined
   cacheOptions: DogpileCacheOptions;
   defaults: CacheManagerDefaults;
 } {
-  const o = (options ?? {}) as CacheModuleOptions;
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new InvalidOptionError('options', `expected an object, got ${describe(o)}`);
+  const o = optionsObject(options ?? {});
   for (const name of Object.keys(o)) {
     if (name in REFUSED && o[name] !== undefined) throw new InvalidOptionError(name, `not supported by dogpile-guard/nest/cache-manager: ${REFUSED[name]}`);
   }
   const given = Object.fromEntries(Object.entries(o).filter(([name]) => !(name in REFUSED)));
-  checkKnownOptions(given, KNOWN);
-  const cacheOptions: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(given)) if (!OWN.has(name)) cacheOptions[name] = value;
-  const { cache } = o;
-  if (cache !== undefined) {
-    if (typeof cache !== 'object' || cache === null || typeof (cache as { resolve?: unknown }).resolve !== 'function') {
-      throw new InvalidOptionError('cache', 'expected a cache made by createCache()');
-    }
-    const extra = Object.keys(cacheOptions).filter((k) => cacheOptions[k] !== undefined);
-    if (extra.length > 0) throw new InvalidOptionError('cache', `give either an existing cache or options to create one, not both (also given: ${extra.join(', ')})`);
-  }
-  if (o.cacheId !== undefined && (typeof o.cacheId !== 'string' || o.cacheId === '')) throw new InvalidOptionError('cacheId', `expected a non-empty string, got ${describe(o.cacheId)}`);
-  return {
-    cache,
-    cacheOptions: cacheOptions as DogpileCacheOptions,
-    defaults: {
-      ttl: o.ttl === undefined ? 0 : checkTtlMs(o.ttl, 'ttl'),
-      refreshThreshold: o.refreshThreshold === undefined ? undefined : checkTtlMs(o.refreshThreshold, 'refreshThreshold'),
-      namespace: o.namespace === undefined ? undefined : validateNamespaceName(o.namespace, 'namespace'),
-      cacheId: o.cacheId,
-    },
-  };
+  const { cacheOptions, own } = splitCacheOptions(given, OWN_TABLE, ['isGlobal']);
+  const { cache, ttl, refreshThreshold, namespace, cacheId } = own;
+  return { cache, cacheOptions, defaults: { ttl, refreshThreshold, namespace, cacheId } };
 }

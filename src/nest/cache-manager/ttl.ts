@@ -1,19 +1,14 @@
-import { MAX_DURATION_MS, toMs } from '../../shared/duration.js';
+import { MAX_DURATION_MS } from '../../shared/duration.js';
 import type { StoreDecision } from '../../core/types.js';
 
 /*
- * cache-manager's lifetimes on this cache. A TTL is ms (or a duration string); `0` or none
+ * cache-manager's lifetimes on this cache. A TTL is ms (or a duration string: `durationOrZero`); `0` or none
  * means "as long as the cache keeps anything", which here is `MAX_DURATION_MS`. A
  * `refreshThreshold` is the end of a value's life during which `wrap()` answers it at once and
  * refreshes it: the entry is fresh for `ttl - refreshThreshold`, then served stale inside a
  * `staleWhileRevalidate` window of `refreshThreshold` while one refresh runs across every
  * process (see docs/stale-values.md).
  */
-
-/** A TTL as given: ms (`0` allowed: the longest), checked; `InvalidOptionError` naming `option`. */
-export function checkTtlMs(value: unknown, option: string): number {
-  return toMs(value, option, { allowZero: true });
-}
 
 /** The lifetime of a value in ms: the first TTL given that is over 0, else the longest. */
 export function lifetime(...ttls: (number | undefined)[]): number {
