@@ -9,7 +9,8 @@ import type { CacheResult, GetOrComputeOptions, Loader, SetOptions } from './typ
 /** What a cache hands this module when it is made: its internal entry points. */
 interface CacheInternals {
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>>;
-  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void>;
+  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number, revalidate?: number): Promise<void>;
+  tagStamps(tags: readonly string[]): Promise<{ hard: number; stale: number }[]>;
 }
 
 /** The key under which a cache keeps its internal entry points (a property the public type does not declare). */
@@ -45,4 +46,23 @@ export function resolveInline<T>(cache: object, key: string, loader: Loader<T>, 
 export function setComputed<T>(cache: object, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void> {
   const computed = Number.isFinite(computedForMs) && computedForMs > 0 ? computedForMs : 0;
   return of(cache).set(key, value, ttlOrOptions, computed);
+}
+
+/**
+ * `setComputed` of a value with its own staleWhileRevalidate window (`revalidate`, ms) in place
+ * of the cache's windows: stored like a loader's value that decided `{ ttl, staleWhileRevalidate }`.
+ */
+export function setComputedWithWindow<T>(cache: object, key: string, value: T, options: SetOptions, computedForMs: number, revalidate: number): Promise<void> {
+  const computed = Number.isFinite(computedForMs) && computedForMs > 0 ? computedForMs : 0;
+  return of(cache).set(key, value, options, computed, revalidate);
+}
+
+/**
+ * When each of `tags` was last invalidated (ms since the epoch on the store's clock, 0: never):
+ * `hard` by `invalidateTags(tags)`, `stale` by `invalidateTags(tags, { stale: true })`. A stamp
+ * this process follows is answered from memory; the others are read once (one GET each, sent
+ * together) and followed from then on. Bounded by `commandTimeout`; rejects with `BackendError`.
+ */
+export function tagStamps(cache: object, tags: readonly string[]): Promise<{ hard: number; stale: number }[]> {
+  return of(cache).tagStamps(tags);
 }
