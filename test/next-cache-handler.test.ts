@@ -146,6 +146,31 @@ describe('createCacheHandler', () => {
     for (const a of answers) expect(a?.value).toEqual(page(key));
   });
 
+  it('the first gets of two new factories, made while their connections open, coordinate through Redis: one "not found", one wait', async () => {
+    const key = freshId('/connecting/');
+    // Both factories made and asked at once, before either connection is up.
+    const [a, b] = [pod(), pod()];
+    const answers = [a.get(key, pageCtx(60)), b.get(key, pageCtx(60))];
+    const first = await Promise.race(answers.map((p, i) => p.then((v) => ({ i, v }))));
+    expect(first.v).toBeNull();
+    const other = answers[1 - first.i]!;
+    expect(await settledYet(other)).toBe(false);
+    await [a, b][first.i]!.set(key, page(key), pageCtx(60));
+    expect((await other)?.value).toEqual(page(key));
+  });
+
+  it('revalidateTag with an expire (a profile): the entries go stale, due for regeneration in one pod only', async () => {
+    const pods = [pod(), pod(), pod()];
+    const key = freshId('/profile/');
+    await pods[0]!.set(key, page(key), pageCtx(3600));
+    await waitUntil('the entry is stored', async () => (await pods[1]!.get(key, pageCtx(3600))) ?? undefined);
+    await pods[2]!.revalidateTag([`product-${key}`], { expire: 3600 });
+    const answers = await Promise.all(pods.map((p) => p.get(key, pageCtx(3600))));
+    const now = Date.now();
+    expect(answers.filter((a) => a !== null && a.lastModified + 3600_000 < now)).toHaveLength(1);
+    expect(answers.filter((a) => a !== null && a.lastModified + 3600_000 >= now)).toHaveLength(2);
+  });
+
   it('revalidateTag in one pod: the entries with the tag (and fetches with it as a soft tag) are a miss in the others', async () => {
     const [a, b] = [pod(), pod()];
     const key = freshId('/tagged/');
@@ -156,10 +181,11 @@ describe('createCacheHandler', () => {
     expect((await b.get(key, pageCtx(60)))?.value).toEqual(page(key));
     expect((await b.get(fetchKey, { kind: 'FETCH', tags: ['inventory'], softTags: [`_N_T_${key}`] }))?.value).toEqual(fetched);
 
+    // Within one pub/sub delivery of the invalidation (the library's bound for every write).
     await a.revalidateTag(`product-${key}`);
-    expect(await b.get(key, pageCtx(60))).toBeNull();
+    await waitUntil('b reads the page as a miss', async () => (await b.get(key, pageCtx(60))) === null, 2000);
     await a.revalidateTag([`_N_T_${key}`]);
-    expect(await b.get(fetchKey, { kind: 'FETCH', tags: ['inventory'], softTags: [`_N_T_${key}`] })).toBeNull();
+    await waitUntil('b reads the fetch as a miss', async () => (await b.get(fetchKey, { kind: 'FETCH', tags: ['inventory'], softTags: [`_N_T_${key}`] })) === null, 2000);
   });
 
   it('with Redis unreachable: get answers "not found", set and revalidateTag resolve (no wait for waitTimeout)', async () => {
@@ -224,7 +250,14 @@ describe('createUseCacheHandler', () => {
     const soft = `_N_T_/${freshId('page')}`;
     expect(await waitUntil('stored', () => b.get(key, [soft]))).toBeDefined();
     await a.updateTags([soft]);
-    expect(await b.get(key, [soft])).toBeUndefined(); // b leads the regeneration
+    const c = usePod();
+    // b leads the regeneration (within one pub/sub delivery of the invalidation).
+    await waitUntil('b reads the entry as a miss', async () => (await b.get(key, [soft])) === undefined, 2000);
+    // Another pod finding the same soft tag invalidated waits for b's regeneration.
+    const waiting = c.get(key, [soft]);
+    expect(await settledYet(waiting)).toBe(false);
+    await b.set(key, Promise.resolve(entry(new Uint8Array([2]), 60, ['mine'])));
+    expect(await bytesOf((await waiting)!.value)).toEqual(Buffer.from([2]));
     await a.updateTags(['mine'], { expire: 60 }); // stale: served
   });
 

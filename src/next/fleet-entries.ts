@@ -26,6 +26,8 @@ export interface Life {
 interface Stored<V> {
   value: V;
   revalidate: number;
+  /** When it was handed in (ms, on the store's clock). */
+  madeAt: number;
 }
 
 /** An entry found for Next: its value, when it was made (ms, on this process's clock, as Next reads it), and whether this caller must regenerate it. */
@@ -72,8 +74,10 @@ export class FleetEntries<V> {
     if (found === undefined || !softTags?.length || found.due) return found;
     const invalidated = await this.latestStamp(softTags);
     if (invalidated < found.madeAt) return found;
-    // A tag of the request was invalidated since the value was made: one caller in the fleet regenerates it, the others wait for that.
-    return this.lookup(key, true);
+    // A tag of the request was invalidated since the value was made: one caller in the fleet
+    // regenerates it, the others wait for that (or take a value made since, if one was stored
+    // before this caller looked again).
+    return this.lookup(key, true, invalidated);
   }
 
   /**
@@ -88,7 +92,7 @@ export class FleetEntries<V> {
     }
     const shape = storedShape(life, this.cache.options.tagStampTtl);
     if (shape === undefined) return;
-    const stored: Stored<V> = { value, revalidate: life.revalidate };
+    const stored: Stored<V> = { value, revalidate: life.revalidate, madeAt: this.cache.now() };
     await setComputedWithWindow(this.cache, key, stored, { ttl: shape.ttl, tags: shape.tags }, 0, shape.window).catch(() => undefined);
   }
 
@@ -122,7 +126,7 @@ export class FleetEntries<V> {
   }
 
   /** Runs the key's protocol with a loader that stands for Next's render (see the module's comment). */
-  private lookup(key: string, forceRefresh: boolean): Promise<Found<V> | undefined> {
+  private lookup(key: string, forceRefresh: boolean, newerThan?: number): Promise<Found<V> | undefined> {
     const { lockTtl } = this.cache.options;
     return new Promise((answer) => {
       let answered = false;
@@ -131,37 +135,53 @@ export class FleetEntries<V> {
         answered = true;
         answer(found);
       };
-      const loader = (ctx: LoaderContext) =>
-        new Promise<Stored<V>>((resolve, reject) => {
-          const stale = ctx.stale?.value as Stored<V> | undefined;
-          const end = () => {
-            clearTimeout(timer);
-            if (this.leads.get(key) === lead) this.leads.delete(key);
-          };
-          const lead: Lead = {
-            stale,
-            settle: (value, life) => {
-              end();
-              const shape = storedShape(life, this.cache.options.tagStampTtl);
-              if (shape === undefined) ctx.decide('share');
-              else ctx.decide({ decision: 'store', ttl: shape.ttl, staleWhileRevalidate: shape.window, staleIfError: 0, tags: [...shape.tags] });
-              resolve({ value: value as V, revalidate: life.revalidate });
-            },
-            abandon: () => {
-              end();
-              reject(new AbandonedLoad(`no value was set for ${key}`));
-            },
-          };
-          // No `set` within lockTtl: the lead is handed back (a waiter leads next).
-          const timer = setTimeout(lead.abandon, lockTtl);
-          timer.unref();
-          this.leads.set(key, lead);
-          reply(stale === undefined ? undefined : this.found(stale, ctx.stale!.createdAt, true));
-        });
+      const loader = async (ctx: LoaderContext) => {
+        if (newerThan !== undefined) {
+          // A forced lookup looks past every value stored before it began: one stored since the
+          // invalidation is still the answer (handed to this call's waiters, not stored again).
+          const current = await this.cache.get<Stored<V>>(key).catch(() => undefined);
+          if (current !== undefined && current.madeAt > newerThan) {
+            ctx.skip();
+            reply(this.found(current, current.madeAt, false));
+            return current;
+          }
+        }
+        return this.leadUntilSet(key, ctx, lockTtl, reply);
+      };
       resolveInline(this.cache, key, loader, { ttl: lockTtl, forceRefresh }).then(
         (result) => reply(this.found(result.value, result.createdAt, false)),
         () => reply(undefined),
       );
+    });
+  }
+
+  /** This process leads `key`: answered "not found" (or, refreshing, the stale value) at once; the loader's value is what the key's `set` hands in. */
+  private leadUntilSet(key: string, ctx: LoaderContext, lockTtl: number, reply: (found: Found<V> | undefined) => void): Promise<Stored<V>> {
+    return new Promise<Stored<V>>((resolve, reject) => {
+      const stale = ctx.stale?.value as Stored<V> | undefined;
+      const end = () => {
+        clearTimeout(timer);
+        if (this.leads.get(key) === lead) this.leads.delete(key);
+      };
+      const lead: Lead = {
+        stale,
+        settle: (value, life) => {
+          end();
+          const shape = storedShape(life, this.cache.options.tagStampTtl);
+          if (shape === undefined) ctx.decide('share');
+          else ctx.decide({ decision: 'store', ttl: shape.ttl, staleWhileRevalidate: shape.window, staleIfError: 0, tags: [...shape.tags] });
+          resolve({ value: value as V, revalidate: life.revalidate, madeAt: this.cache.now() });
+        },
+        abandon: () => {
+          end();
+          reject(new AbandonedLoad(`no value was set for ${key}`));
+        },
+      };
+      // No `set` within lockTtl: the lead is handed back (a waiter leads next).
+      const timer = setTimeout(lead.abandon, lockTtl);
+      timer.unref();
+      this.leads.set(key, lead);
+      reply(stale === undefined ? undefined : this.found(stale, ctx.stale!.createdAt, true));
     });
   }
 
