@@ -90,6 +90,30 @@ describe('npm pack', () => {
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', esm], { cwd: project }).toString().trim()).toBe('esm-ok');
   });
 
+  it("loads the one-line Next.js handler files as Next does (import() of the file's URL, mod.default || mod): .mjs, and .js in a CommonJS project", () => {
+    writeFileSync(path.join(project, 'cache-handler.mjs'), "import { createCacheHandler } from 'dogpile-guard/next';\nexport default createCacheHandler({ redis: process.env.REDIS_URL });\n");
+    writeFileSync(path.join(project, 'cache-handler.js'), "const { createCacheHandler } = require('dogpile-guard/next');\nmodule.exports = createCacheHandler({ redis: process.env.REDIS_URL });\n");
+    writeFileSync(path.join(project, 'use-cache-handler.mjs'), "import { createUseCacheHandler } from 'dogpile-guard/next';\nexport default createUseCacheHandler({ redis: process.env.REDIS_URL });\n");
+    const load = `
+      import { pathToFileURL } from 'node:url';
+      const loaded = async (file) => { const mod = await import(pathToFileURL(process.cwd() + '/' + file).href); return mod.default || mod; };
+      for (const file of ['cache-handler.mjs', 'cache-handler.js']) {
+        const Handler = await loaded(file);
+        const handler = new Handler({ revalidatedTags: [] });
+        await handler.set('/p', { kind: 'APP_ROUTE', body: Buffer.from(file), status: 200, headers: {} }, { cacheControl: { revalidate: 60 } });
+        if ((await handler.get('/p', { kind: 'APP_ROUTE' })).value.body.toString() !== file) throw new Error(file);
+        await Handler.close();
+      }
+      const useCache = await loaded('use-cache-handler.mjs');
+      if ((await useCache.getExpiration(['t'])) !== 0 || (await useCache.get('k', [])) !== undefined) throw new Error('use-cache-handler.mjs');
+      await useCache.close();
+      console.log('handlers-ok');
+    `;
+    const env = { ...process.env };
+    delete env.REDIS_URL;
+    expect(execFileSync(process.execPath, ['--input-type=module', '-e', load], { cwd: project, env }).toString().trim()).toBe('handlers-ok');
+  });
+
   it('type-checks a consumer under NodeNext (ESM and CommonJS) resolution', () => {
     const source = `
       import { createCache, RedisLock, LockTimeoutError, type DogpileCache, type CacheResult } from 'dogpile-guard';
