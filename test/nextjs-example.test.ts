@@ -8,7 +8,8 @@
  *   about once a second;
  * - a path never built, 60 concurrent requests across the three: one render;
  * - a `'use cache'` function with a 1 s revalidation under load: about one run per second fleet-wide;
- * - `revalidateTag` in one process: the other two serve the new content on their next request;
+ * - `revalidateTag` in a route handler, and `updateTag` in a server action, of one process: the
+ *   other two serve the new content on their next request;
  * - Redis stopped mid-run: every request answered, none waiting for `waitTimeout`; Redis started
  *   again: a burst on a new path renders it once.
  * The example imports the package's build, so dist/ is built first when it is older than src/.
@@ -167,6 +168,26 @@ describe.skipIf(!installed)('examples/nextjs', () => {
     expect(answer.status).toBe(200);
     expect(version(await get(ports[1]!, '/catalog'))).toBe(changed);
     expect(version(await get(ports[2]!, '/catalog'))).toBe(changed);
+  }, 60_000);
+
+  it("updateTag from a server action (the page's form, posted as a browser without JavaScript does) in one process: the other two serve the new content on their next request", async () => {
+    const c = redis.client();
+    const version = (text: string) => /catalog version (\w+)/.exec(text)?.[1];
+    const page = await get(ports[0]!, '/catalog');
+    const cached = version(page.text);
+    expect(cached).toBeDefined();
+    const action = /name="(\$ACTION_ID_[0-9a-f]+)"/.exec(page.text)?.[1];
+    expect(action, 'the form names its server action').toBeDefined();
+    await c.set('example:version:catalog', freshId('u').replace(/\W/g, ''));
+    const changed = await c.get('example:version:catalog');
+    expect(version((await get(ports[1]!, '/catalog')).text)).toBe(cached);
+    const form = new FormData();
+    form.set(action!, '');
+    const posted = await fetch(`http://127.0.0.1:${ports[0]}/catalog`, { method: 'POST', body: form, redirect: 'manual' });
+    expect(posted.status).toBeLessThan(400);
+    await posted.arrayBuffer();
+    expect(version((await get(ports[1]!, '/catalog')).text)).toBe(changed);
+    expect(version((await get(ports[2]!, '/catalog')).text)).toBe(changed);
   }, 60_000);
 
   it('Redis stopped mid-run: every request answered without waiting for waitTimeout; started again: a new path renders once', async () => {
