@@ -13,6 +13,7 @@ export default defineConfig({
     'fetch/index': 'src/fetch/index.ts',
     'hono/index': 'src/hono/index.ts',
     'koa/index': 'src/koa/index.ts',
+    'next/index': 'src/next/index.ts',
   },
   format: ['esm', 'cjs'],
   // Members marked `@internal` (plumbing between the package's own modules) are left out of the .d.ts.
@@ -40,5 +41,6 @@ export default defineConfig({
     'msgpackr',
     'hono',
     'koa',
+    'next',
   ],
 });

@@ -56,6 +56,8 @@ describe('npm pack', () => {
       if (typeof require('dogpile-guard/fetch').withDogpile !== 'function') throw new Error('missing withDogpile');
       if (typeof require('dogpile-guard/hono').dogpileGuard !== 'function') throw new Error('missing hono dogpileGuard');
       if (typeof require('dogpile-guard/koa').dogpileGuard !== 'function') throw new Error('missing koa dogpileGuard');
+      const next = require('dogpile-guard/next');
+      if (typeof next.createCacheHandler() !== 'function' || typeof next.createUseCacheHandler().getExpiration !== 'function') throw new Error('missing dogpile-guard/next');
       main.createCache().getOrCompute('k', () => 'cjs-ok', 1000).then((v) => console.log(v));
     `;
     expect(execFileSync(process.execPath, ['-e', cjs], { cwd: project }).toString().trim()).toBe('cjs-ok');
@@ -70,6 +72,12 @@ describe('npm pack', () => {
       const { withDogpile } = await import('dogpile-guard/fetch');
       const { dogpileGuard: honoGuard } = await import('dogpile-guard/hono');
       const { dogpileGuard: koaGuard } = await import('dogpile-guard/koa');
+      const { createCacheHandler, createUseCacheHandler } = await import('dogpile-guard/next');
+      const NextHandler = createCacheHandler();
+      await new NextHandler({}).set('/p', { kind: 'APP_ROUTE', body: Buffer.from('x'), status: 200, headers: {} }, { cacheControl: { revalidate: 60 } });
+      if (!Buffer.isBuffer((await new NextHandler({}).get('/p', { kind: 'APP_ROUTE' })).value.body)) throw new Error('next handler');
+      await NextHandler.close();
+      await createUseCacheHandler().close();
       const fetchCache = createCache();
       const wrapped = withDogpile(async () => new Response('esm-fetch'), { cache: fetchCache });
       const replies = await Promise.all([1, 2].map(() => wrapped(new Request('http://shop.example/x'))));
@@ -83,6 +91,30 @@ describe('npm pack', () => {
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', esm], { cwd: project }).toString().trim()).toBe('esm-ok');
   });
 
+  it("loads the one-line Next.js handler files as Next does (import() of the file's URL, mod.default || mod): .mjs, and .js in a CommonJS project", () => {
+    writeFileSync(path.join(project, 'cache-handler.mjs'), "import { createCacheHandler } from 'dogpile-guard/next';\nexport default createCacheHandler({ redis: process.env.REDIS_URL });\n");
+    writeFileSync(path.join(project, 'cache-handler.js'), "const { createCacheHandler } = require('dogpile-guard/next');\nmodule.exports = createCacheHandler({ redis: process.env.REDIS_URL });\n");
+    writeFileSync(path.join(project, 'use-cache-handler.mjs'), "import { createUseCacheHandler } from 'dogpile-guard/next';\nexport default createUseCacheHandler({ redis: process.env.REDIS_URL });\n");
+    const load = `
+      import { pathToFileURL } from 'node:url';
+      const loaded = async (file) => { const mod = await import(pathToFileURL(process.cwd() + '/' + file).href); return mod.default || mod; };
+      for (const file of ['cache-handler.mjs', 'cache-handler.js']) {
+        const Handler = await loaded(file);
+        const handler = new Handler({ revalidatedTags: [] });
+        await handler.set('/p', { kind: 'APP_ROUTE', body: Buffer.from(file), status: 200, headers: {} }, { cacheControl: { revalidate: 60 } });
+        if ((await handler.get('/p', { kind: 'APP_ROUTE' })).value.body.toString() !== file) throw new Error(file);
+        await Handler.close();
+      }
+      const useCache = await loaded('use-cache-handler.mjs');
+      if ((await useCache.getExpiration(['t'])) !== 0 || (await useCache.get('k', [])) !== undefined) throw new Error('use-cache-handler.mjs');
+      await useCache.close();
+      console.log('handlers-ok');
+    `;
+    const env = { ...process.env };
+    delete env.REDIS_URL;
+    expect(execFileSync(process.execPath, ['--input-type=module', '-e', load], { cwd: project, env }).toString().trim()).toBe('handlers-ok');
+  });
+
   it('type-checks a consumer under NodeNext (ESM and CommonJS) resolution', () => {
     const source = `
       import { createCache, RedisLock, LockTimeoutError, type DogpileCache, type CacheResult } from 'dogpile-guard';
@@ -94,16 +126,20 @@ describe('npm pack', () => {
       import { registerDogpileMetrics, type DogpileMetrics } from 'dogpile-guard/prometheus';
       import { withDogpile, type WithDogpileOptions } from 'dogpile-guard/fetch';
       import { dogpileGuard as honoGuard } from 'dogpile-guard/hono';
+      import { createCacheHandler, createUseCacheHandler, type NextUseCacheHandler } from 'dogpile-guard/next';
+      const NextHandler = createCacheHandler({ redis: process.env.REDIS_URL, prefix: 'next' });
+      const nextHandler = new NextHandler({});
+      const useCache: NextUseCacheHandler = createUseCacheHandler({ l1: true });
       const fetchOptions: WithDogpileOptions = { ttl: '30s', key: (request: Request) => new URL(request.url).pathname };
       const route: (request: Request, ctx: { params: Promise<{ id: string }> }) => Promise<Response> = withDogpile(async (_request: Request, ctx: { params: Promise<{ id: string }> }) => new Response((await ctx.params).id), fetchOptions);
       const honoMiddleware = honoGuard({ skip: (c) => c.req.path === '/health' });
       const stop: () => void = instrumentDogpile({ keyGroup: (key: string) => key.split(':')[0]! });
       const metrics: DogpileMetrics = registerDogpileMetrics({ prefix: 'app_' });
       const trace: GetOrComputeTrace = { key: 'k', outcome: 'stale', layer: 'l1', degraded: false };
-      export { n, r, e, RedisLock, stop, metrics, trace, route, honoMiddleware };
+      export { n, r, e, RedisLock, stop, metrics, trace, route, honoMiddleware, nextHandler, useCache };
     `;
     writeFileSync(path.join(project, 'consumer.mts'), source);
-    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock, stop, metrics, trace, route, honoMiddleware };'));
+    writeFileSync(path.join(project, 'consumer.cts'), source.replace(/export \{[^}]*\};/, 'export = { n, r, e, RedisLock, stop, metrics, trace, route, honoMiddleware, nextHandler, useCache };'));
     writeFileSync(
       path.join(project, 'tsconfig.json'),
       JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false, lib: ['ES2023', 'ESNext.Disposable', 'DOM'] }, files: ['consumer.mts', 'consumer.cts'] }),

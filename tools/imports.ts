@@ -26,6 +26,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   fetch: ['http', 'core', 'shared'],
   hono: ['http', 'core', 'shared'],
   koa: ['http', 'core', 'shared'],
+  next: ['core', 'shared'],
   otel: ['shared'],
   prometheus: ['shared'],
   msgpack: ['core', 'shared'],

@@ -85,14 +85,20 @@ export interface BulkHost {
 }
 
 /** `set`; with `computedFor` (ms), a value computed for that long, stored like a loader's (see `setComputed`). */
-export async function storeOne<T>(host: BulkHost, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedFor: number | undefined): Promise<void> {
+export async function storeOne<T>(host: BulkHost, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedFor: number | undefined, revalidate?: number): Promise<void> {
   validateKey(key);
   const { ttl, tags } = setArguments(ttlOrOptions);
-  const stale = staleWindow(host.options.freshness);
-  if (tags) checkTaggedLifetime(ttl, host.options.freshness, host.options.tagStampTtl);
+  // `revalidate`: the value's own staleWhileRevalidate window (ms), in place of the cache's windows.
+  const rules = revalidate === undefined ? host.options.freshness : { ...host.options.freshness, staleWhileRevalidate: revalidate, staleIfError: 0 };
+  const stale = staleWindow(rules);
+  if (tags) checkTaggedLifetime(ttl, rules, host.options.tagStampTtl);
   host.assertOpen();
   // Created at the store's time (Redis stamps it again with its own when it stores it).
   const entry: StoredEntry = { kind: EntryKind.Value, value, createdAt: host.backend.now(), ttl, stale };
+  if (revalidate !== undefined) {
+    entry.revalidate = revalidate;
+    entry.staleIfError = 0;
+  }
   // A value computed by a handler (the HTTP layer says how long it ran) stores like a
   // loader's value; any other set is the application's write, newer than every run begun before.
   if (tags) {

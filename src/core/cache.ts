@@ -71,8 +71,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl, false, false));
     registerInternals(this, {
       resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline, false),
-      set: (key, value, ttlOrOptions, computedForMs) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs),
+      set: (key, value, ttlOrOptions, computedForMs, revalidate) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs, revalidate),
       servedUntil: (key) => servedUntil(this.bulk, key),
+      tagStamps: (tags) => {
+        this.assertOpen();
+        const list = validateTags(tags);
+        return list.length === 0 ? Promise.resolve([]) : this.guarded.tagStamps(list);
+      },
     });
     if (this.options.autoRecovery && this.backend.distributed) {
       const host: RecoveryHost = { forget: (keys) => this.forgetCopies(keys), unreachable: (error) => this.guarded.unreachable(error) };

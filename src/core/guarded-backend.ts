@@ -2,7 +2,7 @@ import { monotonicNow } from '../shared/clock.js';
 import { debug, publishBackendError } from '../shared/diagnostics.js';
 import { BackendError, SerializationError } from '../shared/errors.js';
 import { faultOf } from '../store/open-store.js';
-import type { Backend, Commit, Lookup, LookupRequest, Outcome, StoredEntry } from '../store/types.js';
+import type { Backend, Commit, Lookup, LookupRequest, Outcome, StoredEntry, TagStamp } from '../store/types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import type { CacheEmitter } from './events.js';
 
@@ -143,6 +143,11 @@ export class GuardedBackend {
 
   invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void> {
     return this.timed(undefined, 'invalidateTags', () => this.backend.invalidateTags(tags, stale, keepFor));
+  }
+
+  /** The stamps of `tags`, bounded by `commandTimeout` like every call (none of the store when all are held here). */
+  tagStamps(tags: readonly string[]): Promise<TagStamp[]> {
+    return this.timed(undefined, 'tagStamps', () => this.backend.tagStamps(tags));
   }
 
   /** True for a failure that says the backend is unusable (not an answer about one key, not the caller's value). */

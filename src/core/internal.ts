@@ -9,8 +9,9 @@ import type { CacheResult, GetOrComputeOptions, Loader, SetOptions } from './typ
 /** What a cache hands this module when it is made: its internal entry points. */
 interface CacheInternals {
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>>;
-  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void>;
+  set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number, revalidate?: number): Promise<void>;
   servedUntil(key: string): Promise<number | undefined>;
+  tagStamps(tags: readonly string[]): Promise<{ hard: number; stale: number }[]>;
 }
 
 /** The key under which a cache keeps its internal entry points (a property the public type does not declare). */
@@ -42,10 +43,12 @@ export function resolveInline<T>(cache: object, key: string, loader: Loader<T>, 
  * write: stored like a loader's value, beside the runs of the key, not as the application's
  * write. A tagged entry's computation counts as started that long before its `createdAt`, so
  * one whose tag was invalidated while it was being computed is older than the invalidation.
+ * With `revalidate` (ms), the value has that staleWhileRevalidate window of its own in place of
+ * the cache's windows (stored like a loader's value that decided `{ ttl, staleWhileRevalidate }`).
  */
-export function setComputed<T>(cache: object, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number): Promise<void> {
+export function setComputed<T>(cache: object, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number, revalidate?: number): Promise<void> {
   const computed = Number.isFinite(computedForMs) && computedForMs > 0 ? computedForMs : 0;
-  return of(cache).set(key, value, ttlOrOptions, computed);
+  return of(cache).set(key, value, ttlOrOptions, computed, revalidate);
 }
 
 /**
@@ -55,4 +58,14 @@ export function setComputed<T>(cache: object, key: string, value: T, ttlOrOption
  */
 export function servedUntil(cache: object, key: string): Promise<number | undefined> {
   return of(cache).servedUntil(key);
+}
+
+/**
+ * When each of `tags` was last invalidated (ms since the epoch on the store's clock, 0: never):
+ * `hard` by `invalidateTags(tags)`, `stale` by `invalidateTags(tags, { stale: true })`. A stamp
+ * this process follows is answered from memory; the others are read once (one GET each, sent
+ * together) and followed from then on. Bounded by `commandTimeout`; rejects with `BackendError`.
+ */
+export function tagStamps(cache: object, tags: readonly string[]): Promise<{ hard: number; stale: number }[]> {
+  return of(cache).tagStamps(tags);
 }

@@ -182,6 +182,10 @@ export class StampedBackend implements Backend {
     return this.inner.tagStamps.invalidate(tags, stale, keepFor);
   }
 
+  tagStamps(tags: readonly string[]): Promise<TagStamp[]> {
+    return this.inner.tagStamps.load(tags);
+  }
+
   /**
    * Stamps this cache's generation (the last of its chain) with the store's time, as
    * `invalidateTags` stamps a tag: every entry of the cache and of the namespaces inside it

@@ -216,6 +216,8 @@ export interface Invalidation {
   withKnownStamps(entry: StoredEntry): StoredEntry | undefined;
   /** Stamps `tags` as invalidated now (on the store's clock), hard or stale, kept `keepFor` ms; every process hears of it. */
   invalidateTags(tags: readonly string[], stale: boolean, keepFor: number): Promise<void>;
+  /** The stamps of `tags` (held here, else read once and followed from then on), in their order. */
+  tagStamps(tags: readonly string[]): Promise<TagStamp[]>;
   /** Stamps the cache's own generation as `invalidateTags` stamps a tag: its entries and its namespaces' become older. */
   clear(stale: boolean, keepFor: number): Promise<void>;
 }

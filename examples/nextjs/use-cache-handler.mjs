@@ -1,0 +1,3 @@
+import { createUseCacheHandler } from 'dogpile-guard/next';
+
+export default createUseCacheHandler({ redis: process.env.REDIS_URL });
