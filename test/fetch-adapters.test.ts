@@ -3,6 +3,7 @@
  * a plain `fetch` handler served by Node, and a whole Hono app wrapped in `withDogpile(app.fetch)`,
  * each through the shared suite.
  */
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { withDogpile } from '../src/fetch/index.js';
@@ -10,6 +11,7 @@ import { dogpileGuard as honoGuard } from '../src/hono/index.js';
 import { dogpileGuard as koaGuard } from '../src/koa/index.js';
 import { webAdapterSuite } from './support/web-suite.js';
 import { WEB_FRAMEWORKS } from './fixtures/web-apps.js';
+import { JsonChild, root } from '../tools/child-process.js';
 
 for (const framework of WEB_FRAMEWORKS) webAdapterSuite(framework);
 
@@ -54,4 +56,20 @@ describe('withDogpile with a key function', () => {
     expect([after.headers.get('x-cache'), await after.text()]).toEqual(['MISS', 'GET 2']);
     await cache.close();
   });
+});
+
+describe('a body that fails mid-stream under a HEAD', () => {
+  it('does not end the process: the HEAD is answered, the stream is read for the capture, and its failure is heard (fetch handler, Hono)', async () => {
+    const child = new JsonChild('broken-body-head', ['--import', 'tsx', path.join(root, 'test/fixtures/broken-body-head.ts')], { cwd: root });
+    try {
+      await child.take('done', 60_000);
+      const answers = child.seen('answered').map(({ adapter, head, get }) => ({ adapter, head, get }));
+      expect(answers).toEqual([
+        { adapter: 'fetch', head: 200, get: 200 },
+        { adapter: 'hono', head: 200, get: 200 },
+      ]);
+    } finally {
+      await child.dispose();
+    }
+  }, 90_000);
 });

@@ -203,7 +203,17 @@ export function answerLeaderError<Req>(guard: HttpGuard<Req>, run: LeaderRun | u
   return { status: served.status, headers: Object.fromEntries(served.headers) as OutgoingHttpHeaders, payload: stale.body ?? null };
 }
 
-/** Reads a stream that is not sent to its end (its bytes may still feed a capture). */
+/**
+ * Reads a stream that is not sent (a HEAD's body, a body replaced by the stored bytes) to its
+ * end: its bytes may still feed a capture, which hears of a failure on its own. Nothing else
+ * listens to it, so its `error` is taken here: unheard, it would end the process.
+ */
 export function drain(payload: unknown): void {
-  if (payload instanceof Readable) payload.resume();
+  if (!(payload instanceof Readable)) return;
+  payload.on('error', ignore);
+  payload.resume();
+}
+
+function ignore(): void {
+  /* the capture, or nobody, needs this stream's failure */
 }

@@ -10,7 +10,7 @@ import type { HttpCacheOptions } from './options.js';
 import { LoaderError } from '../shared/errors.js';
 import { requestHost } from './cache-key.js';
 import { servedFieldRecord, servedInstructions, type Replay } from './pipeline.js';
-import { answerLeader, answerLeaderError, dropTargeted, hasNoContent, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
+import { answerLeader, answerLeaderError, drain, dropTargeted, hasNoContent, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
 export type RunHandler = (request: Request) => Response | Promise<Response>;
@@ -110,7 +110,7 @@ function webBody(payload: ClientAnswer['payload'], head: boolean): Body {
   if (payload === null) return null;
   if (head) {
     // Headers only for a HEAD; a stream is still read to its end, for the capture.
-    if (payload instanceof Readable) payload.resume();
+    drain(payload);
     return null;
   }
   if (payload instanceof Readable) return Readable.toWeb(payload) as unknown as ReadableStream<Uint8Array>;

@@ -11,7 +11,7 @@ import { watchClientGone, type ResponseCapture } from '../http/capture.js';
 import type { PreparedResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import { isTargetedField } from '../http/targeted-fields.js';
-import { answerLeader, answerLeaderError, hasNoContent, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
+import { answerLeader, answerLeaderError, drain, hasNoContent, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
@@ -83,11 +83,11 @@ function apply(ctx: Context, answer: ClientAnswer): void {
   const payload = answer.payload;
   const noContent = hasNoContent(answer.status);
   if (noContent || payload === null) {
-    if (payload instanceof Readable) payload.resume();
+    drain(payload);
     ctx.body = noContent ? null : '';
   } else {
     // Koa sends no body for HEAD; a stream is still read to its end, for the capture.
-    if (headOnly && payload instanceof Readable) payload.resume();
+    if (headOnly) drain(payload);
     ctx.body = typeof payload === 'string' || payload instanceof Readable ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
   }
   for (const name of Object.keys(ctx.response.headers)) ctx.remove(name);
