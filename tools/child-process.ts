@@ -220,6 +220,11 @@ export class JsonChild extends NodeChild {
     this.messages.push(message);
   }
 
+  /** What a `fatal` or `unhandled-rejection` message said, if one came. */
+  get failed(): string | undefined {
+    return this.failure?.message;
+  }
+
   send(command: Record<string, unknown>): void {
     this.write(`${JSON.stringify(command)}\n`);
   }

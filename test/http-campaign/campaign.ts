@@ -123,7 +123,7 @@ export class Environment {
   /** A process that ended while it should be serving, described; undefined when all run. */
   crashed(): string | undefined {
     for (const child of [...this.guarded, this.bare]) {
-      if (child && !child.running) return `${child.label} exited (${child.proc.exitCode ?? child.proc.signalCode}): ${child.stderr.slice(-2000)}`;
+      if (child && !child.running) return `${child.label} exited (${child.proc.exitCode ?? child.proc.signalCode}): ${child.failed ?? ''}${child.stderr.slice(-2000)}`;
     }
     return undefined;
   }
