@@ -4,7 +4,7 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import { abortSignal, boolean, duration, durationOrZero, fn, optionNames, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { validateKey } from '../shared/key-names.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
-import { checkFreshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
+import { freshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
 import { throwOrLoad, type ResolvedCacheOptions } from './options.js';
 import type { CacheDecision, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 
@@ -118,14 +118,7 @@ export function resolveCallOptions<T>(
   }
   checkKnownOptions(ttlOrOptions, CALL_OPTION_NAMES);
   const o = resolveFields(CALL_TABLE, ttlOrOptions, { defaults: callDefaults(defaults) });
-  const freshness = checkFreshnessRules({
-    staleWhileRevalidate: o.staleWhileRevalidate,
-    staleIfError: o.staleIfError,
-    failSafeRetry: o.failSafeRetry,
-    softTimeout: o.softTimeout,
-    hardTimeout: o.hardTimeout,
-    earlyRefreshBeta: o.earlyRefresh,
-  });
+  const freshness = freshnessRules(o);
   const tags = o.tags !== undefined && o.tags.length > 0 ? o.tags : undefined;
   if (tags) checkTaggedLifetime(o.ttl, freshness, defaults.tagStampTtl);
   return {

@@ -1,6 +1,6 @@
 import type { Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { duration, durationOrZero, optionNames, positiveNumber, resolveFields, switchOrTable, type Check, type OptionRow, type OptionTable } from '../shared/option-table.js';
+import { duration, durationOrZero, optionNames, positiveNumber, resolveFields, switchOrTable, type Check, type OptionRow, type OptionTable, type ResolvedTable } from '../shared/option-table.js';
 import type { StoredEntry } from '../store/types.js';
 
 /**
@@ -77,8 +77,19 @@ export const FRESHNESS_OPTION_NAMES = optionNames(FRESHNESS_TABLE) as readonly (
 
 /** Validates the stale-serving options (`InvalidOptionError` naming the option) over `defaults`. */
 export function resolveFreshness(o: FreshnessOptions, defaults: FreshnessRules): FreshnessRules {
-  const { earlyRefresh, ...windows } = resolveFields(FRESHNESS_TABLE, o, { defaults: { ...defaults, earlyRefresh: defaults.earlyRefreshBeta } });
-  return checkFreshnessRules({ ...windows, earlyRefreshBeta: earlyRefresh });
+  return freshnessRules(resolveFields(FRESHNESS_TABLE, o, { defaults: { ...defaults, earlyRefresh: defaults.earlyRefreshBeta } }));
+}
+
+/** The rules of stale-serving options resolved by their rows (in `FRESHNESS_TABLE` or a table that holds its rows), checked across. */
+export function freshnessRules(o: ResolvedTable<typeof FRESHNESS_TABLE>): FreshnessRules {
+  return checkFreshnessRules({
+    staleWhileRevalidate: o.staleWhileRevalidate,
+    staleIfError: o.staleIfError,
+    failSafeRetry: o.failSafeRetry,
+    softTimeout: o.softTimeout,
+    hardTimeout: o.hardTimeout,
+    earlyRefreshBeta: o.earlyRefresh,
+  });
 }
 
 /** The check across the stale-serving options: `softTimeout` shorter than `hardTimeout`. */

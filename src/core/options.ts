@@ -6,7 +6,7 @@ import { validatePrefix } from '../lock/common.js';
 import { defaultSerializer, type Serializer } from '../store/serializer.js';
 import { resolveJitter } from '../store/jitter.js';
 import { compressionCheck, type CompressionOptions, type ResolvedCompression } from '../store/compression.js';
-import { checkFreshnessRules, FRESHNESS_TABLE, type FreshnessOptions, type FreshnessRules } from './freshness.js';
+import { freshnessRules, FRESHNESS_TABLE, type FreshnessOptions, type FreshnessRules } from './freshness.js';
 
 /** The `serializer` option's contract, for the optional serializer entries (they sit over core, as the adapters do). */
 export type { Serializer } from '../store/serializer.js';
@@ -226,14 +226,7 @@ export const CACHE_OPTION_NAMES: ReadonlySet<string> = new Set(optionNames(CACHE
 
 export function resolveCacheOptions(options: CacheOptions | undefined): ResolvedCacheOptions {
   const o = resolveOptions(CACHE_TABLE, options);
-  const freshness = checkFreshnessRules({
-    staleWhileRevalidate: o.staleWhileRevalidate,
-    staleIfError: o.staleIfError,
-    failSafeRetry: o.failSafeRetry,
-    softTimeout: o.softTimeout,
-    hardTimeout: o.hardTimeout,
-    earlyRefreshBeta: o.earlyRefresh,
-  });
+  const freshness = freshnessRules(o);
   const replication: Replication | undefined = o.replicas === 0 ? undefined : { replicas: o.replicas, timeout: o.replicaTimeout };
   if (replication) checkRedisOption(o.redis, true);
   if (replication && replication.timeout >= o.commandTimeout) {

@@ -12,7 +12,7 @@ import { cacheableRequest, requestBaseKey, RequestClaims } from '../http/request
 import { xCacheFor, type XCache } from '../http/serve.js';
 import { refreshOnceAnswered, replayRequest } from '../http/background-refresh.js';
 import { takeOwnFields, valueInstructions, valueKey, type OwnFields } from '../http/value-answer.js';
-import { decide, decisionOf, firstValue, HandlerError, lostClass, type AnyResponse } from './handler-value.js';
+import { decide, decisionOf, firstValue, HandlerError, handlerValue, lostClass, type AnyResponse } from './handler-value.js';
 import { CACHED_METADATA, DOGPILE_CACHE, DOGPILE_DEFAULTS } from './constants.js';
 import { checkKey, mergeCachedOptions, NEST_DEFAULTS, tagsFor, ttlFor, type DogpileDefaults, type ResolvedCachedOptions } from './options.js';
 import { handlerFacts, headerRules } from './route-facts.js';
@@ -253,12 +253,7 @@ export class DogpileInterceptor implements NestInterceptor {
     };
     const foreground = async (): Promise<unknown> => {
       ran = true;
-      let value: unknown;
-      try {
-        value = await firstValue(next.handle());
-      } catch (error) {
-        throw new HandlerError(error);
-      }
+      const value = await handlerValue(next.handle());
       produced = { value };
       if (context.getType() === 'http') decision = decisionOf(context, { ttl, tags, status: call.routeStatus }, call.taken);
       return value;

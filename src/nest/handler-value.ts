@@ -59,3 +59,12 @@ export function decisionOf(context: ExecutionContext, route: ValueRoute, before:
 }
 
 export const firstValue = (observable: Observable<unknown>): Promise<unknown> => firstValueFrom(observable, { defaultValue: undefined });
+
+/** The handler's value (the first its observable emits), or a `HandlerError` wrapping what it threw. */
+export async function handlerValue(observable: Observable<unknown>): Promise<unknown> {
+  try {
+    return await firstValue(observable);
+  } catch (error) {
+    throw new HandlerError(error);
+  }
+}

@@ -7,7 +7,7 @@ import { InvalidOptionError } from '../../shared/errors.js';
 import { HTTP_CACHE_DEFAULTS } from '../../http/options.js';
 import { xCacheFor } from '../../http/serve.js';
 import { valueInstructions } from '../../http/value-answer.js';
-import { decide, firstValue, HandlerError } from '../handler-value.js';
+import { decide, HandlerError, handlerValue } from '../handler-value.js';
 import { handlerFacts } from '../route-facts.js';
 import { CACHE_KEY_METADATA, CACHE_MANAGER, CACHE_TTL_METADATA } from './constants.js';
 import type { CacheKeyFactory, CacheTTLFactory } from './decorators.js';
@@ -61,12 +61,7 @@ export class CacheInterceptor implements NestInterceptor {
 
     let produced: { value: unknown } | undefined;
     const loader = async (): Promise<unknown> => {
-      let value: unknown;
-      try {
-        value = await firstValue(next.handle());
-      } catch (error) {
-        throw new HandlerError(error);
-      }
+      const value = await handlerValue(next.handle());
       produced = { value };
       return value;
     };
