@@ -324,6 +324,26 @@ describe('dogpileGuard (Express specifics)', () => {
     expect([routeGuardAsked, runs]).toEqual([0, 1]);
   });
 
+  it('a hit after middleware that already sent the head ends the response, adding nothing', async () => {
+    const app = express();
+    const cache = createCache();
+    let early = false;
+    app.use((_req, res, next) => {
+      if (early) res.flushHeaders();
+      next();
+    });
+    app.use(dogpileGuard({ cache }));
+    app.get('/early', (_req, res) => {
+      res.send('stored body');
+    });
+    const port = await listen(app);
+    const first = await fetchReply(port, '/early');
+    expect([first.xCache, first.text]).toEqual(['MISS', 'stored body']);
+    early = true;
+    const after = await fetchReply(port, '/early');
+    expect([after.status, after.xCache, after.text]).toEqual([200, undefined, '']);
+  });
+
   describe('the header fields of a hit', () => {
     /** The raw header fields of a response, names lower-cased, in the order sent. */
     function rawFields(port: number, path: string, method = 'GET', headers: Record<string, string> = {}): Promise<{ status: number; fields: [string, string][]; body: Buffer }> {

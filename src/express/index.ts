@@ -4,7 +4,7 @@ import { leadOnServerResponse, passOnServerResponse, runAsGet, writeServerRespon
 import { leaderHead } from '../http/leader-answer.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import type { Replay } from '../http/pipeline.js';
-import { expressReplay, isReplay, type ExpressLikeApp } from '../http/node-replay.js';
+import { expressReplay, type ExpressLikeApp } from '../http/node-replay.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
@@ -34,11 +34,6 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
     return replay;
   };
   return function dogpileGuardMiddleware(req: Request, res: Response, next: NextFunction): void {
-    // A background refresh: the handler answers it, and the refresh reads its response.
-    if (isReplay(req)) {
-      next();
-      return;
-    }
     // Each request property read once: on an Express request every read is costly.
     const info = { method: req.method, url: req.originalUrl, headers: req.headers };
     let plan;
@@ -49,7 +44,9 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       return;
     }
     if (plan === undefined) {
-      // Another guard (app-wide and on the route) handles this request: it does all of this.
+      // Another guard (app-wide and on the route) handles this request: it does all of this. Or
+      // it is a background refresh (claimed from the start): its handler answers it, and the
+      // refresh reads the response.
       if (HttpGuard.claimed(req)) {
         next();
         return;

@@ -38,8 +38,13 @@ export interface PassThrough {
   afterHandler(status: number, headers: () => OutgoingHttpHeaders): Promise<void> | undefined;
 }
 
-/** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
-const handled = new RequestClaims('handled');
+/**
+ * Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard
+ * never both act; a request injected for a background refresh is claimed before the app sees it,
+ * so every guard lets it through. Shared by every copy of dogpile-guard in the process: one read
+ * tells a guard both.
+ */
+const handled = new RequestClaims('handled', true);
 
 /** A request a plain hit answers as it is: no validators to evaluate, no range to cut (`plainHit`). */
 function asksPlainly(plan: CachePlan): boolean {

@@ -100,11 +100,15 @@ export function runAsGet(req: IncomingMessage, res: ServerResponse): void {
  * (Express gives it a prototype of its own per request), hence no more than these.
  */
 export function writeServerResponse(res: ServerResponse, response: PreparedResponse): void {
-  if (res.headersSent) {
+  try {
+    res.writeHead(response.status, servedNodeFields(response) as OutgoingHttpHeaders);
+  } catch (error) {
+    // Something before the guard sent the head already (known from `writeHead` itself, which
+    // checks first: one read of `headersSent` fewer per hit). Only the end is left to send.
+    if ((error as { code?: unknown } | null)?.code !== 'ERR_HTTP_HEADERS_SENT') throw error;
     res.end();
     return;
   }
-  res.writeHead(response.status, servedNodeFields(response) as OutgoingHttpHeaders);
   if (response.body === undefined) res.end();
   else res.end(response.body);
 }
