@@ -12,7 +12,9 @@ import { startRedis } from '../tools/redis-server.js';
 import { profileHits, type HitProfile } from './lib/hit-profile.js';
 import { median, summary } from './lib/stats.js';
 import type { BenchContext } from './lib/types.js';
+import path from 'node:path';
 import { root } from '../tools/child-process.js';
+import { useBuiltSources } from './lib/built-sources.js';
 
 interface App {
   worker: string;
@@ -20,12 +22,31 @@ interface App {
   name: string;
   /** The contender of the same framework's route sending the same bytes; none for that route itself. */
   same?: string;
+  /** Another checkout's app (`HIT_SHARE_BEFORE`); this tree's otherwise. */
+  checkout?: string;
+  /** Its key among the runs: the contender, or `before:` + the contender. */
+  id?: string;
 }
+
+/** `HIT_SHARE_BEFORE=<dir>`: the Express hits of another checkout too (a worktree of an earlier commit, this tree's node_modules linked into it), in the same run. */
+const BEFORE = process.env.HIT_SHARE_BEFORE === undefined || process.env.HIT_SHARE_BEFORE === '' ? undefined : path.resolve(process.env.HIT_SHARE_BEFORE);
 
 const APPS: App[] = [
   { worker: 'http-refresh-worker.ts', contender: 'express-same', name: 'Express 5, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile', name: 'Express 5 + `dogpileGuard`, in-process', same: 'express-same' },
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-redis-l1', name: 'Express 5 + `dogpileGuard`, Redis + `l1`', same: 'express-same' },
+  { worker: 'http-refresh-worker.ts', contender: 'express-same-np', name: 'Express 5 without `x-powered-by`, own route sending the same bytes' },
+  { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-np', name: 'Express 5 without `x-powered-by` + `dogpileGuard`, in-process', same: 'express-same-np' },
+  ...(BEFORE === undefined
+    ? []
+    : ['express-dogpile', 'express-dogpile-redis-l1'].map((contender) => ({
+        worker: 'http-refresh-worker.ts',
+        contender,
+        id: `before:${contender}`,
+        checkout: BEFORE,
+        name: `Express 5 + \`dogpileGuard\`, ${contender.endsWith('-l1') ? 'Redis + `l1`' : 'in-process'}, from \`HIT_SHARE_BEFORE\` (${path.basename(BEFORE)})`,
+        same: 'express-same',
+      }))),
   { worker: 'http-refresh-worker.ts', contender: 'fastify-same', name: 'Fastify 5, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile', name: 'Fastify 5 + `dogpileGuardPlugin`, in-process', same: 'fastify-same' },
   { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile-redis-l1', name: 'Fastify 5 + `dogpileGuardPlugin`, Redis + `l1`', same: 'fastify-same' },
@@ -45,15 +66,17 @@ export default async function hitShareBench(ctx: BenchContext): Promise<string> 
   const repeats = ctx.quick ? 1 : 3;
   const seconds = ctx.quick ? 1 : 3;
   const redis = await startRedis();
-  const runs = new Map<string, HitProfile[]>(APPS.map((app) => [app.contender, []]));
+  const idOf = (app: App) => app.id ?? app.contender;
+  if (BEFORE !== undefined) useBuiltSources(BEFORE, 'hit-share-before');
+  const runs = new Map<string, HitProfile[]>(APPS.map((app) => [idOf(app), []]));
   try {
     for (let r = 0; r < repeats; r++) {
       // The apps one after the other, in an order reversed every other repeat: a hit next to its framework's same-bytes route.
       for (const app of r % 2 === 0 ? APPS : [...APPS].reverse()) {
-        const profile = await profileHits({ worker: app.worker, contender: app.contender, seconds, checkout: root, redisUrl: redis.url });
-        runs.get(app.contender)!.push(profile);
+        const profile = await profileHits({ worker: app.worker, contender: app.contender, seconds, checkout: app.checkout ?? root, redisUrl: redis.url });
+        runs.get(idOf(app))!.push(profile);
         const { ours, store } = own(profile);
-        ctx.log(`#${r + 1} ${app.contender}: ${profile.rps.toFixed(0)} req/s, busy ${profile.busy.toFixed(1)} µs/req, dogpile-guard ${ours.toFixed(2)} µs, lru-cache ${store.toFixed(2)} µs`);
+        ctx.log(`#${r + 1} ${idOf(app)}: ${profile.rps.toFixed(0)} req/s, busy ${profile.busy.toFixed(1)} µs/req, dogpile-guard ${ours.toFixed(2)} µs, lru-cache ${store.toFixed(2)} µs`);
       }
     }
   } finally {
@@ -62,7 +85,7 @@ export default async function hitShareBench(ctx: BenchContext): Promise<string> 
 
   const rows: string[] = [];
   for (const app of APPS) {
-    const list = runs.get(app.contender)!;
+    const list = runs.get(idOf(app))!;
     const ours = list.map((p) => own(p).ours);
     const store = list.map((p) => own(p).store);
     const shares = list.map((p, i) => (ours[i]! + store[i]!) / p.busy);

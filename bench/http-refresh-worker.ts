@@ -23,6 +23,9 @@
  * - `express-dogpile`, `fastify-dogpile` (in-process cache), `…-dogpile-redis` (the cache on
  *   the given Redis), `…-dogpile-redis-l1` (on Redis with `l1`): `GET /hit` cached (ttl 60 s),
  *   its handler builds the same JSON per call.
+ * - Any `express-…` contender with `-np` at the end: the same app with `x-powered-by`
+ *   disabled, so that nothing has set a header field before the route (Express sets that one
+ *   on every response otherwise).
  *
  * Also `GET /ping` and `GET /cpu` (never cached; the CPU time this process has used in µs,
  * and the handler runs so far). Prints `listening <port>`; closes everything and exits when
@@ -39,8 +42,11 @@ import { dropTargetedFieldsOnWrite } from '../src/http/targeted-fields.js';
 import { servedInstructions } from '../src/http/pipeline.js';
 import type { PreparedResponse } from '../src/http/serve.js';
 
-const [contender, redisUrl, handlerMs] = process.argv.slice(2);
-if (!contender || !redisUrl || !handlerMs) throw new Error('usage: http-refresh-worker.ts <contender> <redis url> <handler ms>');
+const [named, redisUrl, handlerMs] = process.argv.slice(2);
+if (!named || !redisUrl || !handlerMs) throw new Error('usage: http-refresh-worker.ts <contender> <redis url> <handler ms>');
+/** An Express contender named with `-np` at the end: the same app with `app.disable('x-powered-by')`. */
+const noPoweredBy = named.startsWith('express-') && named.endsWith('-np');
+const contender = noPoweredBy ? named.slice(0, -'-np'.length) : named;
 const HANDLER_MS = Number(handlerMs);
 const HIT_TTL_MS = 60_000;
 
@@ -87,6 +93,7 @@ async function listenFastify(app: import('fastify').FastifyInstance): Promise<{ 
 
 if (contender.startsWith('cliff-') || contender.startsWith('express-')) {
   const app = express();
+  if (noPoweredBy) app.disable('x-powered-by');
   if (contender.startsWith('cliff-')) {
     const refresh = contender === 'cliff-foreground' ? 'foreground' : 'background';
     const guard = dogpileGuard({ cache, ttl: '1s', staleWhileRevalidate: '1m', refresh });

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable, pipeline } from 'node:stream';
 import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib';
@@ -298,6 +299,118 @@ describe('dogpileGuard (Express specifics)', () => {
     const b = await fetchReply(port, '/twice');
     expect([a.xCache, b.xCache]).toEqual(['MISS', 'HIT']);
     expect(b.text).toBe('twice 1');
+  });
+
+  it('plans a request once when used app-wide and on the route, whether the cache or the handler answers it', async () => {
+    const app = express();
+    let routeGuardAsked = 0;
+    let runs = 0;
+    app.use(dogpileGuard({ cache: createCache() }));
+    const routeGuard = dogpileGuard({
+      cache: createCache(),
+      skip: () => {
+        routeGuardAsked++;
+        return false;
+      },
+    });
+    app.get('/once', routeGuard, (_req, res) => {
+      runs++;
+      res.send(`once ${runs}`);
+    });
+    const port = await listen(app);
+    const replies = [await fetchReply(port, '/once'), await fetchReply(port, '/once'), await fetchReply(port, '/once', { method: 'HEAD' })];
+    expect(replies.map((r) => r.xCache)).toEqual(['MISS', 'HIT', 'HIT']);
+    // The route's guard never planned it: the app-wide one had it (claimed before next()).
+    expect([routeGuardAsked, runs]).toEqual([0, 1]);
+  });
+
+  it('a hit after middleware that already sent the head ends the response, adding nothing', async () => {
+    const app = express();
+    const cache = createCache();
+    let early = false;
+    app.use((_req, res, next) => {
+      if (early) res.flushHeaders();
+      next();
+    });
+    app.use(dogpileGuard({ cache }));
+    app.get('/early', (_req, res) => {
+      res.send('stored body');
+    });
+    const port = await listen(app);
+    const first = await fetchReply(port, '/early');
+    expect([first.xCache, first.text]).toEqual(['MISS', 'stored body']);
+    early = true;
+    const after = await fetchReply(port, '/early');
+    expect([after.status, after.xCache, after.text]).toEqual([200, undefined, '']);
+  });
+
+  describe('the header fields of a hit', () => {
+    /** The raw header fields of a response, names lower-cased, in the order sent. */
+    function rawFields(port: number, path: string, method = 'GET', headers: Record<string, string> = {}): Promise<{ status: number; fields: [string, string][]; body: Buffer }> {
+      return new Promise((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const fields: [string, string][] = [];
+            for (let i = 0; i < res.rawHeaders.length; i += 2) fields.push([res.rawHeaders[i]!.toLowerCase(), res.rawHeaders[i + 1]!]);
+            resolve({ status: res.statusCode!, fields, body: Buffer.concat(chunks) });
+          });
+          res.on('error', reject);
+        });
+        req.setTimeout(5000, () => req.destroy(new Error('no response within 5 s')));
+        req.on('error', reject);
+        req.end();
+      });
+    }
+    const names = (fields: [string, string][]) => fields.map(([name]) => name);
+    const body = JSON.stringify({ catalogue: ['a', 'b', 'c'] });
+
+    it.each([
+      ['nothing set a header field before the guard (x-powered-by disabled)', false],
+      ['middleware before the guard set header fields, one of them stored too', true],
+    ])('are the stored ones once each, then X-Cache, Age and Cache-Status, when %s', async (_label, setBefore) => {
+      const app = express();
+      if (!setBefore) app.disable('x-powered-by');
+      if (setBefore) {
+        app.use((_req, res, next) => {
+          res.setHeader('x-request-id', 'r-1');
+          res.setHeader('x-route', 'set before the guard');
+          next();
+        });
+      }
+      app.use(dogpileGuard({ cache: createCache() }));
+      app.get('/fields', (_req, res) => {
+        res.set('x-route', 'yes').json(JSON.parse(body));
+      });
+      const port = await listen(app);
+      const miss = await rawFields(port, '/fields');
+      const hit = await rawFields(port, '/fields');
+      const head = await rawFields(port, '/fields', 'HEAD');
+      const etag = hit.fields.find(([name]) => name === 'etag')?.[1];
+      expect(etag).toBeDefined();
+      const notModified = await rawFields(port, '/fields', 'GET', { 'if-none-match': etag! });
+      expect([miss.status, hit.status, head.status, notModified.status]).toEqual([200, 200, 200, 304]);
+      expect(hit.body.toString()).toBe(body);
+      expect([head.body.length, notModified.body.length]).toEqual([0, 0]);
+      for (const reply of [hit, head, notModified]) {
+        const sent = names(reply.fields);
+        // No field twice; the cache's own three last, in this order.
+        expect(new Set(sent).size).toBe(sent.length);
+        const at = sent.indexOf('x-cache');
+        expect(sent.slice(at, at + 3)).toEqual(['x-cache', 'age', 'cache-status']);
+        // After them, only what Node adds itself.
+        expect(sent.slice(at + 3).filter((n) => !['date', 'connection', 'keep-alive'].includes(n))).toEqual([]);
+        expect(reply.fields.find(([name]) => name === 'x-cache')?.[1]).toBe('HIT');
+        expect(sent.includes('x-powered-by')).toBe(setBefore);
+        expect(sent.includes('x-request-id')).toBe(setBefore);
+      }
+      for (const reply of [hit, head]) {
+        const field = (name: string) => reply.fields.find(([n]) => n === name)?.[1];
+        // The stored X-Route replaces the one set before the guard.
+        expect([field('content-type'), field('x-route'), field('content-length')]).toEqual(['application/json; charset=utf-8', 'yes', String(Buffer.byteLength(body))]);
+      }
+    });
   });
 
   it('caches under a mount path with the full URL', async () => {

@@ -1,11 +1,10 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { HttpGuard } from '../http/guard.js';
-import { leadOnServerResponse, passOnServerResponse, runAsGet } from '../http/node-exchange.js';
+import { leadOnServerResponse, passOnServerResponse, runAsGet, writeServerResponse } from '../http/node-exchange.js';
 import { leaderHead } from '../http/leader-answer.js';
-import { writeServerResponse } from '../http/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import type { Replay } from '../http/pipeline.js';
-import { expressReplay, isReplay, type ExpressLikeApp } from '../http/node-replay.js';
+import { expressReplay, type ExpressLikeApp } from '../http/node-replay.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
@@ -35,30 +34,29 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
     return replay;
   };
   return function dogpileGuardMiddleware(req: Request, res: Response, next: NextFunction): void {
-    // A background refresh: the handler answers it, and the refresh reads its response.
-    if (isReplay(req)) {
-      next();
-      return;
-    }
+    // Each request property read once: on an Express request every read is costly.
+    const info = { method: req.method, url: req.originalUrl, headers: req.headers };
     let plan;
     try {
-      plan = guard.plan(req, { method: req.method, url: req.originalUrl, headers: req.headers }, req);
+      plan = guard.planUnclaimed(req, info, req);
     } catch (error) {
       next(error);
       return;
     }
     if (plan === undefined) {
-      // Another guard (app-wide and on the route) handles this request: it does all of this.
+      // Another guard (app-wide and on the route) handles this request: it does all of this. Or
+      // it is a background refresh (claimed from the start): its handler answers it, and the
+      // refresh reads the response.
       if (HttpGuard.claimed(req)) {
         next();
         return;
       }
-      passOnServerResponse(res, guard.passing({ method: req.method, url: req.originalUrl, headers: req.headers }, req));
+      passOnServerResponse(res, guard.passing(info, req));
       next();
       return;
     }
-    // On a route with its own HEAD handler, a HEAD runs that handler.
-    const headAsGet = (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true;
+    // On a route with its own HEAD handler, a HEAD runs that handler (a GET never reads it).
+    const headAsGet = !plan.head || (req.route as { methods?: Record<string, boolean> } | undefined)?.methods?.head !== true;
     const hit = guard.hitAtOnce(plan, headAsGet);
     if (hit !== undefined) {
       writeServerResponse(res, hit);
@@ -68,6 +66,9 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       headAsGet,
       replay: replayFor(req.app as unknown as ExpressLikeApp),
       proceed(capture, run) {
+        // Another guard can see this request only through `next()`: claimed just before it, so
+        // that a response served from the cache (at once or later) costs no write to the request.
+        HttpGuard.claim(req);
         leadOnServerResponse(res, capture, (status, headers) => leaderHead(guard, run, capture, status, headers));
         if (capture && req.method === 'HEAD') runAsGet(req, res);
         next();

@@ -37,8 +37,13 @@ export interface PassThrough {
   afterHandler(status: number, headers: () => OutgoingHttpHeaders): Promise<void> | undefined;
 }
 
-/** Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard never both act. */
-const handled = new RequestClaims('handled');
+/**
+ * Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard
+ * never both act; a request injected for a background refresh is claimed before the app sees it,
+ * so every guard lets it through. Shared by every copy of dogpile-guard in the process: one read
+ * tells a guard both.
+ */
+const handled = new RequestClaims('handled', true);
 
 /** A request a plain hit answers as it is: no validators to evaluate, no range to cut (`plainHit`). */
 function asksPlainly(plan: CachePlan): boolean {
@@ -148,6 +153,17 @@ export class HttpGuard<Req> {
    * at most once, whichever guard sees it first.
    */
   plan(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
+    const plan = this.planUnclaimed(req, info, marker, ttl, freshness);
+    if (plan !== undefined) handled.claim(marker);
+    return plan;
+  }
+
+  /**
+   * `plan` without claiming the request: the adapter claims it (`HttpGuard.claim`) before
+   * anything else can see it, unless `hitAtOnce` answers it there and then (a hit answered
+   * synchronously reaches no other guard, and a claim is one more write to the request).
+   */
+  planUnclaimed(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
     const { method, headers } = info;
     if (method !== 'GET' && method !== 'HEAD') return undefined;
     if (handled.has(marker)) return undefined;
@@ -170,7 +186,6 @@ export class HttpGuard<Req> {
     const base = requestBaseKey(method, info.url, headers, userKey, unkeyed, authority);
     const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed, authority) : this.requestTags(req);
     if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
-    handled.claim(marker);
     return { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined, tags };
   }
 
@@ -219,6 +234,11 @@ export class HttpGuard<Req> {
   /** True when a guard has already planned this request (the raw `IncomingMessage`). */
   static claimed(marker: object): boolean {
     return handled.has(marker);
+  }
+
+  /** Marks the request (the raw `IncomingMessage`) as handled by a guard: for a plan made by `planUnclaimed`. */
+  static claim(marker: object): void {
+    handled.claim(marker);
   }
 
   /** Abandons every capture still in progress (one waiter leads instead): for shutdown. */

@@ -2,6 +2,8 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import { beforeHeaders, captureServerResponse, type ResponseCapture } from './capture.js';
 import type { PassThrough } from './guard.js';
 import type { LeaderHead } from './leader-answer.js';
+import { servedNodeFields } from './pipeline.js';
+import type { PreparedResponse } from './serve.js';
 
 /**
  * The pipeline's decisions applied to a Node `ServerResponse` that a handler writes itself
@@ -87,4 +89,26 @@ export function runAsGet(req: IncomingMessage, res: ServerResponse): void {
     req.method = 'HEAD';
     return end.apply(this, args);
   };
+}
+
+/**
+ * Writes a response served from the cache to a Node `ServerResponse` (Express, or any
+ * `node:http` server) in two calls: `writeHead` with the fields prepared once per prepared
+ * response (a hit of the same second reuses them), then `end`. Where nothing set a header
+ * before, Node writes those fields as they are; otherwise it sets them one by one over the
+ * ones already set, as `setHeader` would. Every touch of an Express response costs a hit
+ * (Express gives it a prototype of its own per request), hence no more than these.
+ */
+export function writeServerResponse(res: ServerResponse, response: PreparedResponse): void {
+  try {
+    res.writeHead(response.status, servedNodeFields(response) as OutgoingHttpHeaders);
+  } catch (error) {
+    // Something before the guard sent the head already (known from `writeHead` itself, which
+    // checks first: one read of `headersSent` fewer per hit). Only the end is left to send.
+    if ((error as { code?: unknown } | null)?.code !== 'ERR_HTTP_HEADERS_SENT') throw error;
+    res.end();
+    return;
+  }
+  if (response.body === undefined) res.end();
+  else res.end(response.body);
 }

@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HandlerResponse, Replay, ReplayRequest } from './pipeline.js';
 import { runSyntheticExchange, type NodeListener } from './synthetic-exchange.js';
+import { HttpGuard } from './guard.js';
 
 export type { NodeListener } from './synthetic-exchange.js';
 
-/** Set on a request injected for a background refresh: every guard in the app lets it through. */
-const REPLAYED = Symbol.for('dogpile-guard.replayed');
 
 /** The request-handling surface of an Express app (a `node:http` request listener with Express's prototypes). */
 export interface ExpressLikeApp {
@@ -16,9 +15,12 @@ export interface ExpressLikeApp {
   parent?: ExpressLikeApp;
 }
 
-/** True for a request injected for a background refresh. */
+/**
+ * True for a request every guard lets through: one injected for a background refresh (claimed
+ * before the app sees it, `expressReplay`), or one a guard has already claimed.
+ */
 export function isReplay(req: object): boolean {
-  return (req as { [REPLAYED]?: boolean })[REPLAYED] === true;
+  return HttpGuard.claimed(req);
 }
 
 /**
@@ -41,7 +43,7 @@ export function expressReplay(app: ExpressLikeApp): Replay {
   const top = root;
   return async (request) => {
     const dispatch = (req: IncomingMessage, res: ServerResponse) => {
-      (req as unknown as { [REPLAYED]: boolean })[REPLAYED] = true;
+      HttpGuard.claim(req);
       top.handle(req, res);
     };
     return injectTarget(dispatch, request);

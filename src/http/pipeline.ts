@@ -85,8 +85,14 @@ export type RefreshMode = 'background' | 'foreground';
 const INSTRUCTIONS = Symbol('instructions');
 /** The header fields of a prepared response as one plain record, made once per prepared response. */
 const FIELD_RECORD = Symbol('field record');
+/** The header fields of a prepared response as one record for Node's `writeHead`, made once per prepared response. */
+const NODE_FIELDS = Symbol('node fields');
 
-type Memo = PreparedResponse & { [INSTRUCTIONS]?: ResponseInstructions; [FIELD_RECORD]?: Readonly<Record<string, string>> };
+type Memo = PreparedResponse & {
+  [INSTRUCTIONS]?: ResponseInstructions;
+  [FIELD_RECORD]?: Readonly<Record<string, string>>;
+  [NODE_FIELDS]?: Readonly<Record<string, string | readonly string[]>>;
+};
 
 /** The instructions that write a response served from the cache (a hit, a stale response, a 304, a 206). Shared: do not modify. */
 export function servedInstructions(response: PreparedResponse): ResponseInstructions {
@@ -109,6 +115,21 @@ export function servedFieldRecord(response: PreparedResponse): Readonly<Record<s
   const record: Record<string, string> = {};
   for (const [name, value] of servedInstructions(response).headers) record[name] = typeof value === 'string' ? value : value.join(', ');
   memo[FIELD_RECORD] = record;
+  return record;
+}
+
+/**
+ * The header fields of `servedInstructions(response)` as one record in their order, repeated
+ * values kept as lists: what a Node `ServerResponse.writeHead` takes (a record rather than a
+ * flat list, which some `writeHead` wrappers of the ecosystem read as pairs). Shared: do not modify.
+ */
+export function servedNodeFields(response: PreparedResponse): Readonly<Record<string, string | readonly string[]>> {
+  const memo = response as Memo;
+  const made = memo[NODE_FIELDS];
+  if (made !== undefined) return made;
+  const record: Record<string, string | readonly string[]> = {};
+  for (const [name, value] of servedInstructions(response).headers) record[name] = value;
+  memo[NODE_FIELDS] = record;
   return record;
 }
 

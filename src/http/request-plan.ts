@@ -55,14 +55,15 @@ export function ageSeconds(createdAt: number, now: number): number {
 /**
  * Requests (raw `IncomingMessage`s, `Request`s, or argument lists outside HTTP) already
  * handled: the first guard or interceptor that claims a request handles it, the others let it
- * through. The claim is a hidden property on the request object.
+ * through. The claim is a hidden property on the request object. A `shared` claim is seen by
+ * every copy of dogpile-guard loaded in the process (its mark is in the global symbol registry).
  */
 export class RequestClaims {
   /** The mark this kind of claim leaves on a request. */
   private readonly mark: symbol;
 
-  constructor(name: string) {
-    this.mark = Symbol(`dogpile-guard.${name}`);
+  constructor(name: string, shared = false) {
+    this.mark = shared ? Symbol.for(`dogpile-guard.${name}`) : Symbol(`dogpile-guard.${name}`);
   }
 
   has(marker: object): boolean {

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { CacheStatus } from '../core/cache.js';
 import { appendCacheStatus, ttlSeconds, type CacheStatusEntry } from './cache-status.js';
 import { answerRange } from './range.js';
@@ -115,21 +115,6 @@ export function prepareResponse(
     return { status: 304, headers, headerObject, xCache, age, cacheStatus, body: undefined };
   }
   return { status: stored.status, headers: stored.headers, headerObject: stored.headerObject, xCache, age, cacheStatus, body: stored.body };
-}
-
-/** Writes a prepared response to a Node `ServerResponse` (Express, or any `node:http` server). */
-export function writeServerResponse(res: ServerResponse, response: PreparedResponse): void {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
-  res.statusCode = response.status;
-  for (const [name, value] of response.headers) res.setHeader(name, value);
-  res.setHeader('x-cache', response.xCache);
-  res.setHeader('age', String(response.age));
-  if (response.cacheStatus) res.setHeader('cache-status', response.cacheStatus);
-  if (response.body === undefined) res.end();
-  else res.end(response.body);
 }
 
 /** The request header fields of a request that asks for no validation. */
