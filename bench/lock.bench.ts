@@ -4,8 +4,9 @@
  * holding it 5 ms, 400 acquisitions in all. Reports acquisitions/s, the idle gap between a
  * release and the next acquisition, and Redis commands per acquisition.
  *
- * BENCH_LOCK_BASELINE=<git revision> adds that revision's RedisLock (its `src/`, extracted with
- * `git archive` into a temporary directory) to the same run, for before/after numbers.
+ * BENCH_LOCK_BASELINE=<git revision> adds that revision's RedisLock (its `src/` and the
+ * `tsconfig.json` that compiles it, extracted with `git archive` into a temporary directory) to
+ * the same run, for before/after numbers.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
@@ -41,7 +42,7 @@ interface Baseline {
 function extractBaseline(revision: string): Baseline {
   const sha = execFileSync('git', ['rev-parse', '--short', revision], { cwd: root }).toString().trim();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dogpile-lock-baseline-'));
-  execFileSync('tar', ['-x', '-C', dir], { input: execFileSync('git', ['archive', '--format=tar', sha, 'src'], { cwd: root, maxBuffer: 1 << 28 }) });
+  execFileSync('tar', ['-x', '-C', dir], { input: execFileSync('git', ['archive', '--format=tar', sha, 'src', 'tsconfig.json'], { cwd: root, maxBuffer: 1 << 28 }) });
   symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
   return { revision: sha, dir };
 }
@@ -56,6 +57,12 @@ interface RunResult {
   /** Idle gap when the next holder is a different client. */
   handOverGapP50: number;
   handOverGapP99: number;
+  /** Hand-offs woken by a message: release() called → message dispatched in the waiter's process (ms). */
+  toMessageP50: number;
+  toMessageP99: number;
+  /** … and message dispatched → acquire() resolved (ms). */
+  inWaiterP50: number;
+  inWaiterP99: number;
   /** From calling acquire() to getting the lock. */
   waitP99: number;
   waitMax: number;
@@ -125,7 +132,7 @@ async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, mo
   const before = commandCounts(await inspector.info('commandstats'));
   monitor.reset();
   const perClient = ACQUISITIONS / (PROCESSES * CLIENTS_PER_PROCESS);
-  const done = await Promise.all(fleet.launch<{ acquired: number; holder: string }>({ mode: 'lanes', lanes: CLIENTS_PER_PROCESS, calls: perClient }, { timeoutMs: RUN_TIMEOUT_MS }));
+  const done = await Promise.all(fleet.launch<{ acquired: number; holder: string; woken?: number; releasing: number }>({ mode: 'lanes', lanes: CLIENTS_PER_PROCESS, calls: perClient }, { timeoutMs: RUN_TIMEOUT_MS }));
   await new Promise((r) => setTimeout(r, 100)); // let trailing commands (UNSUBSCRIBE) arrive
   const after = commandCounts(await inspector.info('commandstats'));
   const sentByCommand = monitor.snapshot();
@@ -152,6 +159,18 @@ async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, mo
     gaps.push(gap);
     if (byAcquired[i]![3] !== byAcquired[i - 1]![3]) handOverGaps.push(gap);
   }
+  // A hand-off's gap in two parts: from the release's call to the waiter's process dispatching
+  // the message (the releaser's script, Redis, the delivery, the waiter being scheduled), and
+  // from that message to its acquire() resolving (the waiter's own code).
+  const byAcquiredCalls = [...calls].sort((a, b) => (a.acquired as number) - (b.acquired as number));
+  const toMessage: number[] = [];
+  const inWaiter: number[] = [];
+  for (let i = 1; i < byAcquiredCalls.length; i++) {
+    const next = byAcquiredCalls[i]!;
+    if (next.woken === undefined || next.holder === byAcquiredCalls[i - 1]!.holder) continue;
+    toMessage.push((next.woken as number) - (byAcquiredCalls[i - 1]!.releasing as number));
+    inWaiter.push((next.acquired as number) - (next.woken as number));
+  }
   const waits = records.map((r) => r[1] - r[0]);
   const firstStart = Math.min(...records.map((r) => r[0]));
   const lastRelease = Math.max(...records.map((r) => r[2]));
@@ -164,6 +183,10 @@ async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, mo
     handOverShare: handOverGaps.length / gaps.length,
     handOverGapP50: percentile(handOverGaps, 50),
     handOverGapP99: percentile(handOverGaps, 99),
+    toMessageP50: toMessage.length ? percentile(toMessage, 50) : Number.NaN,
+    toMessageP99: toMessage.length ? percentile(toMessage, 99) : Number.NaN,
+    inWaiterP50: inWaiter.length ? percentile(inWaiter, 50) : Number.NaN,
+    inWaiterP99: inWaiter.length ? percentile(inWaiter, 99) : Number.NaN,
     waitP99: percentile(waits, 99),
     waitMax: Math.max(...waits),
     loopDelayP99: Math.max(...done.map((d) => d.loopDelayP99 as number)),
@@ -212,6 +235,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
         ctx.log(
           `${lib} run ${run + 1}: ${r.acquisitionsPerSec.toFixed(0)} acq/s, gap p50 ${r.gapP50.toFixed(2)} ms p99 ${r.gapP99.toFixed(2)} ms, ` +
             `hand-overs ${(r.handOverShare * 100).toFixed(0)}% (gap p50 ${r.handOverGapP50.toFixed(2)} p99 ${r.handOverGapP99.toFixed(2)} ms), ` +
+            (Number.isNaN(r.inWaiterP99) ? '' : `release→message p50 ${r.toMessageP50.toFixed(2)} p99 ${r.toMessageP99.toFixed(2)} ms, message→acquired p50 ${r.inWaiterP50.toFixed(3)} p99 ${r.inWaiterP99.toFixed(3)} ms, `) +
             `wait p99 ${r.waitP99.toFixed(0)} ms max ${r.waitMax.toFixed(0)} ms, ` +
             `${r.sentPerAcq.toFixed(2)} commands sent/acq (${r.writtenPerAcq.toFixed(2)} written), ${r.executedPerAcq.toFixed(2)} executed/acq`,
         );
@@ -248,6 +272,9 @@ function report(
     (lib) =>
       `| ${label(lib)} | ${col(lib, 'acquisitionsPerSec', 0)} | ${col(lib, 'gapP50', 2)} | ${col(lib, 'gapP99', 2)} | ${col(lib, 'sentPerAcq', 2)} | ${col(lib, 'executedPerAcq', 2)} |`,
   );
+  const splitRows = libs
+    .filter((lib) => of(lib).every((r) => !Number.isNaN(r.inWaiterP99)))
+    .map((lib) => `| ${label(lib)} | ${col(lib, 'handOverGapP50', 2)} | ${col(lib, 'handOverGapP99', 2)} | ${col(lib, 'toMessageP50', 2)} | ${col(lib, 'toMessageP99', 2)} | ${col(lib, 'inWaiterP50', 3)} | ${col(lib, 'inWaiterP99', 3)} |`);
   const fairnessRows = libs.map(
     (lib) =>
       `| ${label(lib)} | ${summary(of(lib).map((r) => r.handOverShare * 100), 0)} | ${col(lib, 'handOverGapP50', 2)} | ${col(lib, 'handOverGapP99', 2)} | ` +
@@ -338,6 +365,15 @@ lock when the message arrives${baseline ? ` (before, the message only woke the w
 | lock | hand-overs to another client (% of acquisitions) | idle gap at a hand-over p50 (ms) | p99 (ms) | wait for one acquisition p99 (ms) | longest wait (ms) |
 |---|---|---|---|---|---|
 ${fairnessRows.join('\n')}
+
+Where a hand-off's time goes (acquisitions woken by a pub/sub message, to another client than the last holder): from the
+release() call to the waiting process dispatching the message (the releaser's script, Redis, the delivery, and the waiting
+process getting a CPU), then from that message to its acquire() resolving (the waiter's own code: the listener, the wake-up,
+acquire()'s bookkeeping). The gap itself starts at the release's reply, so it is shorter than the two parts together.
+
+| lock | gap at a hand-over p50 (ms) | p99 (ms) | release() → message p50 (ms) | p99 (ms) | message → acquired p50 (ms) | p99 (ms) |
+|---|---|---|---|---|---|---|
+${splitRows.join('\n')}
 
 Targets:
 ${targets.join('\n')}
