@@ -15,7 +15,7 @@
  *   BENCH_QUICK=1 npm run bench -- fleet         1 round per size, up to 16 processes
  *   FLEET_BENCH_SIZES=1,4,16 npm run bench -- fleet
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -171,7 +171,7 @@ export function renderFleetChart(points: FleetPoint[], sizes: number[], rounds: 
   const panelH = 240;
   const left = 70;
   const gap = 90;
-  const top = 90;
+  const top = 110;
   const width = left + 2 * panelW + gap + 40;
   const height = top + panelH + 130;
   const maxSize = Math.max(...sizes);
@@ -179,10 +179,11 @@ export function renderFleetChart(points: FleetPoint[], sizes: number[], rounds: 
   const runsMax = Math.max(2, ...points.map((p) => median(p.runs)));
   const runsTop = 2 ** Math.ceil(Math.log2(runsMax));
   const p99Max = Math.max(1, ...points.map((p) => median(p.p99)));
-  const p99Top = Math.ceil(p99Max / 10) * 10;
+  const p99Step = niceStep(p99Max / 4);
+  const p99Top = Math.ceil(p99Max / p99Step) * p99Step;
   const panels = [
     { title: 'loader runs (origin requests), log scale', y: (v: number) => panelH - (Math.log2(Math.max(1, v)) / Math.log2(runsTop)) * panelH, value: (p: FleetPoint) => median(p.runs), ticks: ticksLog(runsTop), fmt: (v: number) => String(v) },
-    { title: 'caller p99 beyond the loader (ms)', y: (v: number) => panelH - (v / p99Top) * panelH, value: (p: FleetPoint) => median(p.p99), ticks: [0, p99Top / 4, p99Top / 2, (3 * p99Top) / 4, p99Top], fmt: (v: number) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)) },
+    { title: 'caller p99 beyond the loader (ms)', y: (v: number) => panelH - (v / p99Top) * panelH, value: (p: FleetPoint) => median(p.p99), ticks: Array.from({ length: Math.round(p99Top / p99Step) + 1 }, (_, i) => i * p99Step), fmt: (v: number) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)) },
   ];
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="-apple-system, BlinkMacSystemFont, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="13" role="img" aria-labelledby="title desc">`);
@@ -195,7 +196,8 @@ export function renderFleetChart(points: FleetPoint[], sizes: number[], rounds: 
   );
   out.push(`<rect x="0.5" y="0.5" width="${width - 1}" height="${height - 1}" rx="10" fill="#ffffff" stroke="#d0d7de"/>`);
   out.push(`<text x="20" y="30" font-size="17" font-weight="bold" fill="#1f2328">One cold key, 50 callers per process, 1 to ${maxSize} processes on one Redis</text>`);
-  out.push(`<text x="20" y="52" fill="#57606a">measured by bench/fleet.bench.ts (npm run bench -- fleet), medians of ${rounds} round(s); the loader takes 100 ms</text>`);
+  out.push(`<text x="20" y="52" fill="#57606a">measured by bench/fleet.bench.ts (npm run bench -- fleet), medians of ${rounds} round(s); the loader takes 100 ms;</text>`);
+  out.push(`<text x="20" y="70" fill="#57606a">every process shares one 2-core machine, so the right-hand p99s are mostly processes queueing for a CPU</text>`);
   panels.forEach((panel, i) => {
     const x0 = left + i * (panelW + gap);
     out.push(`<text x="${x0}" y="${top - 14}" font-weight="bold" fill="#1f2328">${escape(panel.title)}</text>`);
@@ -235,10 +237,48 @@ export function renderFleetChart(points: FleetPoint[], sizes: number[], rounds: 
   return `${out.join('\n')}\n`;
 }
 
+/** 1, 2 or 5 times a power of ten, the smallest at least `raw`. */
+function niceStep(raw: number): number {
+  const power = 10 ** Math.floor(Math.log10(Math.max(raw, 1e-9)));
+  return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= raw) ?? 10 * power;
+}
+
 /** Powers of two from 1 to `top`, at most 7 of them. */
 function ticksLog(top: number): number[] {
   const ticks: number[] = [];
   const step = Math.max(1, Math.ceil(Math.log2(top) / 6));
   for (let e = 0; 2 ** e <= top; e += step) ticks.push(2 ** e);
   return ticks;
+}
+
+/** The points of the fleet table of a RESULTS.md (its medians), to redraw the chart without a run. */
+export function readFleetPoints(markdown: string): { points: FleetPoint[]; sizes: number[]; rounds: number } {
+  const start = markdown.indexOf('## The fleet curve');
+  if (start === -1) throw new Error('RESULTS.md has no fleet section; run `npm run bench -- fleet` and copy its section in');
+  const lines = markdown.slice(start).split('\n');
+  const header = lines.findIndex((l) => l.startsWith('| processes'));
+  if (header === -1) throw new Error('the fleet section has no table');
+  const rounds = Number(/(\d+) round\(s\) per fleet size/.exec(markdown.slice(start))?.[1] ?? 1);
+  const value = (cell: string) => Number(cell.trim().split(' ')[0]);
+  const points: FleetPoint[] = [];
+  const sizes: number[] = [];
+  for (const line of lines.slice(header + 2)) {
+    if (!line.startsWith('|')) break;
+    const cells = line.split('|').slice(1, -1);
+    const size = value(cells[0]!);
+    sizes.push(size);
+    FLEET_CONTENDERS.forEach((c, i) => {
+      const [runs, p99, commands] = [cells[1 + 3 * i]!, cells[2 + 3 * i]!, cells[3 + 3 * i]!].map(value);
+      if (![runs, p99, commands].some(Number.isNaN)) points.push({ id: c.id, processes: size, runs: [runs!], p99: [p99!], commands: [commands!], errors: 0 });
+    });
+  }
+  return { points, sizes, rounds };
+}
+
+// `node --import tsx bench/fleet.bench.ts`: redraws docs/fleet.svg from the table in bench/RESULTS.md.
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  const { points, sizes, rounds } = readFleetPoints(readFileSync(path.join(here, 'RESULTS.md'), 'utf8'));
+  const file = path.join(here, '..', 'docs', 'fleet.svg');
+  writeFileSync(file, renderFleetChart(points, sizes, rounds));
+  process.stdout.write(`wrote ${path.relative(process.cwd(), file)}\n`);
 }
