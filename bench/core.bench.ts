@@ -662,6 +662,7 @@ function baselineTable(baseline: Baseline, stampede: Map<string, StampedeRun[]>,
     ['excess p99', ' ms', (r) => percentile(r.excess, 99)],
     ['excess max', ' ms', (r) => Math.max(...r.excess)],
     ['Redis commands', '', (r) => r.commands.client],
+    ['Redis commands run, inside scripts too', '', (r) => r.commands.client + r.commands.inScripts],
   ];
   for (const scenario of SCENARIOS) {
     const current = stampede.get(`${scenario.id}:dogpile`) ?? [];
