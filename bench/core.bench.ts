@@ -736,6 +736,8 @@ function report(input: ReportInput): string {
 
   out.push('## Cache core: stampede and hit path (`bench/core.bench.ts`)');
   out.push('');
+  out.push(`Command: \`${input.baseline ? `CORE_BENCH_BASELINE=<a checkout of ${input.baseline.label.replace(/^.*\((.*)\)$/, '$1')}> ` : ''}npm run bench -- core\`${input.ctx.quick ? ' with BENCH_QUICK=1' : ''}.`);
+  out.push('');
   out.push(
     `Every contender in one run against one throwaway Redis; stampedes repeated ${repeats[0]}×, hit-path measurements ${repeats[1]}× ` +
       `(contenders interleaved)${input.ctx.quick ? ' — a quick run (BENCH_QUICK=1)' : ''}; ` +
