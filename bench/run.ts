@@ -1,7 +1,9 @@
 /**
  * `npm run bench`: runs every `bench/*.bench.ts` in turn (or the ones named on the command
  * line: `npm run bench -- lock core`), each against its own throwaway redis-server, and
- * writes `bench/RESULTS.md`. Every benchmark is bounded in count and time.
+ * writes `bench/RESULTS.md`. Every benchmark is bounded in count and time. Besides their
+ * sections, a full run redraws `bench/stampede.svg` (from the core section) and the fleet curve
+ * (`npm run bench -- fleet`, up to 64 processes) redraws `docs/fleet.svg`.
  */
 import { readdirSync, writeFileSync, readFileSync } from 'node:fs';
 import os from 'node:os';
