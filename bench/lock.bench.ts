@@ -6,7 +6,8 @@
  *
  * BENCH_LOCK_BASELINE=<git revision> adds that revision's RedisLock (its `src/` and the
  * `tsconfig.json` that compiles it, extracted with `git archive` into a temporary directory) to
- * the same run, for before/after numbers.
+ * the same run, for before/after numbers. LOCK_BENCH_CPU_PROF=<dir> has every worker write a CPU
+ * profile into that directory.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
@@ -225,7 +226,11 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
     await new Promise((resolve) => inspector.once('ready', resolve));
     const inspectorSource = `${inspector.stream.localAddress}:${inspector.stream.localPort}`;
     monitor = await CommandMonitor.start(server, inspectorSource);
-    fleet = await Fleet.start('bench/scenarios/lock.ts', PROCESSES, { port: server.port, clients: CLIENTS_PER_PROCESS, ...(baseline ? { baseline: baseline.dir } : {}) }, { label: 'lock worker' });
+    fleet = await Fleet.start('bench/scenarios/lock.ts', PROCESSES, { port: server.port, clients: CLIENTS_PER_PROCESS, ...(baseline ? { baseline: baseline.dir } : {}) }, {
+      label: 'lock worker',
+      // LOCK_BENCH_CPU_PROF=<dir>: each worker writes a CPU profile there when it exits (100 µs samples).
+      ...(process.env.LOCK_BENCH_CPU_PROF ? { nodeArgs: ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', process.env.LOCK_BENCH_CPU_PROF] } : {}),
+    });
     for (let run = 0; run < repeats; run++) {
       // Rotate the order, so that no library always runs first or last.
       const order = libs.map((_, i) => libs[(i + run) % libs.length]!);
