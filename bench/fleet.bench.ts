@@ -9,7 +9,9 @@
  * contender in every process, warmed up on another key, then every caller of every process at
  * one agreed moment, Redis commands counted in the window. The fleet grows as the sizes do
  * (the processes of a smaller size are reused by the larger ones), so 64 processes are started
- * once. Writes `docs/fleet.svg` from the medians.
+ * once. A full `npm run bench` draws `docs/fleet.svg` from the table it wrote into RESULTS.md;
+ * after a partial run, copy its section into RESULTS.md and run `node --import tsx
+ * bench/fleet.bench.ts` to redraw it.
  *
  *   npm run bench -- fleet                       3 rounds per size (about 6 minutes)
  *   BENCH_QUICK=1 npm run bench -- fleet         1 round per size, up to 16 processes
@@ -115,9 +117,7 @@ export default async function fleetBench(ctx: BenchContext): Promise<string> {
     await redis.stop();
   }
   const list = [...points.values()];
-  const chart = path.join(here, '..', 'docs', 'fleet.svg');
-  writeFileSync(chart, renderFleetChart(list, sizes, rounds));
-  ctx.log(`wrote ${path.relative(process.cwd(), chart)}`);
+  // The chart is drawn from RESULTS.md once a full run wrote it (bench/run.ts), never from a partial run.
   return report(list, sizes, rounds, { seconds: (Date.now() - started) / 1000, load: [load, os.loadavg()[0]!], startup, quick: ctx.quick });
 }
 
@@ -275,10 +275,15 @@ export function readFleetPoints(markdown: string): { points: FleetPoint[]; sizes
   return { points, sizes, rounds };
 }
 
-// `node --import tsx bench/fleet.bench.ts`: redraws docs/fleet.svg from the table in bench/RESULTS.md.
-if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+/** Draws docs/fleet.svg from the fleet table of bench/RESULTS.md; returns the file. */
+export function writeFleetChart(): string {
   const { points, sizes, rounds } = readFleetPoints(readFileSync(path.join(here, 'RESULTS.md'), 'utf8'));
   const file = path.join(here, '..', 'docs', 'fleet.svg');
   writeFileSync(file, renderFleetChart(points, sizes, rounds));
-  process.stdout.write(`wrote ${path.relative(process.cwd(), file)}\n`);
+  return file;
+}
+
+// `node --import tsx bench/fleet.bench.ts`: redraws docs/fleet.svg from the table in bench/RESULTS.md.
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  process.stdout.write(`wrote ${path.relative(process.cwd(), writeFleetChart())}\n`);
 }
