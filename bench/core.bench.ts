@@ -29,12 +29,15 @@ import { startRedis, type RedisServer } from '../tools/redis-server.js';
 import { commandCounts, median, percentile, ratio, summary } from './lib/stats.js';
 import { useBuiltSources } from './lib/built-sources.js';
 import type { BenchContext } from './lib/types.js';
-import { root } from '../tools/child-process.js';
+import { root, type JsonChild } from '../tools/child-process.js';
 import { Fleet, launch } from '../tools/fleet/fleet.js';
+import * as cacheScripts from '../src/store/cache-scripts.js';
+import { EXTEND } from '../src/redis/extend-script.js';
+import { LuaScript } from '../src/redis/lua-script.js';
 
 // --- contenders ---------------------------------------------------------------------------
 
-type StampedeContender = 'dogpile' | 'dogpile@baseline' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
+export type StampedeContender = 'dogpile' | 'dogpile@baseline' | 'none' | 'acd' | 'bento' | 'cm' | 'redlock' | 'semaphore';
 
 /** Another checkout of dogpile-guard measured next to this one (CORE_BENCH_BASELINE). */
 interface Baseline {
@@ -88,7 +91,7 @@ function contenders(baseline: Baseline | undefined): Contenders {
 }
 
 /** The loader's duration in every contender (bench/scenarios/core.ts). */
-const LOADER_MS = 100;
+export const LOADER_MS = 100;
 /** A caller that has not settled after this long is counted as an error. */
 const CALL_DEADLINE_MS = 25_000;
 
@@ -146,7 +149,7 @@ interface MonitorLine {
   source: string;
 }
 
-interface CommandCount {
+export interface CommandCount {
   /** Commands sent by the contender's clients (EVAL/EVALSHA count once). */
   client: number;
   /** Commands run inside Lua scripts (excluded from `client`). */
@@ -155,7 +158,26 @@ interface CommandCount {
   byName: Record<string, number>;
   /** Client commands seen by MONITOR, as a cross-check of `client`. */
   monitorClient: number;
+  /** Every client command of the window in order, with the commands its script ran. */
+  trace: TracedCommand[];
 }
+
+/** One client command seen by MONITOR: its connection, its name, for EVALSHA the script's name and what it ran inside. */
+export interface TracedCommand {
+  source: string;
+  name: string;
+  script?: string;
+  inScript: string[];
+}
+
+/** dogpile-guard's scripts by SHA, to name them in the trace. */
+const SCRIPT_NAMES = new Map(
+  ([...Object.values(cacheScripts), EXTEND] as unknown[]).filter((v): v is LuaScript => v instanceof LuaScript).map((script) => [script.sha, script.name] as const),
+);
+
+/** How long Redis must see no command before a stampede's window opens, and the longest wait for that. */
+const QUIET_MS = 30;
+const QUIET_BOUND_MS = 3000;
 
 /**
  * Counts the Redis commands of one stampede. The window is delimited by two `INFO
@@ -163,7 +185,7 @@ interface CommandCount {
  * the counted commands ran inside a script (source `lua`) and which INCRs were the
  * benchmark's own loader counter.
  */
-class CommandCounter {
+export class CommandCounter {
   private lines: MonitorLine[] = [];
   private before: Record<string, number> = {};
   private controlAddr = '';
@@ -185,7 +207,22 @@ class CommandCounter {
     return counter;
   }
 
+  /**
+   * Opens the window once Redis has been quiet for `QUIET_MS` (bounded by `QUIET_BOUND_MS`):
+   * what a contender does in the background after its warm-up (a cache instance opening its
+   * subscriber connection and following its generation stamp, once per instance) belongs to
+   * its start, not to the stampede.
+   */
   async start(): Promise<void> {
+    const deadline = Date.now() + QUIET_BOUND_MS;
+    let last = commandCounts(String(await this.control.info('commandstats')));
+    for (;;) {
+      await sleep(QUIET_MS);
+      const now = commandCounts(String(await this.control.info('commandstats')));
+      const busy = Object.entries(now).some(([name, calls]) => name !== 'info' && calls !== (last[name] ?? 0));
+      last = now;
+      if (!busy || Date.now() > deadline) break;
+    }
     this.lines = [];
     this.before = commandCounts(String(await this.control.info('commandstats')));
   }
@@ -198,14 +235,23 @@ class CommandCounter {
     const first = this.lines.findIndex(isMarker);
     const last = this.lines.findLastIndex(isMarker);
     const window = this.lines.slice(first + 1, last);
+    if (process.env.CORE_BENCH_TRACE === '1') for (const l of window) process.stdout.write(`    ${l.source} ${l.args.map((a) => a.slice(0, 60)).join(' ')}\n`);
     const inScripts: Record<string, number> = {};
     let monitorClient = 0;
     let counterIncrs = 0;
+    const trace: TracedCommand[] = [];
     for (const l of window) {
       const name = (l.args[0] ?? '').toLowerCase();
-      if (l.source === 'lua') inScripts[name] = (inScripts[name] ?? 0) + 1;
-      else if (name === 'incr' && l.args[1] === counterKey) counterIncrs++;
-      else monitorClient++;
+      if (l.source === 'lua') {
+        inScripts[name] = (inScripts[name] ?? 0) + 1;
+        // MONITOR lists a script's commands right after the EVALSHA that ran them.
+        trace[trace.length - 1]?.inScript.push(name.toUpperCase());
+      } else if (name === 'incr' && l.args[1] === counterKey) counterIncrs++;
+      else {
+        monitorClient++;
+        const script = name === 'evalsha' ? SCRIPT_NAMES.get(l.args[1] ?? '') ?? 'script' : undefined;
+        trace.push({ source: l.source, name: name.toUpperCase(), ...(script ? { script } : {}), inScript: [] });
+      }
     }
     const byName: Record<string, number> = {};
     for (const [name, calls] of Object.entries(after)) {
@@ -219,6 +265,7 @@ class CommandCounter {
       inScripts: Object.values(inScripts).reduce((a, b) => a + b, 0),
       byName,
       monitorClient,
+      trace,
     };
   }
 
@@ -229,7 +276,7 @@ class CommandCounter {
 
 // --- stampedes ------------------------------------------------------------------------------
 
-interface StampedeRun {
+export interface StampedeRun {
   loaderRuns: number;
   localRuns: number;
   excess: number[];
@@ -244,18 +291,18 @@ interface StampedeRun {
   commands: CommandCount;
 }
 
-async function runStampede(
-  fleet: Fleet,
+export async function runStampede(
+  members: readonly JsonChild[],
   control: Redis,
   counter: CommandCounter,
   contender: StampedeContender,
-  scenario: (typeof SCENARIOS)[number],
+  scenario: { id: string; processes: number; callers: number },
   repeat: number,
 ): Promise<StampedeRun> {
   const tag = `${contender}:${scenario.id}:${repeat}:${Date.now().toString(36)}`;
   const key = `bench:core:${tag}`;
   const counterKey = `bench:core:loader-runs:${tag}`;
-  const used = fleet.members.slice(0, scenario.processes);
+  const used = members.slice(0, scenario.processes);
   for (const w of used) w.send({ cmd: 'prepare', contender, key, counterKey });
   await Promise.all(used.map((w) => w.take('prepared', 20_000)));
   await counter.start();
@@ -330,6 +377,76 @@ function hitPlans(quick: boolean, list: Contenders): HitPlan[] {
 }
 
 // --- report ---------------------------------------------------------------------------------
+
+/** Why each command of dogpile-guard's stampede is sent, by command (and script) and the role of its process. */
+const WHY: Record<string, string> = {
+  'lead:EVALSHA lookup':
+    'look up or lead: no value (`GET`) and no lock (`PTTL` -2), so the lead is taken (`SET NX PX`); `TIME` dates the lead on the server\'s clock (the value\'s start) and refuses it to a caller that already gave up',
+  'lead:EVALSHA commit':
+    'store, release and announce in one script: `GET` checks that the lock is still this leader\'s, `DEL` releases it, `TIME` + `GETRANGE` date the value on the server\'s clock strictly after the key\'s previous write, `SET` stores it, `PUBLISH` hands it to the waiters inline',
+  'wait:EVALSHA lookup':
+    'look up: no value, a live lock (`PTTL`: its remaining time bounds the wait). The first before subscribing; the second once the `SUBSCRIBE` is confirmed, so that an announcement made between the two is not missed. Neither reads the clock nor tries a `SET NX` that must fail',
+  'wait:SUBSCRIBE': "the key's channel, on the process's subscriber connection: the leader's `PUBLISH` wakes every caller of the process at once",
+  'wait:UNSUBSCRIBE': 'the channel dropped a linger (1 s) after the last waiter of the key left',
+  'any:INFO': "ready check of a subscriber connection opened inside the window (a process's first wait)",
+  'any:GET': "a generation stamp read once by a cache instance that does not follow it yet (its first call)",
+};
+
+/**
+ * The table of every command of one dogpile-guard stampede, per process: MONITOR's client
+ * commands grouped by connection; the connection that commits is the leader's, those that only
+ * look up are the waiting processes', those that subscribe are their subscriber connections.
+ */
+function commandsPerProcess(run: StampedeRun, processes: number): string[] {
+  const byConnection = new Map<string, TracedCommand[]>();
+  for (const c of run.commands.trace) byConnection.set(c.source, [...(byConnection.get(c.source) ?? []), c]);
+  const label = (c: TracedCommand) => `${c.name}${c.script ? ` ${c.script}` : ''}`;
+  const leading = [...byConnection.values()].filter((cs) => cs.some((c) => c.script === 'commit'));
+  const waiting = processes - leading.length;
+  const rows = new Map<string, { role: 'lead' | 'wait'; label: string; inside: string; count: number }>();
+  for (const commands of byConnection.values()) {
+    const role = commands.some((c) => c.script === 'commit') ? 'lead' : 'wait';
+    for (const c of commands) {
+      const inside = c.inScript.join(', ');
+      const id = `${role}|${label(c)}|${inside}`;
+      const row = rows.get(id) ?? { role, label: label(c), inside, count: 0 };
+      row.count++;
+      rows.set(id, row);
+    }
+  }
+  const out: string[] = [];
+  out.push(`### Every command of one dogpile-guard stampede A, per process (the median run: ${run.commands.client} sent, ${run.commands.inScripts} run inside scripts)`);
+  out.push('');
+  out.push(
+    `From MONITOR: each client command with the commands its script ran, grouped by connection. The leading process is the one whose connection commits; the ${waiting} others wait ` +
+      '(their command and subscriber connections together). Counts per process; *inside the script* is what one call of the script ran.',
+  );
+  out.push('');
+  out.push('| process | command | per process | inside the script | why |');
+  out.push('|---|---|---:|---|---|');
+  const sorted = [...rows.values()].sort((a, b) => (a.role === b.role ? 0 : a.role === 'lead' ? -1 : 1));
+  for (const r of sorted) {
+    const per = r.role === 'lead' ? r.count / Math.max(1, leading.length) : r.count / Math.max(1, waiting);
+    const why = WHY[`${r.role}:${r.label}`] ?? WHY[`any:${r.label.split(' ')[0]}`] ?? '—';
+    out.push(`| ${r.role === 'lead' ? 'leading (1)' : `waiting (${waiting})`} | \`${r.label}\` | ${Number.isInteger(per) ? per : per.toFixed(2)} | ${r.inside || '—'} | ${why} |`);
+  }
+  out.push(`| waiting (${waiting}) | \`UNSUBSCRIBE\` | 1 | — | ${WHY['wait:UNSUBSCRIBE']}: after the measured window |`);
+  const total = (role: 'lead' | 'wait', per: number) => {
+    const mine = sorted.filter((r) => r.role === role);
+    const sent = mine.reduce((a, r) => a + r.count, 0) / per;
+    const inside = mine.reduce((a, r) => a + r.count * (r.inside === '' ? 0 : r.inside.split(', ').length), 0) / per;
+    return { sent, executed: sent + inside };
+  };
+  const lead = total('lead', Math.max(1, leading.length));
+  const wait = total('wait', Math.max(1, waiting));
+  const f = (v: number) => (Number.isInteger(v) ? String(v) : v.toFixed(2));
+  out.push('');
+  out.push(
+    `In the window: the leading process ${f(lead.sent)} commands sent, ${f(lead.executed)} run in Redis with those inside its scripts (the commit included); ` +
+      `each waiting process ${f(wait.sent)} sent, ${f(wait.executed)} run — and its \`UNSUBSCRIBE\` a second later.`,
+  );
+  return out;
+}
 
 const ms = (values: number[]) => summary(values, 1);
 const int = (values: number[]) => summary(values, 0);
@@ -432,7 +549,7 @@ export default async function coreBench(ctx: BenchContext): Promise<string> {
       for (const scenario of SCENARIOS) {
         for (const c of order) {
           if (only.length > 0 && !only.includes(c.id)) continue;
-          const run = await runStampede(workers, control, counter, c.id, scenario, r);
+          const run = await runStampede(workers.members, control, counter, c.id, scenario, r);
           const id = `${scenario.id}:${c.id}`;
           stampede.set(id, [...(stampede.get(id) ?? []), run]);
           if (run.commands.monitorClient !== run.commands.client) {
@@ -545,6 +662,7 @@ function baselineTable(baseline: Baseline, stampede: Map<string, StampedeRun[]>,
     ['excess p99', ' ms', (r) => percentile(r.excess, 99)],
     ['excess max', ' ms', (r) => Math.max(...r.excess)],
     ['Redis commands', '', (r) => r.commands.client],
+    ['Redis commands run, inside scripts too', '', (r) => r.commands.client + r.commands.inScripts],
   ];
   for (const scenario of SCENARIOS) {
     const current = stampede.get(`${scenario.id}:dogpile`) ?? [];
@@ -618,6 +736,8 @@ function report(input: ReportInput): string {
 
   out.push('## Cache core: stampede and hit path (`bench/core.bench.ts`)');
   out.push('');
+  out.push(`Command: \`${input.baseline ? `CORE_BENCH_BASELINE=<a checkout of ${input.baseline.label.replace(/^.*\((.*)\)$/, '$1')}> ` : ''}npm run bench -- core\`${input.ctx.quick ? ' with BENCH_QUICK=1' : ''}.`);
+  out.push('');
   out.push(
     `Every contender in one run against one throwaway Redis; stampedes repeated ${repeats[0]}×, hit-path measurements ${repeats[1]}× ` +
       `(contenders interleaved)${input.ctx.quick ? ' — a quick run (BENCH_QUICK=1)' : ''}; ` +
@@ -673,6 +793,9 @@ function report(input: ReportInput): string {
     }
   }
 
+  out.push('');
+  const dogpileA = stampede.get('A:dogpile') ?? [];
+  if (dogpileA.length > 0) out.push('', ...commandsPerProcess(medianRun(dogpileA), SCENARIOS[0].processes));
   out.push('');
   out.push('### dogpile-guard against each peer (stampedes)');
   out.push('');
@@ -832,7 +955,7 @@ function explanations(v: {
   const u = (x: number | undefined) => (x === undefined ? 'n/a' : x.toFixed(1));
   return `### Why
 
-**Stampede A latency.** dogpile-guard makes the fewest round trips a cross-process protocol can: the leader sends 2 commands (lookup-or-lead, store-release-announce), a waiting process 4 (lookup, \`SUBSCRIBE\`, lookup again, plus the ready-check \`INFO\` of the subscriber connection it opens on its first wait; the channel is dropped a second after the last waiter, outside the measured window); nothing polls. Where its p99 excess in A is above an in-process peer's (${ms(v.dA.p99)} ms, against ${v.peersA}), the difference is therefore not round trips but waiting for a CPU: 4 worker processes, Redis and the coordinating process share ${os.cpus().length} CPUs here, with other work. The per-process timelines (loader start and end, first and last caller settled, against the agreed start) show two moments at which dogpile-guard's processes must all run at once and the in-process peers' need not:
+**Stampede A latency.** dogpile-guard makes the fewest round trips a cross-process protocol can: the leader sends 2 commands (lookup-or-lead, store-release-announce), a waiting process 3 (lookup, \`SUBSCRIBE\`, lookup again; its \`UNSUBSCRIBE\` follows a second after the last waiter, outside the measured window); nothing polls. The table above names every one of them and what it runs inside Redis. Where its p99 excess in A is above an in-process peer's (${ms(v.dA.p99)} ms, against ${v.peersA}), the difference is therefore not round trips but waiting for a CPU: 4 worker processes, Redis and the coordinating process share ${os.cpus().length} CPUs here, with other work. The per-process timelines (loader start and end, first and last caller settled, against the agreed start) show two moments at which dogpile-guard's processes must all run at once and the in-process peers' need not:
 - at the start, the three waiting processes get their *wait* answer and open their subscriber connection while the leader needs the CPU to start its loader: in this run the leader's loader started ${v.tDog.loaderStart.toFixed(1)} ms after the agreed start (median over the repeats), the in-process peers' first loaders after ${v.tPeers};
 - at the end, one \`PUBLISH\` wakes all four processes in the same millisecond and they queue for the CPUs: the last caller of the leader's process settled ${v.tDog.settleRunner.toFixed(1)} ms after its loader ended, the last caller of the waiting processes ${v.tDog.settleOthers.toFixed(1)} ms after it (the in-process peers, whose processes each finish after their own loader at slightly different moments: ${v.tPeersEnd}).
 

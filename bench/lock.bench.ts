@@ -4,8 +4,10 @@
  * holding it 5 ms, 400 acquisitions in all. Reports acquisitions/s, the idle gap between a
  * release and the next acquisition, and Redis commands per acquisition.
  *
- * BENCH_LOCK_BASELINE=<git revision> adds that revision's RedisLock (its `src/`, extracted with
- * `git archive` into a temporary directory) to the same run, for before/after numbers.
+ * BENCH_LOCK_BASELINE=<git revision> adds that revision's RedisLock (its `src/` and the
+ * `tsconfig.json` that compiles it, extracted with `git archive` into a temporary directory) to
+ * the same run, for before/after numbers. LOCK_BENCH_CPU_PROF=<dir> has every worker write a CPU
+ * profile into that directory.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
@@ -41,7 +43,7 @@ interface Baseline {
 function extractBaseline(revision: string): Baseline {
   const sha = execFileSync('git', ['rev-parse', '--short', revision], { cwd: root }).toString().trim();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dogpile-lock-baseline-'));
-  execFileSync('tar', ['-x', '-C', dir], { input: execFileSync('git', ['archive', '--format=tar', sha, 'src'], { cwd: root, maxBuffer: 1 << 28 }) });
+  execFileSync('tar', ['-x', '-C', dir], { input: execFileSync('git', ['archive', '--format=tar', sha, 'src', 'tsconfig.json'], { cwd: root, maxBuffer: 1 << 28 }) });
   symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
   return { revision: sha, dir };
 }
@@ -56,6 +58,12 @@ interface RunResult {
   /** Idle gap when the next holder is a different client. */
   handOverGapP50: number;
   handOverGapP99: number;
+  /** Hand-offs woken by a message: release() called → message dispatched in the waiter's process (ms). */
+  toMessageP50: number;
+  toMessageP99: number;
+  /** … and message dispatched → acquire() resolved (ms). */
+  inWaiterP50: number;
+  inWaiterP99: number;
   /** From calling acquire() to getting the lock. */
   waitP99: number;
   waitMax: number;
@@ -125,7 +133,7 @@ async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, mo
   const before = commandCounts(await inspector.info('commandstats'));
   monitor.reset();
   const perClient = ACQUISITIONS / (PROCESSES * CLIENTS_PER_PROCESS);
-  const done = await Promise.all(fleet.launch<{ acquired: number; holder: string }>({ mode: 'lanes', lanes: CLIENTS_PER_PROCESS, calls: perClient }, { timeoutMs: RUN_TIMEOUT_MS }));
+  const done = await Promise.all(fleet.launch<{ acquired: number; holder: string; woken?: number; releasing: number }>({ mode: 'lanes', lanes: CLIENTS_PER_PROCESS, calls: perClient }, { timeoutMs: RUN_TIMEOUT_MS }));
   await new Promise((r) => setTimeout(r, 100)); // let trailing commands (UNSUBSCRIBE) arrive
   const after = commandCounts(await inspector.info('commandstats'));
   const sentByCommand = monitor.snapshot();
@@ -152,6 +160,18 @@ async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, mo
     gaps.push(gap);
     if (byAcquired[i]![3] !== byAcquired[i - 1]![3]) handOverGaps.push(gap);
   }
+  // A hand-off's gap in two parts: from the release's call to the waiter's process dispatching
+  // the message (the releaser's script, Redis, the delivery, the waiter being scheduled), and
+  // from that message to its acquire() resolving (the waiter's own code).
+  const byAcquiredCalls = [...calls].sort((a, b) => (a.acquired as number) - (b.acquired as number));
+  const toMessage: number[] = [];
+  const inWaiter: number[] = [];
+  for (let i = 1; i < byAcquiredCalls.length; i++) {
+    const next = byAcquiredCalls[i]!;
+    if (next.woken === undefined || next.holder === byAcquiredCalls[i - 1]!.holder) continue;
+    toMessage.push((next.woken as number) - (byAcquiredCalls[i - 1]!.releasing as number));
+    inWaiter.push((next.acquired as number) - (next.woken as number));
+  }
   const waits = records.map((r) => r[1] - r[0]);
   const firstStart = Math.min(...records.map((r) => r[0]));
   const lastRelease = Math.max(...records.map((r) => r[2]));
@@ -164,6 +184,10 @@ async function runOnce(lib: Lib, run: number, fleet: Fleet, inspector: Redis, mo
     handOverShare: handOverGaps.length / gaps.length,
     handOverGapP50: percentile(handOverGaps, 50),
     handOverGapP99: percentile(handOverGaps, 99),
+    toMessageP50: toMessage.length ? percentile(toMessage, 50) : Number.NaN,
+    toMessageP99: toMessage.length ? percentile(toMessage, 99) : Number.NaN,
+    inWaiterP50: inWaiter.length ? percentile(inWaiter, 50) : Number.NaN,
+    inWaiterP99: inWaiter.length ? percentile(inWaiter, 99) : Number.NaN,
     waitP99: percentile(waits, 99),
     waitMax: Math.max(...waits),
     loopDelayP99: Math.max(...done.map((d) => d.loopDelayP99 as number)),
@@ -202,7 +226,11 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
     await new Promise((resolve) => inspector.once('ready', resolve));
     const inspectorSource = `${inspector.stream.localAddress}:${inspector.stream.localPort}`;
     monitor = await CommandMonitor.start(server, inspectorSource);
-    fleet = await Fleet.start('bench/scenarios/lock.ts', PROCESSES, { port: server.port, clients: CLIENTS_PER_PROCESS, ...(baseline ? { baseline: baseline.dir } : {}) }, { label: 'lock worker' });
+    fleet = await Fleet.start('bench/scenarios/lock.ts', PROCESSES, { port: server.port, clients: CLIENTS_PER_PROCESS, ...(baseline ? { baseline: baseline.dir } : {}) }, {
+      label: 'lock worker',
+      // LOCK_BENCH_CPU_PROF=<dir>: each worker writes a CPU profile there when it exits (100 µs samples).
+      ...(process.env.LOCK_BENCH_CPU_PROF ? { nodeArgs: ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', process.env.LOCK_BENCH_CPU_PROF] } : {}),
+    });
     for (let run = 0; run < repeats; run++) {
       // Rotate the order, so that no library always runs first or last.
       const order = libs.map((_, i) => libs[(i + run) % libs.length]!);
@@ -212,6 +240,7 @@ export default async function lockBench(ctx: BenchContext): Promise<string> {
         ctx.log(
           `${lib} run ${run + 1}: ${r.acquisitionsPerSec.toFixed(0)} acq/s, gap p50 ${r.gapP50.toFixed(2)} ms p99 ${r.gapP99.toFixed(2)} ms, ` +
             `hand-overs ${(r.handOverShare * 100).toFixed(0)}% (gap p50 ${r.handOverGapP50.toFixed(2)} p99 ${r.handOverGapP99.toFixed(2)} ms), ` +
+            (Number.isNaN(r.inWaiterP99) ? '' : `release→message p50 ${r.toMessageP50.toFixed(2)} p99 ${r.toMessageP99.toFixed(2)} ms, message→acquired p50 ${r.inWaiterP50.toFixed(3)} p99 ${r.inWaiterP99.toFixed(3)} ms, `) +
             `wait p99 ${r.waitP99.toFixed(0)} ms max ${r.waitMax.toFixed(0)} ms, ` +
             `${r.sentPerAcq.toFixed(2)} commands sent/acq (${r.writtenPerAcq.toFixed(2)} written), ${r.executedPerAcq.toFixed(2)} executed/acq`,
         );
@@ -248,6 +277,9 @@ function report(
     (lib) =>
       `| ${label(lib)} | ${col(lib, 'acquisitionsPerSec', 0)} | ${col(lib, 'gapP50', 2)} | ${col(lib, 'gapP99', 2)} | ${col(lib, 'sentPerAcq', 2)} | ${col(lib, 'executedPerAcq', 2)} |`,
   );
+  const splitRows = libs
+    .filter((lib) => of(lib).every((r) => !Number.isNaN(r.inWaiterP99)))
+    .map((lib) => `| ${label(lib)} | ${col(lib, 'handOverGapP50', 2)} | ${col(lib, 'handOverGapP99', 2)} | ${col(lib, 'toMessageP50', 2)} | ${col(lib, 'toMessageP99', 2)} | ${col(lib, 'inWaiterP50', 3)} | ${col(lib, 'inWaiterP99', 3)} |`);
   const fairnessRows = libs.map(
     (lib) =>
       `| ${label(lib)} | ${summary(of(lib).map((r) => r.handOverShare * 100), 0)} | ${col(lib, 'handOverGapP50', 2)} | ${col(lib, 'handOverGapP99', 2)} | ` +
@@ -291,6 +323,13 @@ function report(
       `against ${med('redlock', 'handOverGapP99').toFixed(1)} and ${med('redis-semaphore', 'handOverGapP99').toFixed(1)} ms; ` +
       `runs ${of(us).map((r) => r.gapP99.toFixed(2)).join(', ')} ms; the worker processes' event loops ran late by up to ` +
       `${med(us, 'loopDelayP99').toFixed(1)} ms at p99).`,
+    `- Idle gap p99 at most 0.5× redis-semaphore's in the same run: **${gapP99 <= 0.5 * med('redis-semaphore', 'gapP99') ? 'met' : 'missed'}** ` +
+      `(${ratio(gapP99, med('redis-semaphore', 'gapP99'))} over every acquisition; ${ratio(med(us, 'handOverGapP99'), med('redis-semaphore', 'handOverGapP99'))} at hand-overs to another client).`,
+    `- Where a hand-off's time goes: the waiter's own code, from the message to acquire() resolved, took ${med(us, 'inWaiterP50').toFixed(3)} ms at p50 and ` +
+      `${med(us, 'inWaiterP99').toFixed(2)} ms at p99${baseline ? ` (the build of ${baseline}: ${med('dogpile-guard-baseline', 'inWaiterP50').toFixed(3)} and ${med('dogpile-guard-baseline', 'inWaiterP99').toFixed(2)} ms)` : ''}; ` +
+      `from the release() call to the message in the waiter's process ${med(us, 'toMessageP50').toFixed(2)} ms at p50 and ${med(us, 'toMessageP99').toFixed(2)} ms at p99 ` +
+      `${baseline ? `(${med('dogpile-guard-baseline', 'toMessageP50').toFixed(2)} and ${med('dogpile-guard-baseline', 'toMessageP99').toFixed(2)} ms) ` : ''}: ` +
+      'the tail of the gap is the releaser\'s script, the delivery and the waiting process getting a CPU, not the waiter\'s code.',
     ...(gapP99 < 2
       ? []
       : [
@@ -338,6 +377,15 @@ lock when the message arrives${baseline ? ` (before, the message only woke the w
 | lock | hand-overs to another client (% of acquisitions) | idle gap at a hand-over p50 (ms) | p99 (ms) | wait for one acquisition p99 (ms) | longest wait (ms) |
 |---|---|---|---|---|---|
 ${fairnessRows.join('\n')}
+
+Where a hand-off's time goes (acquisitions woken by a pub/sub message, to another client than the last holder): from the
+release() call to the waiting process dispatching the message (the releaser's script, Redis, the delivery, and the waiting
+process getting a CPU), then from that message to its acquire() resolving (the waiter's own code: the listener, the wake-up,
+acquire()'s bookkeeping). The gap itself starts at the release's reply, so it is shorter than the two parts together.
+
+| lock | gap at a hand-over p50 (ms) | p99 (ms) | release() → message p50 (ms) | p99 (ms) | message → acquired p50 (ms) | p99 (ms) |
+|---|---|---|---|---|---|---|
+${splitRows.join('\n')}
 
 Targets:
 ${targets.join('\n')}

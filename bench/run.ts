@@ -1,7 +1,9 @@
 /**
  * `npm run bench`: runs every `bench/*.bench.ts` in turn (or the ones named on the command
  * line: `npm run bench -- lock core`), each against its own throwaway redis-server, and
- * writes `bench/RESULTS.md`. Every benchmark is bounded in count and time.
+ * writes `bench/RESULTS.md`. Every benchmark is bounded in count and time. Besides their
+ * sections, a full run redraws `bench/stampede.svg` (from the core section) and `docs/fleet.svg`
+ * (from the fleet curve's: `npm run bench -- fleet`, up to 64 processes).
  */
 import { readdirSync, writeFileSync, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -66,6 +68,10 @@ async function main(): Promise<void> {
     process.stdout.write(`\nwrote bench/RESULTS.md\n`);
     writeChart();
     process.stdout.write(`wrote bench/stampede.svg\n`);
+    // Imported only now: its module imports src/, which must load as built (useBuiltSources above).
+    const { writeFleetChart } = (await import('./fleet.bench.js')) as typeof import('./fleet.bench.js');
+    writeFleetChart();
+    process.stdout.write(`wrote docs/fleet.svg\n`);
   } else {
     const out = path.join(here, `.out`);
     execFileSync('mkdir', ['-p', out]);

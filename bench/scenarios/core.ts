@@ -391,7 +391,7 @@ async function hitSetup(keyCount: number): Promise<{ event: string; bytes: numbe
         // The bytes as stored, decoded as the library decodes them (entry header, then the default serializer).
         return bytes === null ? undefined : rawCodec.decode(bytes);
       },
-      'raw-lookup': (slot) => LOOKUP.runBuffer(client, [valueKeys[slot]!, lockKeys[slot]!], ['bench-token', 5000, '0', '0', '1', '']),
+      'raw-lookup': (slot) => LOOKUP.runBuffer(client, [valueKeys[slot]!, lockKeys[slot]!], ['bench-token', 5000, '0', '0', '1', '', '0']),
       dogpile: dp(dogpile),
       'dogpile-json': dp(dogpileJson),
       'dogpile-l1': dp(dogpileL1),

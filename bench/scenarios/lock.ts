@@ -9,8 +9,9 @@
  *
  * - `prepare { lib, name, holdMs }`: one lock object per client, warmed up (one uncontended
  *   acquire/release each, so scripts are loaded); `prepared`.
- * - `go` (lanes = clients): each record carries `acquired` (on the fleet's monotonic clock) and
- *   `holder` (`<pid>/<client>`); `done` adds `sent` (the commands this process wrote to Redis,
+ * - `go` (lanes = clients): each record carries `acquired` (on the fleet's monotonic clock),
+ *   `holder` (`<pid>/<client>`), `woken` (when this process dispatched the pub/sub message the
+ *   acquisition woke on, if one came while it waited) and `releasing` (when release() was called); `done` adds `sent` (the commands this process wrote to Redis,
  *   by name) and this process's event-loop delay during the run (`loopDelayP99`, `loopDelayMax`, ms).
  */
 import { createRequire } from 'node:module';
@@ -92,6 +93,14 @@ runMember<{ port: number; clients: number; baseline?: string }>({
       sent.set(this.name, (sent.get(this.name) ?? 0) + 1);
       return toWritable.call(this, socket as never);
     };
+    // When this process last dispatched a pub/sub message (on any connection: a lock's wake-up
+    // arrives on the subscriber the library opened), for the split of a hand-off's gap.
+    let lastMessageAt = Number.NaN;
+    const emit = Redis.prototype.emit;
+    Redis.prototype.emit = function (this: Redis, event: string | symbol, ...args: unknown[]) {
+      if (event === 'messageBuffer') lastMessageAt = monotonicMs();
+      return emit.call(this, event, ...args);
+    };
     const clients = Array.from({ length: config.clients }, () => new Redis({ port: config.port, host: '127.0.0.1' }));
     await Promise.all(clients.map((c) => c.ping()));
     let contenders: Contender[] = [];
@@ -114,11 +123,15 @@ runMember<{ port: number; clients: number; baseline?: string }>({
       },
       async call({ lane }) {
         const c = contenders[lane]!;
+        const start = monotonicMs();
         await c.acquire();
         const acquired = monotonicMs();
+        // The message this acquisition woke on: the last one dispatched before it resolved.
+        const woken = lastMessageAt > start ? lastMessageAt : undefined;
         await sleep(holdMs);
+        const releasing = monotonicMs();
         await c.release();
-        return { acquired, holder: `${process.pid}/${lane}` };
+        return { acquired, holder: `${process.pid}/${lane}`, woken, releasing };
       },
       report() {
         delay?.disable();

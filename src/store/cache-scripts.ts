@@ -55,9 +55,13 @@ end
  * expired ('1': answer a version 2, 3 or 4 entry as past its expiry whatever the time; '0': by
  * the server's clock), try lead on a stale value ('1' | '0'), not after (ms since the epoch on
  * the server's clock, as text; '' for none: past it the caller has given up (commandTimeout),
- * so no lock is taken for it — a lock nobody holds would make every other caller wait it out).
+ * so no lock is taken for it — a lock nobody holds would make every other caller wait it out),
+ * clock ('1': the caller has no reading of the server's clock yet; every reply then carries one).
  * Every reply starts with its kind and the server's time (ms since the epoch, as text with its
- * microseconds: the moment a lead was taken, and a reading of the server's clock):
+ * microseconds: the moment a lead was taken, and a reading of the server's clock), or '' for a
+ * *wait* while the caller has a reading: a waiting caller's look-up costs two commands in the
+ * script (`GET` of the value, `PTTL` of the lock), not `TIME` and a `SET NX` bound to fail — the
+ * waiters of a stampede look up twice each (before and after they subscribe):
  * {1, t, value} | {2, t} (lead: the lock is ours) | {3, t, remaining ms of the leader's lock
  * [, 1 when the lock had no expiry and was given lockTtl]}
  * | {4, t, error} (the value key holds another Redis type: a foreign value, looked past with skip)
@@ -75,7 +79,7 @@ export type LookupReply =
   | [5, Buffer, Buffer, 1]
   | [5, Buffer, Buffer, 0, number, 0 | 1];
 
-export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: string, expired: '0' | '1', tryLead: '0' | '1', notAfter: string], LookupReply>(
+export const LOOKUP = new LuaScript<[token: string, lockTtl: number, skipValue: string, expired: '0' | '1', tryLead: '0' | '1', notAfter: string, clock: '0' | '1'], LookupReply>(
   'lookup',
   `
 local value_key = KEYS[1]
@@ -83,18 +87,33 @@ local lock_key = KEYS[2]
 local token = ARGV[1]
 local lock_ttl = ARGV[2]
 local skip_value = ARGV[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local time = string.format('%.3f', now)
-local gone = ARGV[6] ~= nil and ARGV[6] ~= '' and now > tonumber(ARGV[6])
+local not_after = ARGV[6]
+local now = 0
+local time = ''
+-- The server's clock, read once, and only by a reply that needs it.
+local function clock()
+  if time == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+    time = string.format('%.3f', now)
+  end
+  return now
+end
+if ARGV[7] == '1' then clock() end
 local function lead()
-  if gone then return false end
+  if not_after ~= nil and not_after ~= '' and clock() > tonumber(not_after) then return false end
+  clock()
   return redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl)
 end
-if ARGV[4] == '1' then now = 8.64e15 end
 if skip_value ~= '1' then
   local v = redis.pcall('GET', value_key)
-  if type(v) == 'table' and v.err then return {4, time, v.err} end
+  if type(v) == 'table' and v.err then clock() return {4, time, v.err} end
+  -- Judged past its expiry as of the server's time, or whatever the time with expired.
+  local at = 0
+  if v then
+    at = clock()
+    if ARGV[4] == '1' then at = 8.64e15 end
+  end
   if v and string.sub(skip_value, 1, 1) == '<' and #v >= 12 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103
     and struct.unpack('>d', string.sub(v, 5, 12)) <= tonumber(string.sub(skip_value, 2)) then
     -- The value the caller found invalidated (created at or before that time): looked past.
@@ -102,7 +121,7 @@ if skip_value ~= '1' then
   end
   if v then
     if #v >= 36 and string.byte(v, 1) == 208 and string.byte(v, 2) == 103 and string.byte(v, 3) >= 2 and string.byte(v, 3) <= 4
-      and now >= struct.unpack('>d', string.sub(v, 13, 20)) then
+      and at >= struct.unpack('>d', string.sub(v, 13, 20)) then
       if ARGV[5] == '1' and lead() then return {5, time, v, 1} end
       local holder = redis.call('GET', lock_key)
       return {5, time, v, 0, redis.call('PTTL', lock_key), (holder and string.sub(holder, 1, 2) == 'F:') and 1 or 0}
@@ -110,8 +129,13 @@ if skip_value ~= '1' then
     return {1, time, v}
   end
 end
-if lead() then return {2, time} end
+-- No value: a live lock is waited for (no clock, no SET NX that must fail); none is taken.
 local left = redis.call('PTTL', lock_key)
+if left == -2 then
+  if lead() then return {2, time} end
+  -- Not taken: the caller gave up (not after), and no one holds the lock.
+  return {3, time, -2}
+end
 if left == -1 then
   -- A lock never lives without an expiry: another program wrote it, or it was PERSISTed.
   -- Give it one, so a live leader's renewals keep it and a dead one's lock runs out.

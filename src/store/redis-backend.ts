@@ -139,9 +139,19 @@ export class RedisBackend implements Store {
     // from L1 as soon as it arrives.
     if (this.links && !this.links.has(key)) this.links.follow(key);
     const sent = monotonicNow();
-    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [token, lockTtl, skip === undefined ? '0' : skip === 'any' ? '1' : `<${skip.createdUpTo}`, expired ? '1' : '0', tryLead ? '1' : '0', this.notAfter()]);
-    const time = Number(String(reply[1]));
-    this.clock.observe(time, sent, monotonicNow());
+    const reply = await LOOKUP.runBuffer(this.commands, [k.value, k.lock], [
+      token,
+      lockTtl,
+      skip === undefined ? '0' : skip === 'any' ? '1' : `<${skip.createdUpTo}`,
+      expired ? '1' : '0',
+      tryLead ? '1' : '0',
+      this.notAfter(),
+      this.clock.known ? '0' : '1',
+    ]);
+    // A wait carries no reading of the server's clock once this process has one (see LOOKUP).
+    const text = String(reply[1]);
+    const time = text === '' ? Number.NaN : Number(text);
+    if (text !== '') this.clock.observe(time, sent, monotonicNow());
     switch (reply[0]) {
       case 5: {
         const decoded = this.decode(reply[2], sent);

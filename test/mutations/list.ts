@@ -23,10 +23,10 @@ export const MUTATIONS: Mutation[] = [
   // The look-up-or-lead script and the commit (store and release).
   {
     id: 'lookup-nx',
-    breaks: 'the look-up takes the lead lock without NX',
+    breaks: 'the look-up takes the lead lock whether or not another caller holds it',
     file: CACHE_SCRIPTS,
-    search: "  return redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl)",
-    replace: "  return redis.call('SET', lock_key, token, 'PX', lock_ttl)",
+    search: 'if left == -2 then\n  if lead() then return {2, time} end',
+    replace: "if true then\n  if redis.call('SET', lock_key, token, 'PX', lock_ttl) then clock() return {2, time} end",
     tests: ['test/cache-processes.test.ts'],
     filter: '8 processes',
   },
@@ -34,7 +34,7 @@ export const MUTATIONS: Mutation[] = [
     id: 'late-lookup-lead',
     breaks: 'a look-up that reaches Redis after its caller gave up still takes the lead lock',
     file: CACHE_SCRIPTS,
-    search: '  if gone then return false end',
+    search: "  if not_after ~= nil and not_after ~= '' and clock() > tonumber(not_after) then return false end",
     replace: '',
     tests: ['test/late-lookups.test.ts'],
   },
