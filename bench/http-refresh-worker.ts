@@ -38,9 +38,9 @@ import Fastify from 'fastify';
 import { createCache, type DogpileCache } from '../src/index.js';
 import { dogpileGuard } from '../src/express/index.js';
 import { dogpileGuardPlugin } from '../src/fastify/index.js';
-import { dropTargetedFieldsOnWrite } from '../src/http/targeted-fields.js';
+import { dropTargetedFieldsOnWrite } from '../src/http/rules/targeted-fields.js';
 import { servedInstructions } from '../src/http/pipeline.js';
-import type { PreparedResponse } from '../src/http/serve.js';
+import type { PreparedResponse } from '../src/http/flow/serve.js';
 
 const [named, redisUrl, handlerMs] = process.argv.slice(2);
 if (!named || !redisUrl || !handlerMs) throw new Error('usage: http-refresh-worker.ts <contender> <redis url> <handler ms>');

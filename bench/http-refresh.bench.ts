@@ -445,7 +445,7 @@ export default async function httpRefreshBench(ctx: BenchContext): Promise<strin
                 '',
                 `With \`refresh: 'background'\`, ${bg.miss} request(s) ran their own handler (\`X-Cache: MISS\`) though every stored response was inside its stale window. ` +
                   "In the runs made while writing this benchmark, `NODE_DEBUG=dogpile-guard` showed each such request leading the key `<key>\\n#revalidate`, i.e. the guard's revalidation path " +
-                  "(`serveValue` in src/http/guard.ts, a stored response past its own freshness answered as a `HIT`), not the stale-window refresh: " +
+                  "(`serveValue` in src/http/flow/guard.ts, a stored response past its own freshness answered as a `HIT`), not the stale-window refresh: " +
                   "the stored response's freshness is counted from when the handler produced it, the cache entry's TTL from when it was written, so for a few milliseconds after each expiry " +
                   "the cache still answers `HIT` while the response is already stale, and that path runs the handler in the foreground whatever `refresh` says.",
               ]

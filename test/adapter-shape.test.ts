@@ -51,7 +51,7 @@ describe('the HTTP adapters are translators', () => {
   }
 
   // Nest's `@Cached` caches the handler's value, which its platform serialises: the value's
-  // decision, key, fields and status fields come from the pipeline (http/value-answer.ts). Keys
+  // decision, key, fields and status fields come from the pipeline (http/flow/value-answer.ts). Keys
   // of values a user's key function chose are made by the pipeline's `userCacheKey`.
   for (const file of NEST_FILES) {
     it(`${file} names no caching header field and imports no caching rule but the pipeline's user keys`, () => {

@@ -15,7 +15,7 @@ import { EntryCodec } from '../src/store/codec.js';
 import { decodeEntry, encodeEntry, EntryKind, HEADER_SIZE, HEADER_SIZE_V3 } from '../src/store/entry.js';
 import { jsonSerializer, portableSerializer, v8Serializer } from '../src/store/serializer.js';
 import type { StoredEntry } from '../src/store/types.js';
-import { decodeResponse, encodeResponse } from '../src/http/response-format.js';
+import { decodeResponse, encodeResponse } from '../src/http/rules/response-format.js';
 import { compressibleValue, CREATED_AT, DELTA, jsonValue, MARKER_TTL, portableValue, response, STALE, TAGS, TTL, v8Value } from './fixtures/formats/samples.js';
 import { UnknownSerializerError } from '../src/shared/errors.js';
 

@@ -8,7 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dogpileGuard } from '../src/express/index.js';
 import { dogpileGuardPlugin } from '../src/fastify/index.js';
-import { formatHttpDate } from '../src/http/http-date.js';
+import { formatHttpDate } from '../src/http/rules/http-date.js';
 import type { HttpCacheOptions } from '../src/http/options.js';
 import { createCache, type DogpileCache } from '../src/index.js';
 import { freshId, sleep } from '../tools/basics.js';

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { defaultCacheKey, isValidHost, sortQuery, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
-import { requestBypassReason, responseNotStorableReason } from '../src/http/cacheability.js';
+import { defaultCacheKey, isValidHost, sortQuery, userCacheKey, varyKeySuffix } from '../src/http/rules/cache-key.js';
+import { requestBypassReason, responseNotStorableReason } from '../src/http/rules/cacheability.js';
 import { AbandonedLoad } from '../src/core/cache.js';
-import { ResponseCapture } from '../src/http/capture.js';
-import { parseVary, storableHeaders } from '../src/http/headers.js';
+import { ResponseCapture } from '../src/http/flow/capture.js';
+import { parseVary, storableHeaders } from '../src/http/rules/headers.js';
 import { resolveHttpCacheOptions, HTTP_CACHE_DEFAULTS } from '../src/http/options.js';
-import { decodeResponse, encodeResponse, ResponseFormatError } from '../src/http/response-format.js';
-import { prepareResponse, toServable, varyMatches } from '../src/http/serve.js';
+import { decodeResponse, encodeResponse, ResponseFormatError } from '../src/http/rules/response-format.js';
+import { prepareResponse, toServable, varyMatches } from '../src/http/flow/serve.js';
 import { createCache, InvalidOptionError, v8Serializer, jsonSerializer } from '../src/index.js';
 
 describe('cache key', () => {

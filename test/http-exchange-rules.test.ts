@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { appendCacheStatus, cacheStatusNameProblem, formatCacheStatus, sfTokenOrString, ttlSeconds } from '../src/http/cache-status.js';
-import { evaluateConditional, mergeNotModified, notModifiedHeaders, parseEntityTagList, revalidationHeaders } from '../src/http/conditional.js';
-import { formatHttpDate } from '../src/http/http-date.js';
-import { invalidationTargets } from '../src/http/invalidation.js';
-import { answerRange, ifRangeAllows, parseSingleRange } from '../src/http/range.js';
+import { appendCacheStatus, cacheStatusNameProblem, formatCacheStatus, sfTokenOrString, ttlSeconds } from '../src/http/rules/cache-status.js';
+import { evaluateConditional, mergeNotModified, notModifiedHeaders, parseEntityTagList, revalidationHeaders } from '../src/http/rules/conditional.js';
+import { formatHttpDate } from '../src/http/rules/http-date.js';
+import { invalidationTargets } from '../src/http/rules/invalidation.js';
+import { answerRange, ifRangeAllows, parseSingleRange } from '../src/http/rules/range.js';
 
 const T = Date.UTC(2026, 0, 1, 12, 0, 0);
 const date = (offsetSeconds: number) => formatHttpDate(T + offsetSeconds * 1000);

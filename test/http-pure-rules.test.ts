@@ -8,13 +8,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FRESHNESS_DEFAULTS } from '../src/core/freshness.js';
-import { responseFreshness } from '../src/http/freshness.js';
-import { leaderNotModified, leaderStatus, revalidated304 } from '../src/http/leader-rules.js';
-import type { CachePlan, LeaderRun } from '../src/http/plan-types.js';
-import { encodeResponse } from '../src/http/response-format.js';
-import { responseVerdict, storageTtl, type StoreRules } from '../src/http/response-store.js';
-import { toServable, type ServableResponse } from '../src/http/serve.js';
-import { reuseOf } from '../src/http/stale-on-error.js';
+import { responseFreshness } from '../src/http/rules/freshness.js';
+import { leaderNotModified, leaderStatus, revalidated304 } from '../src/http/rules/leader-rules.js';
+import type { CachePlan, LeaderRun } from '../src/http/flow/plan-types.js';
+import { encodeResponse } from '../src/http/rules/response-format.js';
+import { responseVerdict, storageTtl, type StoreRules } from '../src/http/rules/response-store.js';
+import { toServable, type ServableResponse } from '../src/http/flow/serve.js';
+import { reuseOf } from '../src/http/flow/stale-on-error.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const NOW = Date.UTC(2026, 0, 1);
@@ -104,7 +104,7 @@ describe('reuse of a stored response (reuseOf)', () => {
 });
 
 describe('the modules of pure rules', () => {
-  for (const file of ['src/http/response-store.ts', 'src/http/leader-rules.ts', 'src/http/stale-on-error.ts']) {
+  for (const file of ['src/http/rules/response-store.ts', 'src/http/rules/leader-rules.ts', 'src/http/flow/stale-on-error.ts']) {
     it(`${file} imports nothing that reaches a cache at run time, and holds no class`, () => {
       const source = readFileSync(path.join(root, file), 'utf8');
       const valueImports = [...source.matchAll(/^import (?!type )[^;]*from '([^']+)'/gm)].map((m) => m[1]);

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_DELTA_SECONDS, parseCacheControl, parseTargetedField, selectCacheDirectives } from '../src/http/cache-control.js';
-import { formatHttpDate, parseHttpDate } from '../src/http/http-date.js';
-import { currentAge, HEURISTICALLY_CACHEABLE, initialAgeOf, parseAge, responseFreshness, type FreshnessOptions } from '../src/http/freshness.js';
-import type { HeaderBag } from '../src/http/header-bag.js';
+import { MAX_DELTA_SECONDS, parseCacheControl, parseTargetedField, selectCacheDirectives } from '../src/http/rules/cache-control.js';
+import { formatHttpDate, parseHttpDate } from '../src/http/rules/http-date.js';
+import { currentAge, HEURISTICALLY_CACHEABLE, initialAgeOf, parseAge, responseFreshness, type FreshnessOptions } from '../src/http/rules/freshness.js';
+import type { HeaderBag } from '../src/http/rules/header-bag.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 const date = (offsetSeconds: number) => formatHttpDate(NOW + offsetSeconds * 1000);

@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheKeys } from '../src/store/key.js';
-import { defaultCacheKey } from '../src/http/cache-key.js';
+import { defaultCacheKey } from '../src/http/rules/cache-key.js';
 import { createCache, InvalidOptionError } from '../src/index.js';
 import { Cached, InvalidateTags } from '../src/nest/index.js';
 import { useRedis } from './support/use-redis.js';

@@ -7,11 +7,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_DELTA_SECONDS, parseCacheControl } from '../src/http/cache-control.js';
-import { defaultCacheKey, hasUnkeyedInput, UNKEYED_INPUT_HEADERS, userCacheKey, varyKeySuffix } from '../src/http/cache-key.js';
-import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT } from '../src/http/cacheability.js';
-import { formatHttpDate, parseHttpDate } from '../src/http/http-date.js';
-import { parseSingleRange } from '../src/http/range.js';
+import { MAX_DELTA_SECONDS, parseCacheControl } from '../src/http/rules/cache-control.js';
+import { defaultCacheKey, hasUnkeyedInput, UNKEYED_INPUT_HEADERS, userCacheKey, varyKeySuffix } from '../src/http/rules/cache-key.js';
+import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT } from '../src/http/rules/cacheability.js';
+import { formatHttpDate, parseHttpDate } from '../src/http/rules/http-date.js';
+import { parseSingleRange } from '../src/http/rules/range.js';
 import { toMs } from '../src/shared/duration.js';
 import { InvalidOptionError } from '../src/shared/errors.js';
 import { EntryCodec } from '../src/store/codec.js';

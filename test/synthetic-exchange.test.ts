@@ -14,8 +14,8 @@ import { Readable } from 'node:stream';
 import express from 'express';
 import Koa from 'koa';
 import Fastify from 'fastify';
-import { runSyntheticExchange } from '../src/http/synthetic-exchange.js';
-import { expressReplay, injectTarget, isReplay, type ExpressLikeApp } from '../src/http/node-replay.js';
+import { runSyntheticExchange } from '../src/http/exchange/synthetic-exchange.js';
+import { expressReplay, injectTarget, isReplay, type ExpressLikeApp } from '../src/http/exchange/node-replay.js';
 import type { HandlerResponse } from '../src/http/pipeline.js';
 
 let dir: string;

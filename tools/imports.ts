@@ -63,6 +63,49 @@ const folderOf = (file: string) => {
   return r.includes(path.sep) ? r.split(path.sep)[0]! : '.';
 };
 
+/**
+ * Inside http/, by the folder a file lives in: the pure rules (`rules/`) import neither the
+ * flow, the exchanges nor the adapters' contract; the flow (`flow/`) imports no exchange; the
+ * contract at the top (`options.ts`, `pipeline.ts`) imports no exchange. Type-only imports
+ * are left out: a rule may name the shape of a fact the flow hands it.
+ */
+const HTTP_MAY_IMPORT: Record<string, readonly string[]> = {
+  'http/rules': [],
+  'http/flow': ['http/rules', 'http'],
+  'http/exchange': ['http/rules', 'http/flow', 'http'],
+  http: ['http/rules', 'http/flow'],
+};
+
+const httpPartOf = (file: string) => {
+  const parts = rel(file).split(path.sep);
+  return parts[0] !== 'http' ? undefined : parts.length > 2 ? `http/${parts[1]}` : 'http';
+};
+
+/** The src files `file` (its text: `text`) imports values from (type-only imports left out). */
+export function valueImportsOf(file: string, text: string): string[] {
+  const out = new Set<string>();
+  for (const m of text.matchAll(/^\s*(import|export)\s+(type\s)?[^;]*?from\s+'(\.[^']+)'/gms)) {
+    if (m[2] !== undefined) continue;
+    out.add(path.resolve(path.dirname(file), m[3]!.replace(/\.js$/, '.ts')));
+  }
+  return [...out];
+}
+
+/** Imports across http/'s parts that `HTTP_MAY_IMPORT` does not allow (`read`: a file's text). */
+export function httpPartViolations(files: readonly string[], read: (file: string) => string = (file) => readFileSync(file, 'utf8')): string[] {
+  const out: string[] = [];
+  for (const file of files) {
+    const from = httpPartOf(file);
+    if (from === undefined) continue;
+    for (const target of valueImportsOf(file, read(file))) {
+      const to = httpPartOf(target);
+      if (to === undefined || to === from) continue;
+      if (!HTTP_MAY_IMPORT[from]!.includes(to)) out.push(`${rel(file)} imports ${rel(target)} (${from} may import ${HTTP_MAY_IMPORT[from]!.join(', ') || 'nothing else in http/'})`);
+    }
+  }
+  return out;
+}
+
 /** Every elementary cycle's smallest representative, found by a depth-first walk (strongly connected parts). */
 export function cycles(g: Map<string, string[]>): string[][] {
   // Tarjan's strongly connected components: a component of more than one file is a cycle.
@@ -115,7 +158,7 @@ export function layerViolations(g: Map<string, string[]>): string[] {
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('tools/imports.ts')) {
   const g = graph();
   const found = cycles(g);
-  const layers = layerViolations(g);
+  const layers = [...layerViolations(g), ...httpPartViolations([...g.keys()])];
   for (const c of found) console.log(`file cycle: ${c.join(' ↔ ')}`);
   for (const v of layers) console.log(`layer skip: ${v}`);
   console.log(`${g.size} files in src/: ${found.length} file cycles, ${layers.length} layer skips`);

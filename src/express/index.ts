@@ -1,10 +1,10 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { HttpGuard } from '../http/guard.js';
-import { leadOnServerResponse, passOnServerResponse, runAsGet, writeServerResponse } from '../http/node-exchange.js';
-import { leaderHead } from '../http/leader-answer.js';
+import { HttpGuard } from '../http/flow/guard.js';
+import { leadOnServerResponse, passOnServerResponse, runAsGet, writeServerResponse } from '../http/exchange/node-exchange.js';
+import { leaderHead } from '../http/flow/leader-answer.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import type { Replay } from '../http/pipeline.js';
-import { expressReplay, type ExpressLikeApp } from '../http/node-replay.js';
+import { expressReplay, type ExpressLikeApp } from '../http/exchange/node-replay.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 

@@ -1,36 +1,24 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { OutgoingHttpHeaders } from 'node:http';
 import fp from 'fastify-plugin';
-import type { Duration } from '../shared/duration.js';
-import { InvalidOptionError } from '../shared/errors.js';
-import { watchClientGone, type ResponseCapture } from '../http/capture.js';
-import { dropTargetedFieldsOnWrite } from '../http/targeted-fields.js';
-import { HttpGuard, type LeaderRun, type PassThrough } from '../http/guard.js';
-import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/leader-answer.js';
+import { watchClientGone, type ResponseCapture } from '../http/flow/capture.js';
+import { dropTargetedFieldsOnWrite } from '../http/rules/targeted-fields.js';
+import { HttpGuard, type LeaderRun, type PassThrough } from '../http/flow/guard.js';
+import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/flow/leader-answer.js';
 import { servedInstructions } from '../http/pipeline.js';
-import type { PreparedResponse } from '../http/serve.js';
-import { freshnessOver, pickFreshness, type HttpCacheOptions } from '../http/options.js';
-import { FRESHNESS_OVERRIDE_TABLE, type FreshnessOptions } from '../core/freshness.js';
-import { durationOrZero, optionNames, type OptionTable } from '../shared/option-table.js';
-import type { DogpileCache } from '../core/cache.js';
-import { checkKnownOptions } from '../shared/known-options.js';
+import type { PreparedResponse } from '../http/flow/serve.js';
+import type { HttpCacheOptions } from '../http/options.js';
 import { replayer } from './replay.js';
-import { settleOnce } from '../http/settle-once.js';
+import { settleOnce } from '../http/flow/settle-once.js';
 import { named, warnOfEarlyRoutes } from './route-order.js';
+import { routeSettings, type DogpileRouteConfig } from './route-config.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
 /** Options of `dogpileGuardPlugin`; see `HttpCacheOptions` for each one and its default. */
 export type DogpileGuardPluginOptions = HttpCacheOptions<FastifyRequest>;
 
-/**
- * Per-route settings: `config: { dogpile: { ttl: '5m', staleWhileRevalidate: '1m' } }`, or
- * `config: { dogpile: false }`. The stale-serving options override the plugin's for this route.
- */
-export interface DogpileRouteConfig extends FreshnessOptions {
-  /** How long this route's responses stay cached; overrides the plugin's `ttl`. */
-  ttl: Duration;
-}
+export type { DogpileRouteConfig } from './route-config.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -42,33 +30,8 @@ declare module 'fastify' {
 /** Options Fastify itself may put in a plugin's options object. */
 const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'childLoggerFactory'];
 
-/**
- * A route's `config.dogpile`, declared once. `ttl` is checked below with the route's name in
- * the message; the stale-serving options over the plugin's and the cache's.
- */
-const ROUTE_CONFIG_TABLE = {
-  ttl: { check: durationOrZero, doc: "how long this route's responses stay cached; overrides the plugin's `ttl`" },
-  ...FRESHNESS_OVERRIDE_TABLE,
-} satisfies OptionTable<DogpileRouteConfig>;
-
-const ROUTE_CONFIG_NAMES = optionNames(ROUTE_CONFIG_TABLE);
-
 type RouteHook = (...args: never[]) => unknown;
 type RouteHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown;
-
-function routeSettings(config: unknown, fallback: number, plugin: FreshnessOptions, route: string, cache: DogpileCache | undefined): { ttl: number; freshness: FreshnessOptions } | false {
-  if (config === undefined || config === null) return { ttl: fallback, freshness: plugin };
-  if (config === false) return false;
-  if (typeof config !== 'object' || Array.isArray(config)) {
-    throw new InvalidOptionError('config.dogpile', `expected { ttl } or false on route ${route}`);
-  }
-  checkKnownOptions(config, ROUTE_CONFIG_NAMES, 'config.dogpile.');
-  const { ttl, ...rest } = config as Partial<DogpileRouteConfig>;
-  const freshness = { ...plugin, ...pickFreshness(rest, 'config.dogpile.') };
-  pickFreshness(freshness, 'config.dogpile.');
-  if (cache) freshnessOver(cache, freshness, 'config.dogpile.');
-  return { ttl: ttl === undefined ? fallback : ROUTE_CONFIG_TABLE.ttl.check(ttl, `config.dogpile.ttl (route ${route})`), freshness };
-}
 
 function appendHook(existing: unknown, hook: RouteHook): RouteHook[] {
   if (existing === undefined || existing === null) return [hook];

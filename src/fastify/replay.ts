@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Replay } from '../http/pipeline.js';
-import { injectTarget } from '../http/node-replay.js';
+import { injectTarget } from '../http/exchange/node-replay.js';
 
 /**
  * The field that marks a request injected for a background refresh: its value is a token only

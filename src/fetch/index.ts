@@ -1,6 +1,6 @@
 import type { HttpCacheOptions } from '../http/options.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { WebGuard } from '../http/web-exchange.js';
+import { WebGuard } from '../http/exchange/web-exchange.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 

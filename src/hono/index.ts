@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Context, Env, Input, MiddlewareHandler } from 'hono';
 import type { HttpCacheOptions } from '../http/options.js';
-import { WebGuard, type RunHandler } from '../http/web-exchange.js';
+import { WebGuard, type RunHandler } from '../http/exchange/web-exchange.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { ForegroundRefreshNotice } from '../http/refresh-notice.js';
+import { ForegroundRefreshNotice } from '../http/flow/refresh-notice.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 

@@ -3,7 +3,7 @@ import { validateNamespaceName } from '../core/namespace.js';
 import { describe, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
 import { byteCount, duration, durationOrZero, fn, oneOf, renamedOptionError, resolveOptions, type Check, type OptionTable } from '../shared/option-table.js';
-import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './cache-status.js';
+import { cacheStatusNameProblem, DEFAULT_CACHE_STATUS_NAME } from './rules/cache-status.js';
 import { FRESHNESS_DEFAULTS, FRESHNESS_OPTION_NAMES, FRESHNESS_OVERRIDE_TABLE, resolveFreshness, type FreshnessOptions } from '../core/freshness.js';
 
 /**

@@ -6,7 +6,7 @@
  * `ResponseInstructions` it gets back, and, for a refresh no client waits for, runs its handler
  * for a `ReplayRequest` (`Replay`).
  */
-import type { PreparedResponse } from './serve.js';
+import type { PreparedResponse } from './flow/serve.js';
 
 /** Request or response header fields: lower-case names (as Node gives them), one value or several. */
 type HeaderFields = Readonly<Record<string, string | readonly string[] | number | undefined>>;

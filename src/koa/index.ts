@@ -2,16 +2,16 @@ import type Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { servedInstructions, type Replay } from '../http/pipeline.js';
-import { injectTarget } from '../http/node-replay.js';
+import { injectTarget } from '../http/exchange/node-replay.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
-import { HttpGuard, type LeaderRun } from '../http/guard.js';
-import { watchClientGone, type ResponseCapture } from '../http/capture.js';
-import type { PreparedResponse } from '../http/serve.js';
+import { HttpGuard, type LeaderRun } from '../http/flow/guard.js';
+import { watchClientGone, type ResponseCapture } from '../http/flow/capture.js';
+import type { PreparedResponse } from '../http/flow/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
-import { isTargetedField } from '../http/targeted-fields.js';
-import { answerLeader, answerLeaderError, drain, hasNoContent, type ClientAnswer, type HandlerAnswer } from '../http/leader-answer.js';
+import { isTargetedField } from '../http/rules/targeted-fields.js';
+import { answerLeader, answerLeaderError, drain, hasNoContent, type ClientAnswer, type HandlerAnswer } from '../http/flow/leader-answer.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 

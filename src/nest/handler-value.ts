@@ -1,10 +1,10 @@
-/** What the Nest interceptor reads of a handler's value and of the response it produced; the rules themselves are the pipeline's (`http/value-answer.ts`). */
+/** What the Nest interceptor reads of a handler's value and of the response it produced; the rules themselves are the pipeline's (`http/flow/value-answer.ts`). */
 import type { OutgoingHttpHeaders } from 'node:http';
 import { StreamableFile } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
 import { firstValueFrom, type Observable } from 'rxjs';
 import type { CacheDecision } from '../core/cache.js';
-import { takeOwnFields, valueDecision, type OwnFields, type ValueRoute } from '../http/value-answer.js';
+import { takeOwnFields, valueDecision, type OwnFields, type ValueRoute } from '../http/flow/value-answer.js';
 
 /**
  * An error thrown by the handler, wrapped on its way through the cache so it can be told

@@ -6,7 +6,7 @@ import { checkKnownOptions } from '../shared/known-options.js';
 import { duration, fn, optionNames, optionsObject, resolveFields, resolveOptions, type Check, type OptionTable, type ResolvedTable } from '../shared/option-table.js';
 import { CACHE_TABLE, type CacheOptions } from '../core/options.js';
 export { checkKey } from '../http/options.js';
-import { cacheCheck, HTTP_CACHE_DEFAULTS, pickFreshness, refreshMode, resolvePrivateHeaders } from '../http/options.js';
+import { cacheCheck, HTTP_CACHE_DEFAULTS, HTTP_TABLE, pickFreshness, refreshMode, resolvePrivateHeaders } from '../http/options.js';
 import { FRESHNESS_OVERRIDE_TABLE, type FreshnessOptions } from '../core/freshness.js';
 import { validateTags } from '../shared/tag-names.js';
 import { validateNamespaceName } from '../core/namespace.js';
@@ -201,7 +201,7 @@ export async function ttlFor(options: ResolvedCachedOptions, defaults: DogpileDe
 export const MODULE_ONLY_TABLE = {
   cache: { check: cacheCheck, shown: 'none', doc: 'use this cache instead of creating one from the other options' },
   ttl: { default: NEST_DEFAULTS.ttl, check: duration, shown: '`60_000`', doc: 'TTL of `@Cached()` routes and methods that do not give one' },
-  privateHeaders: { default: NEST_DEFAULTS.privateHeaders, check: resolvePrivateHeaders, shown: "`['authorization', 'cookie']`", doc: 'request headers that carry an identity' },
+  privateHeaders: HTTP_TABLE.privateHeaders,
   refresh: { default: 'background' as const, check: refreshMode, shown: "`'background'`", doc: 'how a stale value of an HTTP route is refreshed' },
   replayHeaders: { check: resolvePrivateHeaders, shown: 'none', doc: 'request headers a background refresh carries over' },
 };

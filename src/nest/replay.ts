@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { CacheDecision } from '../core/cache.js';
-import { expressReplay, injectTarget, type ExpressLikeApp } from '../http/node-replay.js';
+import { expressReplay, injectTarget, type ExpressLikeApp } from '../http/exchange/node-replay.js';
 import type { Replay, ReplayRequest } from '../http/pipeline.js';
 
 /**

@@ -1,4 +1,4 @@
-import { fixedHeaderRules } from '../http/value-answer.js';
+import { fixedHeaderRules } from '../http/flow/value-answer.js';
 import { NEST_HEADERS_METADATA, NEST_PARAM_NEXT, NEST_PARAM_RESPONSE, NEST_ROUTE_ARGS_METADATA, NEST_SSE_METADATA } from './constants.js';
 
 /** What the interceptor needs to know about a handler, read once from Nest's metadata. */

@@ -207,7 +207,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: 'http-write-invalidation',
     breaks: 'a successful unsafe request invalidates nothing',
-    file: 'src/http/invalidation.ts',
+    file: 'src/http/rules/invalidation.ts',
     search: '  if (SAFE_METHODS.has(method.toUpperCase())) return [];',
     replace: '  return [];',
     tests: ['test/http-caching.test.ts'],

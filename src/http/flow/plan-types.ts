@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FreshnessOptions } from '../core/freshness.js';
+import type { FreshnessOptions } from '../../core/freshness.js';
 import type { ResponseCapture } from './capture.js';
-import type { Replay } from './pipeline.js';
+import type { Replay } from '../pipeline.js';
 import type { PreparedResponse, ServableResponse } from './serve.js';
-import type { VaryRecord } from './vary-record.js';
+import type { VaryRecord } from '../rules/vary-record.js';
 
 /** The parts of a request the cache looks at. */
 export interface HttpRequestInfo {

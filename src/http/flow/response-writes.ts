@@ -1,12 +1,12 @@
-import type { DogpileCache } from '../core/cache.js';
+import type { DogpileCache } from '../../core/cache.js';
 import { storeComputed, storeOptions, type StoreOptions } from './cache-calls.js';
 import type { CapturedResponse, SharedResponse } from './capture.js';
-import { encodeResponse } from './response-format.js';
-import { entryTags, renewedVerdict, responseVerdict, sameNames, type StoredFields, type StoreRules } from './response-store.js';
+import { encodeResponse } from '../rules/response-format.js';
+import { entryTags, renewedVerdict, responseVerdict, sameNames, type StoredFields, type StoreRules } from '../rules/response-store.js';
 import type { ServableResponse } from './serve.js';
 import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
 import type { LeaderRun } from './plan-types.js';
-import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from './vary-record.js';
+import { encodeVaryRecord, newGeneration, toVaryRecord, variantKey, type VaryRecord } from '../rules/vary-record.js';
 
 /**
  * What the guard writes to its cache once a leader's response is complete: the bytes the

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { MAX_TAGS } from '../shared/tag-names.js';
-import { defaultCacheKey, hasUnkeyedInput, requestHost, urlTag, userCacheKey, varyKeySuffix } from './cache-key.js';
-import { requestBypassReason } from './cacheability.js';
+import { MAX_TAGS } from '../../shared/tag-names.js';
+import { defaultCacheKey, hasUnkeyedInput, requestHost, urlTag, userCacheKey, varyKeySuffix } from '../rules/cache-key.js';
+import { requestBypassReason } from '../rules/cacheability.js';
 
 /**
  * Request planning shared by every adapter (the Express and Fastify guard, the Nest

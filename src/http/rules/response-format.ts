@@ -1,4 +1,4 @@
-import { DogpileError } from '../shared/errors.js';
+import { DogpileError } from '../../shared/errors.js';
 import type { HeaderEntry } from './headers.js';
 
 /**

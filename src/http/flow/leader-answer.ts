@@ -2,12 +2,12 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { HttpGuard, LeaderRun } from './guard.js';
 import { capturePayload, isRepresentationHeader, type ResponseCapture } from './capture.js';
-import { appendCacheStatus } from './cache-status.js';
-import { isTargetedField } from './targeted-fields.js';
-import { leaderNotModified, revalidated304 } from './leader-rules.js';
-import { servedInstructions } from './pipeline.js';
+import { appendCacheStatus } from '../rules/cache-status.js';
+import { isTargetedField } from '../rules/targeted-fields.js';
+import { leaderNotModified, revalidated304 } from '../rules/leader-rules.js';
+import { servedInstructions } from '../pipeline.js';
 import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
-import { LoaderError } from '../shared/errors.js';
+import { LoaderError } from '../../shared/errors.js';
 
 /**
  * What the leader's client gets, decided once its handler's status and header fields are final

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { HandlerResponse, Replay, ReplayRequest } from './pipeline.js';
+import type { HandlerResponse, Replay, ReplayRequest } from '../pipeline.js';
 import { runSyntheticExchange, type NodeListener } from './synthetic-exchange.js';
-import { HttpGuard } from './guard.js';
+import { HttpGuard } from '../flow/guard.js';
 
 export type { NodeListener } from './synthetic-exchange.js';
 

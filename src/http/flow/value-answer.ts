@@ -4,16 +4,16 @@
  * platform's response carries. The value cache names no header and holds no rule of its own.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import type { CacheDecision } from '../core/cache.js';
-import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from './cache-key.js';
-import { responseNotStorableReason } from './cacheability.js';
-import { formatCacheStatus, type CacheStatusEntry } from './cache-status.js';
-import { responseFreshness, storeDecisionOf } from './freshness.js';
-import { headerValue, parseVary } from './headers.js';
-import { HTTP_CACHE_DEFAULTS } from './options.js';
+import type { CacheDecision } from '../../core/cache.js';
+import { escapeKey, HTTP_KEY_PREFIX, userCacheKey } from '../rules/cache-key.js';
+import { responseNotStorableReason } from '../rules/cacheability.js';
+import { formatCacheStatus, type CacheStatusEntry } from '../rules/cache-status.js';
+import { responseFreshness, storeDecisionOf } from '../rules/freshness.js';
+import { headerValue, parseVary } from '../rules/headers.js';
+import { HTTP_CACHE_DEFAULTS } from '../options.js';
 import { ageSeconds, withVary } from './request-plan.js';
 import type { XCache } from './serve.js';
-import { fieldTags, takeTagsField, takeTargetedField } from './targeted-fields.js';
+import { fieldTags, takeTagsField, takeTargetedField } from '../rules/targeted-fields.js';
 
 /** The fields read by this cache only (`Dogpile-Cache-Control`, `Dogpile-Tags`), taken off a response: never sent. */
 export interface OwnFields {

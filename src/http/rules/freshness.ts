@@ -1,7 +1,9 @@
 import { CacheDirectives, MAX_DELTA_SECONDS, parseCacheControl, selectCacheDirectives, type PolicySource } from './cache-control.js';
 import { fieldLines, fieldValue, singletonField, type HeaderBag } from './header-bag.js';
 import { parseHttpDate } from './http-date.js';
-import type { StoreDecision } from '../core/cache.js';
+import type { StoreDecision } from '../../core/cache.js';
+import type { FreshnessOptions as StaleServingOptions, FreshnessRules } from '../../core/freshness.js';
+import { durationOrZero } from '../../shared/option-table.js';
 
 /**
  * The statuses RFC 9110 §15.1 calls heuristically cacheable. This cache uses no heuristic
@@ -215,4 +217,20 @@ export function currentAge(storedAt: number, ageOnArrival: number, now: number):
   const resident = Math.max(0, Math.floor((now - storedAt) / 1000));
   const base = Number.isFinite(ageOnArrival) && ageOnArrival > 0 ? Math.floor(ageOnArrival) : 0;
   return Math.min(base + resident, MAX_DELTA_SECONDS);
+}
+
+/**
+ * The response's own `stale-if-error` window (ms) as it is stored with it: 0 when its headers
+ * forbid serving it stale (`must-revalidate`, `proxy-revalidate`, `s-maxage`, bare `no-cache`),
+ * undefined when they say nothing (the route's window applies). The same the core is told
+ * (`storeDecisionOf`).
+ */
+export function ownStaleIfError(f: Extract<Freshness, { storable: true }>): number | undefined {
+  return f.mustRevalidate ? 0 : f.staleIfError;
+}
+
+/** A stale window (ms) of a route: its own option, else the cache's. */
+export function routeWindow(route: StaleServingOptions, rules: FreshnessRules, name: 'staleWhileRevalidate' | 'staleIfError'): number {
+  const given = route[name];
+  return given === undefined ? rules[name] : durationOrZero(given, name);
 }

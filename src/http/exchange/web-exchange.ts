@@ -1,16 +1,16 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { settleOnce } from './settle-once.js';
+import { settleOnce } from '../flow/settle-once.js';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
-import { HttpGuard, type CachePlan, type HttpRequestInfo, type LeaderRun, type PassThrough } from './guard.js';
-import { RequestClaims } from './request-plan.js';
-import type { ResponseCapture } from './capture.js';
-import type { PreparedResponse } from './serve.js';
-import type { HttpCacheOptions } from './options.js';
-import { LoaderError } from '../shared/errors.js';
-import { requestHost } from './cache-key.js';
-import { servedFieldRecord, servedInstructions, type Replay } from './pipeline.js';
-import { answerLeader, answerLeaderError, drain, dropTargeted, hasNoContent, type ClientAnswer, type HandlerAnswer } from './leader-answer.js';
+import { HttpGuard, type CachePlan, type HttpRequestInfo, type LeaderRun, type PassThrough } from '../flow/guard.js';
+import { RequestClaims } from '../flow/request-plan.js';
+import type { ResponseCapture } from '../flow/capture.js';
+import type { PreparedResponse } from '../flow/serve.js';
+import type { HttpCacheOptions } from '../options.js';
+import { LoaderError } from '../../shared/errors.js';
+import { requestHost } from '../rules/cache-key.js';
+import { servedFieldRecord, servedInstructions, type Replay } from '../pipeline.js';
+import { answerLeader, answerLeaderError, drain, dropTargeted, hasNoContent, type ClientAnswer, type HandlerAnswer } from '../flow/leader-answer.js';
 
 /** Runs the handler for a request (the original one, or the one the guard rebuilt for a lead). */
 export type RunHandler = (request: Request) => Response | Promise<Response>;

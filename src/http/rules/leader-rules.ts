@@ -1,9 +1,9 @@
 import type { CacheStatusEntry } from './cache-status.js';
 import { evaluateConditional, mergeNotModified, notModifiedHeaders } from './conditional.js';
-import type { CapturedResponse } from './capture.js';
+import type { CapturedResponse } from '../flow/capture.js';
 import { formatHttpDate } from './http-date.js';
 import { renewal, storableFreshness, type StoreRules } from './response-store.js';
-import type { LeaderRun } from './plan-types.js';
+import type { LeaderRun } from '../flow/plan-types.js';
 
 /*
  * What the guard decides about a leader's response as its adapter sends it: its `Cache-Status`,

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { mergeTags, validateTags } from '../shared/tag-names.js';
+import { mergeTags, validateTags } from '../../shared/tag-names.js';
 
 /**
  * Response fields read by this cache only: `Dogpile-Cache-Control` (RFC 9213's targeted

@@ -1,12 +1,12 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { PassThrough, Readable } from 'node:stream';
-import { AbandonedLoad } from '../core/cache.js';
+import { AbandonedLoad } from '../../core/cache.js';
 import type { CaptureSink, SharedResponse } from './capture-types.js';
 
 export type { CaptureSink, SharedResponse } from './capture-types.js';
-import { CACHE_DEFAULTS } from '../core/options.js';
-import { monotonicNow } from '../shared/clock.js';
-import { absorbWriteHeadHeaders, dropTargetedFields } from './targeted-fields.js';
+import { CACHE_DEFAULTS } from '../../core/options.js';
+import { monotonicNow } from '../../shared/clock.js';
+import { absorbWriteHeadHeaders, dropTargetedFields } from '../rules/targeted-fields.js';
 
 export interface CapturedResponse {
   status: number;

@@ -1,11 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { CacheStatus } from '../core/cache.js';
-import { appendCacheStatus, ttlSeconds, type CacheStatusEntry } from './cache-status.js';
-import { answerRange } from './range.js';
-import { evaluateConditional, notModifiedHeaders } from './conditional.js';
-import { currentAge } from './freshness.js';
-import { headerValue, type HeaderEntry } from './headers.js';
-import { decodeResponse, type StoredResponse } from './response-format.js';
+import type { CacheStatus } from '../../core/cache.js';
+import { appendCacheStatus, ttlSeconds, type CacheStatusEntry } from '../rules/cache-status.js';
+import { answerRange } from '../rules/range.js';
+import { evaluateConditional, notModifiedHeaders } from '../rules/conditional.js';
+import { currentAge } from '../rules/freshness.js';
+import { headerValue, type HeaderEntry } from '../rules/headers.js';
+import { decodeResponse, type StoredResponse } from '../rules/response-format.js';
 
 /**
  * The `X-Cache` header: `HIT` from the cache, `COALESCED` from another request's handler run,

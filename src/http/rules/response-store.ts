@@ -1,15 +1,15 @@
-import type { StoreDecision } from '../core/cache.js';
-import type { FreshnessRules } from '../core/freshness.js';
-import { mergeTags } from '../shared/tag-names.js';
+import type { StoreDecision } from '../../core/cache.js';
+import type { FreshnessRules } from '../../core/freshness.js';
+import { mergeTags } from '../../shared/tag-names.js';
 import { fieldTags } from './targeted-fields.js';
 import { mergeNotModified, revalidationHeaders } from './conditional.js';
-import type { CapturedResponse } from './capture.js';
-import { responseFreshness, storeDecisionOf, type Freshness } from './freshness.js';
+import type { CapturedResponse } from '../flow/capture.js';
+import { ownStaleIfError, responseFreshness, routeWindow, storeDecisionOf, type Freshness } from './freshness.js';
 import { headerValue, parseVary, storableHeaders, type HeaderEntry } from './headers.js';
 import { formatHttpDate } from './http-date.js';
-import { ownStaleIfError, routeWindow } from './stale-on-error.js';
-import type { ServableResponse } from './serve.js';
-import type { CachePlan, LeaderRun } from './plan-types.js';
+
+import type { ServableResponse } from '../flow/serve.js';
+import type { CachePlan, LeaderRun } from '../flow/plan-types.js';
 
 /*
  * What the cache stores of a leader's response, and for how long (RFC 9111 §3, §4.2, §4.3.4;

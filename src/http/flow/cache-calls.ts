@@ -2,9 +2,9 @@
  * Every call from the HTTP layer into the cache that needs more than its public API: the
  * internal call options live here and nowhere else in `http/`.
  */
-import type { DogpileCache, GetOrComputeOptions, Loader, CacheResult } from '../core/cache.js';
-import { resolveInline, setComputed } from '../core/internal.js';
-import { monotonicNow } from '../shared/clock.js';
+import type { DogpileCache, GetOrComputeOptions, Loader, CacheResult } from '../../core/cache.js';
+import { resolveInline, setComputed } from '../../core/internal.js';
+import { monotonicNow } from '../../shared/clock.js';
 
 /** A stored response's `set`: its ttl and tags, and how long its handler ran before the write (ms). */
 export type StoreOptions = { ttl: number; tags?: readonly string[]; computedFor: number };

@@ -1,8 +1,8 @@
-import { FRESHNESS_DEFAULTS, type FreshnessRules } from '../core/freshness.js';
-import { warn } from '../shared/diagnostics.js';
-import { responseFreshness } from './freshness.js';
+import { FRESHNESS_DEFAULTS, type FreshnessRules } from '../../core/freshness.js';
+import { warn } from '../../shared/diagnostics.js';
+import { responseFreshness } from '../rules/freshness.js';
 import type { HttpGuard } from './guard.js';
-import { routeWindow } from './stale-on-error.js';
+import { routeWindow } from '../rules/freshness.js';
 
 /**
  * Says once, for an adapter that can refresh in the background only when given a way to replay

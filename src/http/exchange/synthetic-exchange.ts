@@ -1,7 +1,7 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
-import type { HandlerResponse } from './pipeline.js';
-import { LoaderError } from '../shared/errors.js';
+import type { HandlerResponse } from '../pipeline.js';
+import { LoaderError } from '../../shared/errors.js';
 
 /** A `node:http` request listener (an app's, or a dispatch of the adapter's own). */
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;

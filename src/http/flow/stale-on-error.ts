@@ -1,9 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FreshnessOptions, FreshnessRules } from '../core/freshness.js';
-import { toMs } from '../shared/duration.js';
-import type { Freshness } from './freshness.js';
-import type { CacheStatusEntry } from './cache-status.js';
-import type { StoredResponse } from './response-format.js';
+import type { FreshnessOptions, FreshnessRules } from '../../core/freshness.js';
+import { routeWindow } from '../rules/freshness.js';
+import type { CacheStatusEntry } from '../rules/cache-status.js';
+import type { StoredResponse } from '../rules/response-format.js';
 import { prepareResponse, remainingFreshness, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 
 /**
@@ -12,22 +11,6 @@ import { prepareResponse, remainingFreshness, type PreparedResponse, type Servab
  * upstream closes the connection: the framework then answers a 500 or 502 itself).
  */
 export const ORIGIN_ERROR_STATUSES: ReadonlySet<number> = new Set([500, 502, 503, 504]);
-
-/**
- * The response's own `stale-if-error` window (ms) as it is stored with it: 0 when its headers
- * forbid serving it stale (`must-revalidate`, `proxy-revalidate`, `s-maxage`, bare `no-cache`),
- * undefined when they say nothing (the route's window applies). The same the core is told
- * (`storeDecisionOf`).
- */
-export function ownStaleIfError(f: Extract<Freshness, { storable: true }>): number | undefined {
-  return f.mustRevalidate ? 0 : f.staleIfError;
-}
-
-/** A stale window (ms) of a route: its own option, else the cache's. */
-export function routeWindow(route: FreshnessOptions, rules: FreshnessRules, name: 'staleWhileRevalidate' | 'staleIfError'): number {
-  const given = route[name];
-  return given === undefined ? rules[name] : toMs(given, name, { allowZero: true });
-}
 
 /** How far past a response's lifetime its entry's own end may still come (the write's delay after `createdAt`). */
 const EXPIRY_EDGE_MS = 1000;

@@ -1,9 +1,9 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { beforeHeaders, captureServerResponse, type ResponseCapture } from './capture.js';
-import type { PassThrough } from './guard.js';
-import type { LeaderHead } from './leader-answer.js';
-import { servedNodeFields } from './pipeline.js';
-import type { PreparedResponse } from './serve.js';
+import { beforeHeaders, captureServerResponse, type ResponseCapture } from '../flow/capture.js';
+import type { PassThrough } from '../flow/guard.js';
+import type { LeaderHead } from '../flow/leader-answer.js';
+import { servedNodeFields } from '../pipeline.js';
+import type { PreparedResponse } from '../flow/serve.js';
 
 /**
  * The pipeline's decisions applied to a Node `ServerResponse` that a handler writes itself

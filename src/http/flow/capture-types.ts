@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { StoreDecision } from '../core/cache.js';
+import type { StoreDecision } from '../../core/cache.js';
 
 /* The shapes a capture deals in, apart from the capture itself (plan-types and capture both use them). */
 

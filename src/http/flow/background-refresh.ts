@@ -1,11 +1,11 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { LoaderError } from '../shared/errors.js';
-import { monotonicNow } from '../shared/clock.js';
-import { requestHost, UNKEYED_INPUT_HEADERS } from './cache-key.js';
+import { LoaderError } from '../../shared/errors.js';
+import { monotonicNow } from '../../shared/clock.js';
+import { requestHost, UNKEYED_INPUT_HEADERS } from '../rules/cache-key.js';
 import type { CapturedResponse } from './capture.js';
-import { revalidationHeaders } from './conditional.js';
-import { headerValue } from './headers.js';
-import { collectBody, type Replay, type ReplayRequest } from './pipeline.js';
+import { revalidationHeaders } from '../rules/conditional.js';
+import { headerValue } from '../rules/headers.js';
+import { collectBody, type Replay, type ReplayRequest } from '../pipeline.js';
 import type { ServableResponse } from './serve.js';
 import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
 
