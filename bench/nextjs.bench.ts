@@ -1,12 +1,14 @@
 /**
- * Next.js's own caches with `dogpile-guard/next` against Next's default per-process cache:
- * examples/nextjs built once (`next build`), started three times on one throwaway Redis with
- * the handlers, then three times with `NEXT_OWN_CACHE=1` (Next's own caches, each process its
- * own). Each run: steady load (2 clients per process, back to back) on the ISR page
- * (`revalidate = 1`) and on the page calling the `'use cache'` function (1 s revalidation):
- * renders (counted by the page in Redis) per revalidation period fleet-wide, and request p99;
- * then 60 concurrent requests across the three on a path no build produced: renders.
- * `@fortedigital/nextjs-cache-handler` is not installed here and is not measured.
+ * Next.js's own caches with `dogpile-guard/next`, with Next's default per-process cache, and with
+ * `@fortedigital/nextjs-cache-handler` on the same Redis: examples/nextjs built once
+ * (`next build`), started three times on one throwaway Redis with each in turn: the handlers,
+ * `NEXT_OWN_CACHE=1` (Next's own caches, each process its own), and
+ * `NEXT_OTHER_CACHE_HANDLER=bench/nextjs-fortedigital-handler.mjs` (its redis-strings handler as
+ * `cacheHandler` and nothing else, set up as its README's quick start; it has no `'use cache'`
+ * handler, so `'use cache'` stays on Next's own, with Next's default memory size). Each run: steady load (2 clients per process, back to back)
+ * on the ISR page (`revalidate = 1`) and on the page calling the `'use cache'` function (1 s
+ * revalidation): renders (counted by the page in Redis) per revalidation period fleet-wide, and
+ * request p99; then 60 concurrent requests across the three on a path no build produced: renders.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
@@ -23,6 +25,21 @@ import type { BenchContext } from './lib/types.js';
 const nextBin = path.join(root, 'node_modules', 'next', 'dist', 'bin', 'next');
 const example = path.join(root, 'examples', 'nextjs');
 const LOAD_MS = 10_000;
+const fortedigitalHandler = path.join(root, 'bench', 'nextjs-fortedigital-handler.mjs');
+const fortedigitalInstalled = existsSync(path.join(root, 'node_modules', '@fortedigital', 'nextjs-cache-handler', 'package.json'));
+
+/** A cache the example runs with: its label and what `next start` gets in its environment. */
+interface Contender {
+  name: string;
+  label: string;
+  env: NodeJS.ProcessEnv;
+}
+
+const CONTENDERS: Contender[] = [
+  { name: 'dg', label: 'dogpile-guard/next', env: {} },
+  { name: 'own', label: "Next's own cache", env: { NEXT_OWN_CACHE: '1' } },
+  { name: 'forte', label: '@fortedigital/nextjs-cache-handler', env: { NEXT_OTHER_CACHE_HANDLER: fortedigitalHandler } },
+];
 
 function workspaceRoot(): string {
   const modules = realpathSync(path.join(root, 'node_modules'));
@@ -64,9 +81,9 @@ async function load(ports: number[], target: string, ms: number): Promise<{ repl
   return { replies, seconds: (monotonicNow() - started) / 1000 };
 }
 
-async function measure(redis: RedisServer, ownCache: boolean, env: NodeJS.ProcessEnv, run: Run, log: (m: string) => void): Promise<void> {
+async function measure(redis: RedisServer, contender: Contender, env: NodeJS.ProcessEnv, run: Run, log: (m: string) => void): Promise<void> {
   const ports = [await freePort(), await freePort(), await freePort()];
-  const apps = ports.map((port) => new NodeChild('next', [nextBin, 'start', example, '-p', String(port), '-H', '127.0.0.1'], { env: { ...env, REDIS_URL: redis.url, ...(ownCache ? { NEXT_OWN_CACHE: '1' } : {}) }, stdin: 'ignore' }));
+  const apps = ports.map((port) => new NodeChild('next', [nextBin, 'start', example, '-p', String(port), '-H', '127.0.0.1'], { env: { ...env, REDIS_URL: redis.url, ...contender.env }, stdin: 'ignore' }));
   try {
     for (const port of ports) await waitUntil('next start answers', async () => (await get(port, '/stats').catch(() => undefined))?.status === 200, 60_000, 200);
     const client = redis.client();
@@ -81,9 +98,9 @@ async function measure(redis: RedisServer, ownCache: boolean, env: NodeJS.Proces
       const renders = (await count(name)) - before;
       perPeriod.push(renders / seconds);
       p99.push(percentile(replies.map((r) => r.ms), 99));
-      log(`${ownCache ? "Next's own cache" : 'dogpile-guard/next'} ${target}: ${replies.length} requests, ${renders} renders in ${seconds.toFixed(1)} s`);
+      log(`${contender.label} ${target}: ${replies.length} requests, ${renders} renders in ${seconds.toFixed(1)} s`);
     }
-    const slug = `bench-${ownCache ? 'own' : 'dg'}-${run.newPathRenders.length}-${Date.now().toString(36)}`;
+    const slug = `bench-${contender.name}-${run.newPathRenders.length}-${Date.now().toString(36)}`;
     await Promise.all(Array.from({ length: 60 }, (_, i) => get(ports[i % 3]!, `/items/${slug}`)));
     run.newPathRenders.push(await count(`item:${slug}`));
     client.disconnect();
@@ -100,28 +117,35 @@ export default async function nextjsBench(ctx: BenchContext): Promise<string> {
   execFileSync(process.execPath, [nextBin, 'build', example], { cwd: root, env, stdio: 'pipe' });
   const redis = await startRedis();
   const repeats = ctx.quick ? 1 : 2;
-  const runs = { dg: newRun(), own: newRun() };
+  const contenders = CONTENDERS.filter((c) => c.name !== 'forte' || fortedigitalInstalled);
+  const runs = new Map(contenders.map((c) => [c.name, newRun()]));
   try {
     for (let i = 0; i < repeats; i++) {
-      await measure(redis, false, env, runs.dg, ctx.log);
-      await measure(redis, true, env, runs.own, ctx.log);
+      for (const contender of contenders) await measure(redis, contender, env, runs.get(contender.name)!, ctx.log);
     }
   } finally {
     await redis.stop();
   }
-  const row = (name: string, r: Run) =>
-    `| ${name} | ${summary(r.isrPerPeriod, 2)} | ${summary(r.isrP99)} | ${summary(r.pricesPerPeriod, 2)} | ${summary(r.pricesP99)} | ${summary(r.newPathRenders, 0)} |`;
+  const row = (name: string, r: Run | undefined) =>
+    r === undefined
+      ? `| ${name} | not installed | | | | |`
+      : `| ${name} | ${summary(r.isrPerPeriod, 2)} | ${summary(r.isrP99)} | ${summary(r.pricesPerPeriod, 2)} | ${summary(r.pricesP99)} | ${summary(r.newPathRenders, 0)} |`;
+  const medians = (name: string) => {
+    const r = runs.get(name);
+    return r === undefined ? 'not installed' : `${median(r.isrPerPeriod).toFixed(2)} (ISR), ${median(r.pricesPerPeriod).toFixed(2)} ('use cache')`;
+  };
   return [
     '## Next.js: renders per revalidation period (`bench/nextjs.bench.ts`)',
     '',
-    `examples/nextjs built once, three \`next start\` processes on one Redis, 2 clients per process back to back for ${LOAD_MS / 1000} s on each page; ${repeats} repeat(s), medians [min–max]. Renders are counted by the page itself in Redis. A revalidation period is 1 s, so 1.0 render per second is one per period for the whole fleet. \`@fortedigital/nextjs-cache-handler\` is not installed here and is not measured.`,
+    `examples/nextjs built once, three \`next start\` processes on one Redis, 2 clients per process back to back for ${LOAD_MS / 1000} s on each page; each cache in turn, ${repeats} repeat(s), medians [min–max]. Renders are counted by the page itself in Redis. A revalidation period is 1 s, so 1.0 render per second is one per period for the whole fleet. \`@fortedigital/nextjs-cache-handler\` is set up as its README's quick start (its redis-strings handler on a node-redis client, the same Redis); only \`cacheHandler\` is set, as there; it has no \`'use cache'\` handler, so its \`'use cache'\` column is Next's own per-process handler.`,
     '',
     '| cache | ISR page (`revalidate = 1`): renders / s | ISR p99 (ms) | `\'use cache\'` (1 s): runs / s | p99 (ms) | new path, 60 concurrent requests: renders |',
     '| --- | --- | --- | --- | --- | --- |',
-    row('`dogpile-guard/next` (`cacheHandler` + `cacheHandlers`, `cacheMaxMemorySize: 0`)', runs.dg),
-    row("Next's default cache (per process)", runs.own),
+    row('`dogpile-guard/next` (`cacheHandler` + `cacheHandlers`, `cacheMaxMemorySize: 0`)', runs.get('dg')),
+    row("Next's default cache (per process)", runs.get('own')),
+    row('`@fortedigital/nextjs-cache-handler` (`cacheHandler`, redis-strings; `\'use cache\'` on Next\'s own)', runs.get('forte')),
     '',
-    `Median renders per period: dogpile-guard/next ${median(runs.dg.isrPerPeriod).toFixed(2)} (ISR), ${median(runs.dg.pricesPerPeriod).toFixed(2)} ('use cache'); Next's own cache ${median(runs.own.isrPerPeriod).toFixed(2)}, ${median(runs.own.pricesPerPeriod).toFixed(2)}.`,
+    `Median renders per period: dogpile-guard/next ${medians('dg')}; Next's own cache ${medians('own')}; @fortedigital/nextjs-cache-handler ${medians('forte')}.`,
     '',
   ].join('\n');
 }

@@ -58,7 +58,7 @@ async function main(): Promise<void> {
     '',
     `- Machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.platform()} ${os.release()}`,
     `- Node ${process.version}; ${redisVersion.split(' ').slice(0, 3).join(' ')}`,
-    `- Packages: ${versions(['ioredis', 'redlock', 'redis-semaphore', 'async-cache-dedupe', 'bentocache', 'cache-manager', '@keyv/redis', 'lru-cache', 'express', 'fastify', 'apicache', '@nestjs/core', '@nestjs/cache-manager', 'autocannon', 'msgpackr'])}`,
+    `- Packages: ${versions(['ioredis', 'redlock', 'redis-semaphore', 'async-cache-dedupe', 'bentocache', 'cache-manager', '@keyv/redis', 'lru-cache', 'express', 'fastify', 'apicache', '@nestjs/core', '@nestjs/cache-manager', 'autocannon', 'msgpackr', 'next', '@fortedigital/nextjs-cache-handler'])}`,
     '- Each benchmark runs against its own throwaway `redis-server` on loopback; numbers are medians over repeats with min–max in brackets.',
     `- ${sourcesNote()}`,
     '',

@@ -1,8 +1,9 @@
 /**
  * The tests that install or build something whole before they run (the packed tarball in fresh
- * projects, the README's quick starts, a `next build`, a Nest 11 app, the examples on Bun, Deno
- * and another Node), and the longest whole-system runs (every Redis topology, the fleets of
- * processes under stale windows, the fault campaign's histories, the memory bounds):
+ * projects, the README's quick starts, a `next build`, an app on Next 15 from the registry, a Nest
+ * 11 app, the examples on Bun, Deno and another Node), and the longest whole-system runs (every
+ * Redis topology, the fleets of processes under stale windows, the fault campaign's histories,
+ * the memory bounds):
  * `npm run test:integration` runs them, `npm test` runs the rest, in under 15 minutes. CI runs both.
  */
 export const INTEGRATION_FILES = [
@@ -10,6 +11,7 @@ export const INTEGRATION_FILES = [
   'test/package.test.ts',
   'test/package-install.test.ts',
   'test/nextjs-example.test.ts',
+  'test/next15.test.ts',
   'test/nest11.test.ts',
   'test/examples.test.ts',
   'test/examples-web.test.ts',
