@@ -42,8 +42,10 @@ const LINGER_MEMORY = 10_000;
  * listener arrives and unsubscribed `CHANNEL_LINGER_MS` after its last one leaves (a lock or
  * key under contention keeps its subscription instead of paying SUBSCRIBE/UNSUBSCRIBE per
  * wait); a channel that comes back within twice its linger of being dropped lingers twice
- * as long the next time, up to `CHANNEL_LINGER_MAX_MS` (a hot key refreshed on a cycle keeps it). After a reconnect (ioredis re-subscribes by itself) every
- * listener is called with `null`, since a message may have been published meanwhile.
+ * as long the next time, up to `CHANNEL_LINGER_MAX_MS` (a hot key refreshed on a cycle keeps it). After a reconnect
+ * (ioredis re-subscribes by itself; on the connection the library makes, the subscriber does,
+ * once the server confirms) every listener is called with `null`, since a message may have
+ * been published meanwhile.
  */
 interface SubscriberOptions {
   owned: boolean;
@@ -71,6 +73,8 @@ export class Subscriber {
   /** True from the connection's `close` until its next `ready`: nothing published meanwhile reaches this process. */
   private down = false;
   private lingerTimer: NodeJS.Timeout | undefined;
+  /** The next try of a refused resubscription (see resubscribe). */
+  private retryTimer: NodeJS.Timeout | undefined;
   /** The end of the connection's handshake, while channels wait for it (see handshakeDone). */
   private handshake: Promise<void> | undefined;
 
@@ -186,6 +190,7 @@ export class Subscriber {
     if (this.closed) return;
     this.closed = true;
     this.cancelLinger();
+    clearTimeout(this.retryTimer);
     this.connection.off('messageBuffer', this.onMessage);
     this.connection.off('ready', this.onReady);
     this.connection.off('close', this.onClose);
@@ -250,13 +255,49 @@ export class Subscriber {
   };
 
   private readonly onReady = () => {
-    this.down = false;
     if (!this.connectedOnce) {
+      this.down = false;
       this.connectedOnce = true;
       return;
     }
-    for (const state of this.channels.values()) for (const l of [...state.listeners]) l(null);
+    if (!this.resubscribes()) {
+      this.down = false;
+      for (const state of this.channels.values()) for (const l of [...state.listeners]) l(null);
+      return;
+    }
+    this.resubscribe();
   };
+
+  /**
+   * Subscribes the channels again after a reconnect, on a connection that does not do it by
+   * itself (see sharedSubscriber): they are live once the server confirms them. A refusal
+   * tries again a second later while the connection stays up; the connection dropping again
+   * leaves them down until its next `ready`.
+   */
+  private resubscribe(): void {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    const connection = this.connection as IoRedisClient;
+    const channels = [...this.channels.keys()];
+    const confirmed = channels.length === 0 ? Promise.resolve() : (connection.subscribe(...channels) as Promise<unknown>);
+    confirmed.then(
+      () => {
+        if (this.closed || connection.status !== 'ready') return;
+        this.down = false;
+        for (const state of this.channels.values()) for (const l of [...state.listeners]) l(null);
+      },
+      () => {
+        if (this.closed || connection.status !== 'ready') return;
+        this.retryTimer = setTimeout(() => this.resubscribe(), RESUBSCRIBE_RETRY_MS);
+        this.retryTimer.unref();
+      },
+    );
+  }
+
+  /** True for an ioredis connection made without `autoResubscribe`: this subscriber subscribes its channels again after a reconnect. */
+  private resubscribes(): boolean {
+    return (this.connection as { options?: { autoResubscribe?: boolean } }).options?.autoResubscribe === false;
+  }
 
   /**
    * The connection closed (killed, the server gone, a reconnect under way): every listener
@@ -273,6 +314,9 @@ export class Subscriber {
     this.options.onError?.(err);
   };
 }
+
+/** How long after a refused resubscription the subscriber tries again. */
+const RESUBSCRIBE_RETRY_MS = 1000;
 
 const shared = new WeakMap<RedisClient, Subscriber>();
 /** The lingers of the channels a client's shared subscribers dropped (a subscriber closes when idle; the next one keeps learning). */
@@ -299,7 +343,10 @@ export function sharedSubscriber(client: RedisClient): Subscriber {
       ? new NodeRedisSubscriberConnection(client)
       : isCluster(client)
         ? new ShardedSubscriberConnection(client)
-        : (client as unknown as Redis).duplicate({ enableOfflineQueue: true });
+        : // ioredis's own subscribing again after a reconnect is a promise nobody can catch: when
+          // the connection drops again first (Redis restarting, paused, refusing), its rejection
+          // would end the process. The subscriber does it instead (onReady).
+          (client as unknown as Redis).duplicate({ enableOfflineQueue: true, autoResubscribe: false });
     const created: Subscriber = new Subscriber(connection, {
       owned: true,
       lingerMs: 500,
