@@ -14,8 +14,14 @@ export interface ResolvedLockOptions {
 
 const MAX_NAME_LENGTH = 1024;
 
+let ownerIdOfProcess: string | undefined;
+
+/**
+ * `hostname:pid`, made when a lock first needs it, never on import: Deno asks for a permission
+ * (`--allow-sys`) to read the host name, and an app that makes no lock must not need it.
+ */
 function defaultOwnerId(): string {
-  return `${hostname()}:${process.pid}`;
+  return (ownerIdOfProcess ??= `${hostname()}:${process.pid}`);
 }
 
 const LOCK_NAME = nonEmptyString({ max: MAX_NAME_LENGTH });
@@ -38,7 +44,8 @@ const ownerId = nonEmptyString({ forbidden: ['|'] });
 export const LOCK_TABLE = {
   ttl: { default: LOCK_DEFAULTS.ttl, check: duration, shown: '`10000` ms', doc: 'lifetime without renewal' },
   autoRenew: { default: LOCK_DEFAULTS.autoRenew, check: boolean, shown: '`true`', doc: 'renew every `ttl / 3` while held' },
-  id: { default: defaultOwnerId(), check: ownerId, shown: '`hostname:pid`', doc: 'owner id stored with the lock' },
+  // No default here: `defaultOwnerId()` when a lock is made (resolveLockOptions).
+  id: { check: ownerId, shown: '`hostname:pid`', doc: 'owner id stored with the lock' },
   timeout: { default: LOCK_DEFAULTS.timeout, check: durationOrZero, shown: '`10000` ms', doc: 'default wait of `acquire()`; 0 tries once' },
   prefix: { default: LOCK_DEFAULTS.prefix, check: validatePrefix, shown: "`'dogpile'`", doc: 'keys live at `<prefix>:lock:{<name>}`' },
 } satisfies OptionTable<LockOptions>;
@@ -58,7 +65,8 @@ export const ACQUIRE_OPTION_NAMES = optionNames(ACQUIRE_TABLE);
 export function resolveLockOptions(options: LockOptions | undefined, known: readonly string[] = LOCK_OPTION_NAMES): ResolvedLockOptions {
   const o = optionsObject(options ?? {});
   checkKnownOptions(o, known);
-  return resolveFields(LOCK_TABLE, o);
+  const resolved = resolveFields(LOCK_TABLE, o);
+  return { ...resolved, id: resolved.id ?? defaultOwnerId() };
 }
 
 /**
