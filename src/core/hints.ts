@@ -15,7 +15,13 @@ export class FreshnessHints {
   /** Expiry times (monotonic) of values this process has seen in a shared store. */
   private readonly fresh: LRUCache<string, number> | undefined;
 
+  /** The backend's `holdsInMemory` and clock, read once (the hit path reads them at every call). */
+  private readonly inMemory: boolean;
+  private readonly now: () => number;
+
   constructor(private readonly backend: Backend) {
+    this.inMemory = backend.holdsInMemory;
+    this.now = backend.now;
     if (backend.distributed) {
       this.fresh = new LRUCache<string, number>({ max: FRESHNESS_HINTS, maxSize: KEY_HINTS_MAX_BYTES, sizeCalculation: (_v, k) => keyHintSize(k) });
     }
@@ -45,9 +51,9 @@ export class FreshnessHints {
    * and is fresh now: a value or a hit-for-miss marker; else undefined. Never asks Redis.
    */
   freshInMemory(key: string): StoredEntry | undefined {
-    if (!this.backend.holdsInMemory) return undefined;
+    if (!this.inMemory) return undefined;
     const local = this.backend.peek(key);
-    return local !== undefined && isFreshNow(local, this.backend.now) ? local : undefined;
+    return local !== undefined && isFreshNow(local, this.now) ? local : undefined;
   }
 
   /** True when this process saw the value of `key` and it has not expired. */
