@@ -12,9 +12,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { startRedis, type RedisServer } from '../tools/redis-server.js';
+import { freePort, type RedisServer, startRedis } from '../tools/redis-server.js';
 import { NodeChild, root } from '../tools/child-process.js';
 import { get, type Reply } from '../tools/http-client.js';
 import { waitUntil } from '../tools/basics.js';
@@ -48,16 +47,6 @@ function workspaceRoot(): string {
   return dir;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Run {
   isrPerPeriod: number[];

@@ -15,7 +15,6 @@
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -26,6 +25,7 @@ import { buildIsStale } from '../tools/built-package.js';
 import { fetchReply, get, type Reply } from '../tools/http-client.js';
 import { freshId, waitUntil } from '../tools/basics.js';
 import { monotonicNow } from '../src/shared/clock.js';
+import { freePort } from '../tools/redis-server.js';
 
 const run = promisify(execFile);
 const redis = useRedis();
@@ -34,16 +34,6 @@ let ports: number[] = [];
 let scratch: string;
 let project: string;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The renders (or runs) the app counted in Redis under `name`. */
 async function renders(name: string): Promise<number> {

@@ -17,7 +17,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
-import net from 'node:net';
+import { freePort } from '../tools/redis-server.js';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRedis } from './support/use-redis.js';
@@ -44,17 +44,6 @@ function workspaceRoot(): string {
   let dir = root;
   while (!modules.startsWith(dir + path.sep) && path.dirname(dir) !== dir) dir = path.dirname(dir);
   return dir;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port: p } = server.address() as net.AddressInfo;
-      server.close(() => resolve(p));
-    });
-  });
 }
 
 /** The renders (or runs) the example counted in Redis under `name`. */

@@ -27,6 +27,7 @@ import { codeBlocks } from '../tools/docs-check.js';
 import { fetchReply } from '../tools/http-client.js';
 import { monotonicNow } from '../src/shared/clock.js';
 import { buildIsStale } from '../tools/built-package.js';
+import { freePort } from '../tools/redis-server.js';
 
 const PAGES = ['README.md', 'docs/getting-started.md'];
 /** The route a server quick start answers slowly, by heading (the rest serve `/report`). */
@@ -204,16 +205,6 @@ async function listening(child: NodeChild, port: number, timeoutMs: number): Pro
   }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * `npm pack` of the package into `dir`. A fresh dist/ is packed as it is; a stale or missing
