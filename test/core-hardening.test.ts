@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { createCache, type DogpileCache } from '../src/index.js';
 import { cacheKeys } from '../src/store/key.js';
 import { FOLLOWED_MAX, FOLLOWED_MAX_BYTES } from '../src/core/refreshing-elsewhere.js';
-import { keyHintSize } from '../src/shared/key-hints.js';
+import { keyHintSize } from '../src/shared/keys.js';
 import { useRedis } from './support/use-redis.js';
 import { killAllChildren, type JsonChild } from '../tools/child-process.js';
 import { Fleet, launch } from '../tools/fleet/fleet.js';

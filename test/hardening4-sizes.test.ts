@@ -24,7 +24,7 @@ import { DECOMPRESSED_MAX_BYTES, hasAlgorithm, type CompressionAlgorithm } from 
 import { existingSharedSubscriber } from '../src/redis/subscriber.js';
 import { FOLLOWED_MAX, FOLLOWED_MAX_BYTES, RefreshingElsewhere } from '../src/core/refreshing-elsewhere.js';
 import { RedisBackend } from '../src/store/redis-backend.js';
-import { keyHintSize } from '../src/shared/key-hints.js';
+import { keyHintSize } from '../src/shared/keys.js';
 import { monotonicNow } from '../src/shared/clock.js';
 import { freshId, sleep, waitUntil } from '../tools/basics.js';
 import { JsonChild, killAllChildren, root } from '../tools/child-process.js';

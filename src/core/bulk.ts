@@ -4,7 +4,7 @@ import { EntryKind } from '../store/entry.js';
 import { validateTags } from '../shared/tag-names.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { checkTaggedLifetime, setArguments } from './call-options.js';
-import { validateKey } from '../shared/key-names.js';
+import { validateKey } from '../shared/keys.js';
 import type { CacheEmitter } from './events.js';
 import { expiresAt, isFreshNow, staleWindow } from './freshness.js';
 import type { GuardedBackend } from './guarded-backend.js';

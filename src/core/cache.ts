@@ -4,7 +4,7 @@ import { CacheClosedError } from '../shared/errors.js';
 import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
-import { validateKey } from '../shared/key-names.js';
+import { validateKey } from '../shared/keys.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
 import { coalesced, ListenerFlag, type CacheEvents } from './events.js';

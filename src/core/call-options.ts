@@ -2,7 +2,7 @@ import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/dura
 import { InvalidOptionError } from '../shared/errors.js';
 import { checkKnownOptions } from '../shared/known-options.js';
 import { abortSignal, boolean, duration, durationOrZero, fn, optionNames, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
-import { validateKey } from '../shared/key-names.js';
+import { validateKey } from '../shared/keys.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { freshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
 import { throwOrLoad, type ResolvedCacheOptions } from './options.js';

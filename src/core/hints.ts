@@ -1,6 +1,6 @@
 import { monotonicNow } from '../shared/clock.js';
 import { LRUCache } from 'lru-cache';
-import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/key-hints.js';
+import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../shared/keys.js';
 import type { Backend, StoredEntry } from '../store/types.js';
 import { isFreshNow } from './freshness.js';
 

@@ -1,5 +1,5 @@
 import { monotonicNow } from '../shared/clock.js';
-import { keyHintSize } from '../shared/key-hints.js';
+import { keyHintSize } from '../shared/keys.js';
 import type { MissCoordinator, StoredEntry } from '../store/types.js';
 
 /** What following a key takes: its channel (GuardedBackend's, bounded by `commandTimeout`), and whether it is live. */

@@ -1,7 +1,7 @@
 import { SetMetadata, type CustomDecorator, type ExecutionContext } from '@nestjs/common';
 import { describe } from '../../shared/duration.js';
 import { InvalidOptionError } from '../../shared/errors.js';
-import { validateKey } from '../../shared/key-names.js';
+import { validateKey } from '../../shared/keys.js';
 import { CACHE_KEY_METADATA, CACHE_TTL_METADATA } from './constants.js';
 import { durationOrZero } from '../../shared/option-table.js';
 
