@@ -23,6 +23,12 @@ describe('the API report', () => {
     expect(apiReport(), `${REPORT} differs from the build: run npm run api:update and review the diff`).toBe(committed);
   }, 120_000);
 
+  it('shows no internal type: every type a public signature names is exported', () => {
+    const committed = readFileSync(path.join(ROOT, REPORT), 'utf8');
+    const hidden = committed.split('## Used by the entries, not exported')[1];
+    expect(hidden, 'export these types or write them inline in the public signature').toBeUndefined();
+  });
+
   it('covers every entry of the exports map', () => {
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
     const subpaths = Object.keys(pkg.exports).filter((s) => s !== './package.json');

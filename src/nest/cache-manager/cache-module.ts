@@ -59,26 +59,25 @@ const providers: Provider[] = [
  * created and the Redis connection it made from a URL; a client or a cache passed in stays open.
  */
 @Module({ providers, exports: [CACHE_MANAGER, Cache, CACHE_MANAGER_DEFAULTS] })
-export class CacheModule extends CacheManagerConfigurableModule implements OnModuleDestroy {
+export class CacheModule implements OnModuleDestroy {
   /** The module with these options (`createCache()`'s, plus `ttl`, `refreshThreshold`, `namespace`, `cacheId`, or `cache`) and `isGlobal`. */
   static register<StoreConfig extends Record<any, any> = Record<string, any>>(options: CacheModuleOptions<StoreConfig> = {} as CacheModuleOptions<StoreConfig>): DynamicModule {
-    return { global: options.isGlobal, ...super.register(options) };
+    return { ...CacheManagerConfigurableModule.register(options), module: CacheModule, global: options.isGlobal };
   }
 
   /** The module with options made by a provider: `useFactory` / `useClass` / `useExisting`, `inject`, `imports`, `extraProviders`; and `isGlobal`. */
   static registerAsync<StoreConfig extends Record<any, any> = Record<string, any>>(options: CacheModuleAsyncOptions<StoreConfig>): DynamicModule {
-    const definition = super.registerAsync(options);
+    const definition = CacheManagerConfigurableModule.registerAsync(options);
     return {
-      global: options.isGlobal,
       ...definition,
+      module: CacheModule,
+      global: options.isGlobal,
       providers: options.extraProviders ? [...(definition.providers ?? []), ...options.extraProviders] : definition.providers,
     };
   }
 
   /** @internal Made by Nest's injector. */
-  constructor(@Inject(CACHE_MANAGER) private readonly manager: CacheManager) {
-    super();
-  }
+  constructor(@Inject(CACHE_MANAGER) private readonly manager: CacheManager) {}
 
   async onModuleDestroy(): Promise<void> {
     await this.manager.disconnect();

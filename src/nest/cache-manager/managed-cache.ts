@@ -14,8 +14,10 @@ type PerValue<T> = number | ((value: T) => number);
 
 /** `wrap()`'s options object. */
 export interface WrapOptions<T> {
-  ttl?: PerValue<T>;
-  refreshThreshold?: PerValue<T>;
+  /** The TTL (ms), or a function of the value that returns it. */
+  ttl?: number | ((value: T) => number);
+  /** The refresh threshold (ms), or a function of the value that returns it. */
+  refreshThreshold?: number | ((value: T) => number);
 }
 
 /** `wrap()`'s options with `raw: true`: it answers `{ value, expires }`. */
@@ -57,7 +59,7 @@ export interface CacheManager {
   disconnect: () => Promise<undefined>;
   cacheId: () => string;
   stores: never[];
-  wrap<T>(key: string, fnc: () => T | Promise<T>, ttl?: PerValue<T>, refreshThreshold?: PerValue<T>): Promise<T>;
+  wrap<T>(key: string, fnc: () => T | Promise<T>, ttl?: number | ((value: T) => number), refreshThreshold?: number | ((value: T) => number)): Promise<T>;
   wrap<T>(key: string, fnc: () => T | Promise<T>, options: WrapOptions<T>): Promise<T>;
   wrap<T>(key: string, fnc: () => T | Promise<T>, options: WrapOptionsRaw<T>): Promise<StoredDataRaw<T>>;
 }
