@@ -1,5 +1,5 @@
 import { spreadTtl } from './jitter.js';
-import { judged, staleSince, stampVerdict, type StampVerdict, type TagStamp } from './tags.js';
+import { judged, staleSince, stampVerdict, untouchedBy, type StampVerdict, type TagStamp } from './tags.js';
 import type { Backend, Commit, Lookup, LookupRequest, Outcome, Store, StoredEntry, TagStamps } from './types.js';
 
 /** What a cache adds to the store it writes through: its generations and its write rules. */
@@ -70,7 +70,10 @@ export class StampedBackend implements Backend {
   /** A hit in process memory only while every stamp of the entry is held here; otherwise the caller goes on to the store. */
   peek(key: string): StoredEntry | undefined {
     const entry = this.inner.peek(key);
-    return entry === undefined ? undefined : this.judgeHeld(entry, false);
+    if (entry === undefined) return undefined;
+    // The common hit, an entry without tags that no generation of the chain judges, builds no verdict.
+    if (entry.tags === undefined && untouchedBy(entry, this.rules.generations, this.rules.stamps)) return entry;
+    return this.judgeHeld(entry, false);
   }
 
   /** The fallback while the store is unusable: dropped only when a stamp held here says so. */

@@ -1,4 +1,4 @@
-import type { StoredEntry, TagStamp } from './types.js';
+import type { StoredEntry, TagStamp, TagStamps } from './types.js';
 
 export type { TagStamp } from './types.js';
 
@@ -39,8 +39,7 @@ export function tagVerdict(entry: StoredEntry, stampOf: (tag: string) => TagStam
 /**
  * The one rule of invalidation stamps (a tag's, a cache's or namespace's generation): what the
  * stamps of `names` make of `entry`, on top of `since` (what other stamps made of it). `gone`
- * when one was written at or after its run began (`createdAt` less `delta`: a value computed
- * while its stamp was written counts as computed before), else the earliest time since which
+ * when one was written at or after its run began (`runStart`), else the earliest time since which
  * one makes it stale (an entry with no stale window is then `gone`), else `ok`. Undefined when
  * `stampOf` holds no stamp for a name met before any that makes it `gone`.
  */
@@ -51,17 +50,42 @@ export function stampVerdict(
   since: StampVerdict = 'ok',
 ): StampVerdict | undefined {
   if (since === 'gone') return 'gone';
-  const started = entry.createdAt - (entry.delta ?? 0);
+  const started = runStart(entry);
   let staleAt = since === 'ok' ? Number.POSITIVE_INFINITY : since;
   for (let i = 0; i < names.length; i++) {
     const stamp = stampOf(names[i]!);
     if (stamp === undefined) return undefined;
+    if (writtenBefore(stamp, started)) continue;
     if (stamp.hard >= started) return 'gone';
-    if (stamp.stale >= started && stamp.stale < staleAt) staleAt = stamp.stale;
+    if (stamp.stale < staleAt) staleAt = stamp.stale;
   }
   if (staleAt === Number.POSITIVE_INFINITY) return 'ok';
   if (!(entry.stale ?? 0)) return 'gone';
   return staleAt;
+}
+
+/**
+ * True when every stamp of `names` is held in `table` and each was written before `entry`'s run
+ * began, so `stampVerdict` would say `ok`: the check of a hit in process memory, which builds no
+ * verdict and stops at the first stamp that has a say.
+ */
+export function untouchedBy(entry: StoredEntry, names: readonly string[], table: TagStamps): boolean {
+  const started = runStart(entry);
+  for (let i = 0; i < names.length; i++) {
+    const stamp = table.known(names[i]!);
+    if (stamp === undefined || !writtenBefore(stamp, started)) return false;
+  }
+  return true;
+}
+
+/** When `entry`'s run began, for its stamps: `createdAt` less `delta` (a value computed while its stamp was written counts as computed before). */
+function runStart(entry: StoredEntry): number {
+  return entry.createdAt - (entry.delta ?? 0);
+}
+
+/** True when `stamp` (either of its times) was written before `started`: it says nothing of an entry whose run began then. */
+function writtenBefore(stamp: TagStamp, started: number): boolean {
+  return stamp.hard < started && stamp.stale < started;
 }
 
 /** `entry` as `verdict` makes it: itself, undefined (`gone`), or stale since the verdict's time. */
