@@ -276,6 +276,44 @@ describe('RedisLock specifics', () => {
     expect(await c!.release()).toBe(true);
   });
 
+  it("a hand-off is published on the waiter's own subscriber channel: it wakes that waiter's connection and no other", async () => {
+    const name = 'targeted-wakeup';
+    const keys = lockKeys('dogpile', name);
+    const watch = redis.duplicate();
+    const published: string[] = [];
+    watch.on('pmessage', (_pattern: string, channel: string, message: string) => published.push(`${channel} ${message}`));
+    await watch.psubscribe(`${keys.channel}*`);
+    const connections = [redis.duplicate(), redis.duplicate()];
+    const heard = [0, 0];
+    connections.forEach((c, i) => c.on('messageBuffer', () => heard[i]!++));
+    const [subB, subC] = connections.map((c) => new Subscriber(c, { owned: true }));
+    try {
+      const a = new RedisLock(lib, name, { autoRenew: false });
+      const b = new RedisLock(lib, name, { id: 'b', autoRenew: false, subscriber: subB });
+      const c = new RedisLock(lib, name, { id: 'c', autoRenew: false, subscriber: subC });
+      const token = await a.acquire();
+      const waitingB = b.acquire({ timeout: 5000 });
+      await queuedOn('RedisLock', name, 1);
+      const waitingC = c.acquire({ timeout: 5000 });
+      await queuedOn('RedisLock', name, 2);
+      expect(await a.release()).toBe(true);
+      expect(await waitingB).toBe(token + 1);
+      const holderB = (await redis.get(keys.lock))!.split('|')[0];
+      expect(published).toEqual([`${keys.channel}:w:${subB!.id} ${holderB} ${token + 1}`]);
+      // C's connection heard nothing of B's hand-off (before: every waiting process was woken).
+      expect(heard).toEqual([1, 0]);
+      expect(await b.release()).toBe(true);
+      expect(await waitingC).toBe(token + 2);
+      expect(heard).toEqual([1, 1]);
+      expect(published).toHaveLength(2);
+      expect(published[1]!.startsWith(`${keys.channel}:w:${subC!.id} `)).toBe(true);
+      await c.release();
+    } finally {
+      watch.disconnect();
+      await Promise.all([subB!.close(), subC!.close()]);
+    }
+  });
+
   it('hands over to and from waiters of the earlier protocol (a reservation "~<entry>" and a bare wake-up), as in a rolling upgrade', async () => {
     const name = 'mixed-versions';
     const keys = lockKeys('dogpile', name);
@@ -293,6 +331,18 @@ describe('RedisLock specifics', () => {
       expect(await redis.get(keys.lock)).toBe('~f00dfeedcafe0001');
       while (messages.length === 0) await new Promise((r) => setTimeout(r, 5));
       expect(messages).toEqual(['f00dfeedcafe0001']);
+      await redis.del(keys.lock);
+      // A waiter of the version before the subscriber channels (entry "<ttl>|<value>", listening
+      // on the lock's channel) is handed the lock there.
+      const b = new RedisLock(lib, name);
+      await b.acquire();
+      messages.length = 0;
+      await redis.zadd(keys.queue, Number(seconds) * 1000 + 60_000, '30000|0123abcd|earlier-waiter');
+      expect(await b.release()).toBe(true);
+      expect(await redis.get(keys.lock)).toBe('0123abcd|earlier-waiter');
+      expect(Number(await redis.pttl(keys.lock))).toBeGreaterThan(20_000);
+      while (messages.length === 0) await new Promise((r) => setTimeout(r, 5));
+      expect(messages).toEqual([`0123abcd ${await redis.get(keys.fence)}`]);
       await redis.del(keys.lock);
       // A waiter of this version is woken by an earlier version's release and takes its reservation.
       const holder = new RedisLock(lib, name, { autoRenew: false });

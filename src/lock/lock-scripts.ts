@@ -10,12 +10,15 @@ import { LuaScript } from '../redis/lua-script.js';
  *   P:lock:{N}:fence  the fencing counter (INCR on every acquisition, never expires); when it
  *                     is missing (first use, a restart without persistence, eviction) it is
  *                     seeded with the server's clock in microseconds, so tokens never go back
- *   P:lock:{N}:q      waiters: a sorted set of "<ttl ms>|<lock value>" scored by the waiter's
- *                     deadline in ms on the server's clock (TIME): the one clock every process
- *                     shares; a waiter sends how long it will still wait, never a timestamp
- * Channel P:lock:{N}: a release that hands the lock over publishes "<id> <fencing token>" to the
- * new holder, id being the part of its lock value before the "|" (SPUBLISH on a cluster with
- * sharded pub/sub, else PUBLISH: the last ARGV of the scripts that publish).
+ *   P:lock:{N}:q      waiters: a sorted set of "<ttl ms>@<subscriber id>|<lock value>" scored
+ *                     by the waiter's deadline in ms on the server's clock (TIME): the one clock
+ *                     every process shares; a waiter sends how long it will still wait, never a
+ *                     timestamp. (Entries of earlier versions have no "@<subscriber id>".)
+ * Channel P:lock:{N}:w:<subscriber id>: a release that hands the lock over publishes
+ * "<id> <fencing token>" there, to the new holder, id being the part of its lock value before
+ * the "|": only the process of that waiter's subscriber connection is woken. (SPUBLISH on a
+ * cluster with sharded pub/sub, else PUBLISH: the last ARGV of the scripts that publish.)
+ * Channel P:lock:{N}: the same message for a waiter of an earlier version, which listens there.
  */
 
 /**
@@ -38,8 +41,8 @@ end
 /**
  * Lua shared by the scripts that free a lock: hands it to the first waiter whose deadline has
  * not passed. The lock is set to that waiter's value with that waiter's TTL, the fencing
- * counter advances, and the token is published to the waiter, which holds the lock from then
- * on without another round trip. A waiter that went away meanwhile (it leaves the queue when
+ * counter advances, and the token is published to the waiter (on its subscriber's channel of
+ * the lock), which holds the lock from then on without another round trip. A waiter that went away meanwhile (it leaves the queue when
  * it gives up, but a killed process cannot) holds it until its TTL runs out, like a holder
  * that died. Not a shorter "claim" for the waiter to confirm: the confirmation would be the
  * round trip this saves, and the waiter cannot tell how late its wake-up arrived, so a claim
@@ -55,11 +58,17 @@ local function hand_off(lock, fence, queue, channel, pub)
   if not nxt[1] then return false end
   redis.call('ZREM', queue, nxt[1])
   local publish = pub == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
-  local ms, value = string.match(nxt[1], '^(%d+)|(.+)$')
+  local target = channel
+  local ms, sid, value = string.match(nxt[1], '^(%d+)@([^|]+)|(.+)$')
+  if ms then
+    target = channel .. ':w:' .. sid
+  else
+    ms, value = string.match(nxt[1], '^(%d+)|(.+)$')
+  end
   if ms then
     redis.call('SET', lock, value, 'PX', ms)
     -- '%.0f': Lua's own number-to-string conversion keeps 14 digits; tokens have 16
-    redis.call(publish, channel, string.match(value, '^[^|]*') .. ' ' .. string.format('%.0f', next_fence(fence)))
+    redis.call(publish, target, string.match(value, '^[^|]*') .. ' ' .. string.format('%.0f', next_fence(fence)))
   else
     -- a waiter of an earlier version: reserve the lock for it and wake it
     redis.call('SET', lock, '~' .. nxt[1], 'PX', 1000)

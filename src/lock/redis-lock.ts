@@ -58,6 +58,11 @@ export function lockKeys(prefix: string, name: string) {
   return { lock, fence: `${lock}:fence`, queue: `${lock}:q`, channel: lock };
 }
 
+/** The channel a release publishes to the waiters of `subscriber` on. */
+function waiterChannel(channel: string, subscriber: Subscriber): string {
+  return `${channel}:w:${subscriber.id}`;
+}
+
 /**
  * A distributed lock on Redis.
  *
@@ -128,20 +133,23 @@ export class RedisLock extends BaseLock {
     // script turns it into a deadline on the server's clock, the one clock all processes share.
     const deadline = performance.now() + timeoutMs;
     // The queue entry carries what a release needs to hand the lock over: this waiter's TTL and value.
-    const entry = `${this.options.ttl}|${value}`;
+    const subscriber = this.subscriber ?? sharedSubscriber(this.client);
+    const entry = `${this.options.ttl}@${subscriber.id}|${value}`;
     const handOffPrefix = `${value.slice(0, value.indexOf('|'))} `;
     /** The fencing token a release handed the lock over with, once its message arrived. */
     let handed: number | undefined;
     const wakeup = new Wakeup();
-    const subscriber = this.subscriber ?? sharedSubscriber(this.client);
-    const listening = subscriber.listen(this.keys.channel, (message) => {
+    // A release publishes to this subscriber's own channel of the lock, so it wakes no other
+    // process; the lock's shared channel carries only the wake-ups of earlier versions' releases
+    // (during a rolling deploy), which name the waiter by its queue entry.
+    const listening = subscriber.listenAll([waiterChannel(this.keys.channel, subscriber), this.keys.channel], (message) => {
       if (message === null) return wakeup.wake(); // reconnected: a message may have been missed
       const text = message.toString();
       if (text.startsWith(handOffPrefix)) {
         handed = Number(text.slice(handOffPrefix.length));
         wakeup.wake();
       } else if (text === entry) {
-        wakeup.wake(); // an earlier version's release reserved the lock for this waiter
+        wakeup.wake(); // an earlier version's release reserved the lock for this waiter (it cannot read the entry)
       }
     });
     // Subscribing is part of the wait: bounded by its deadline and its signal (a subscriber
@@ -211,7 +219,8 @@ export class RedisLock extends BaseLock {
 
   /** @internal */
   protected override tryFirst(): boolean {
-    return !(this.subscriber ?? existingSharedSubscriber(this.client))?.isLive(this.keys.channel);
+    const subscriber = this.subscriber ?? existingSharedSubscriber(this.client);
+    return !subscriber?.isLive(waiterChannel(this.keys.channel, subscriber));
   }
 
   /** @internal */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { ClusterSubscriberConnection } from './cluster-connection.js';
 import { ShardedSubscriberConnection } from './sharded-connection.js';
 import type { Cluster, Redis } from 'ioredis';
@@ -60,6 +61,8 @@ interface SubscriberOptions {
 type PubSubConnection = IoRedisClient | ClusterSubscriberConnection | ShardedSubscriberConnection | NodeRedisSubscriberConnection;
 
 export class Subscriber {
+  /** @internal A random name of this subscriber (base64url, no `|`): a lock's release publishes to its waiters here, on their own channel. */
+  readonly id = randomBytes(6).toString('base64url');
   private readonly channels = new Map<string, ChannelState>();
   /**
    * Channels dropped lately: their linger, and when (monotonic ms) they were dropped. A channel
@@ -148,6 +151,24 @@ export class Subscriber {
       throw err;
     }
     return remove;
+  }
+
+  /**
+   * @internal `listen` on each of `channels` with one listener: resolves once every subscription is
+   * confirmed; when one fails, the others are removed again and its error is thrown.
+   */
+  async listenAll(channels: readonly string[], listener: ChannelListener): Promise<Unlisten> {
+    const results = await Promise.allSettled(channels.map((channel) => this.listen(channel, listener)));
+    const added = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const unlisten: Unlisten = (atOnce) => {
+      for (const remove of added) remove(atOnce);
+    };
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      unlisten();
+      throw failed.reason;
+    }
+    return unlisten;
   }
 
   /**
