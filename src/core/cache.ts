@@ -140,7 +140,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // value known to be fresh in Redis. Anything else, bad input included, goes through resolve().
     // With early refresh on, every hit draws, so hits go through resolve().
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
-      const local = this.memoryHit(key);
+      // (Without an in-process store or L1, nothing to look at.)
+      const local = this.backend.holdsInMemory ? this.memoryHit(key) : undefined;
       if (local !== undefined) {
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
