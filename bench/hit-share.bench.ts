@@ -35,6 +35,7 @@ const APPS: App[] = [
   { worker: 'http-refresh-worker.ts', contender: 'express-same', name: 'Express 5, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile', name: 'Express 5 + `dogpileGuard`, in-process', same: 'express-same' },
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-redis-l1', name: 'Express 5 + `dogpileGuard`, Redis + `l1`', same: 'express-same' },
+  { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-redis', name: 'Express 5 + `dogpileGuard`, Redis (no `l1`: a round trip per hit)', same: 'express-same' },
   { worker: 'http-refresh-worker.ts', contender: 'express-same-np', name: 'Express 5 without `x-powered-by`, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-np', name: 'Express 5 without `x-powered-by` + `dogpileGuard`, in-process', same: 'express-same-np' },
   ...(BEFORE === undefined
@@ -50,9 +51,11 @@ const APPS: App[] = [
   { worker: 'http-refresh-worker.ts', contender: 'fastify-same', name: 'Fastify 5, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile', name: 'Fastify 5 + `dogpileGuardPlugin`, in-process', same: 'fastify-same' },
   { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile-redis-l1', name: 'Fastify 5 + `dogpileGuardPlugin`, Redis + `l1`', same: 'fastify-same' },
+  { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile-redis', name: 'Fastify 5 + `dogpileGuardPlugin`, Redis (no `l1`: a round trip per hit)', same: 'fastify-same' },
   { worker: 'hono-worker.ts', contender: 'hono-same', name: 'Hono 4 on @hono/node-server, own route sending the same bytes' },
   { worker: 'hono-worker.ts', contender: 'hono-dogpile', name: 'Hono 4 + `dogpileGuard`, in-process', same: 'hono-same' },
   { worker: 'hono-worker.ts', contender: 'hono-dogpile-redis-l1', name: 'Hono 4 + `dogpileGuard`, Redis + `l1`', same: 'hono-same' },
+  { worker: 'hono-worker.ts', contender: 'hono-dogpile-redis', name: 'Hono 4 + `dogpileGuard`, Redis (no `l1`: a round trip per hit)', same: 'hono-same' },
 ];
 
 /** Self time per request in dogpile-guard's folders, and in lru-cache. */
