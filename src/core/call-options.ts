@@ -138,7 +138,7 @@ export function resolveCallOptions<T>(
   };
 }
 
-const CALL_OPTION_NAMES = optionNames(CALL_TABLE);
+const CALL_OPTION_NAMES: ReadonlySet<string> = new Set(optionNames(CALL_TABLE));
 
 /** The cache's options as the defaults of `CALL_TABLE`'s rows, made once per cache. */
 const CALL_DEFAULTS = new WeakMap<ResolvedCacheOptions, Readonly<Record<string, unknown>>>();

@@ -55,24 +55,77 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 /**
  * Checks and resolves `table`'s fields of `given` (fields not in the table are not read):
  * an omitted field takes `defaults[name]` when given there, else the row's default (a required
- * one is refused by its check); a field resolved to undefined is left out. `path` is put before every option name (`'l1.'`).
+ * one is refused by its check, before any other); a field with no value given or by default is left out. `path` is put before every option name (`'l1.'`).
  */
 export function resolveFields<Table extends AnyTable>(
   table: Table,
   given: object,
   { path = '', defaults }: { path?: string; defaults?: { readonly [K in keyof Table]?: unknown } } = {},
 ): ResolvedTable<Table> {
-  const out: Record<string, unknown> = {};
+  const plan = planOf(table);
+  // A copy of the omitted fields' values (made once per table and defaults object), then the
+  // fields given, each checked by its row: a call's options (each getOrCompute with an options
+  // object, each HTTP request) pay a copy and a check per field given, not a store per field.
+  const out: Record<string, unknown> = Object.assign({}, omittedValues(plan, defaults));
   const values = given as Record<string, unknown>;
-  for (const name of Object.keys(table)) {
-    const row = table[name]!;
+  // A required field left out is refused first (its check says what is expected).
+  for (const name of plan.required) if (values[name] === undefined) plan.rows.get(name)!.check(undefined, `${path}${name}`);
+  for (const name in values) {
+    const row = plan.rows.get(name);
     const value = values[name];
-    let resolved: unknown;
-    if (value !== undefined || row.required) resolved = row.check(value, `${path}${name}`);
-    else resolved = defaults !== undefined && name in defaults ? defaults[name] : row.default;
+    if (row === undefined || value === undefined) continue;
+    const resolved = row.check(value, path === '' ? name : `${path}${name}`);
     if (resolved !== undefined) out[name] = resolved;
+    else if (name in out) out[name] = undefined; // a check that resolves a given value to nothing
   }
   return out as ResolvedTable<Table>;
+}
+
+interface Plan {
+  readonly table: AnyTable;
+  readonly rows: ReadonlyMap<string, OptionRow>;
+  readonly required: readonly string[];
+  readonly omitted: Readonly<Record<string, unknown>>;
+  readonly omittedOver: WeakMap<object, Readonly<Record<string, unknown>>>;
+}
+
+/** Per table: its rows by name, its required fields, the omitted fields' values (alone, and over each defaults object met: a cache's, made once). */
+const PLANS = new WeakMap<AnyTable, Plan>();
+
+function planOf(table: AnyTable): Plan {
+  let plan = PLANS.get(table);
+  if (plan === undefined) {
+    const names = Object.keys(table);
+    plan = {
+      table,
+      rows: new Map(names.map((name) => [name, table[name]!])),
+      required: names.filter((name) => table[name]!.required === true),
+      omitted: valuesWhenOmitted(table, undefined),
+      omittedOver: new WeakMap(),
+    };
+    PLANS.set(table, plan);
+  }
+  return plan;
+}
+
+function omittedValues(plan: Plan, defaults: object | undefined): Readonly<Record<string, unknown>> {
+  if (defaults === undefined) return plan.omitted;
+  let values = plan.omittedOver.get(defaults);
+  if (values === undefined) {
+    values = valuesWhenOmitted(plan.table, defaults as Record<string, unknown>);
+    plan.omittedOver.set(defaults, values);
+  }
+  return values;
+}
+
+/** The fields' values when omitted, in the table's order: `defaults[name]` when given there, else the row's default; undefined ones left out. */
+function valuesWhenOmitted(table: AnyTable, defaults: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(table)) {
+    const value = defaults !== undefined && name in defaults ? defaults[name] : table[name]!.default;
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
 }
 
 /**
