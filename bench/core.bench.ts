@@ -83,10 +83,14 @@ function contenders(baseline: Baseline | undefined): Contenders {
       id: 'dogpile-json@baseline',
       name: `${baseline.label}, Redis, \`serializer: jsonSerializer\``,
     }),
-    hitMemory: after(after(HIT_MEMORY, 'dogpile-l1', { id: 'dogpile-l1@baseline', name: `${baseline.label}, Redis + \`l1: true\` (L1 hit)` }), 'dogpile-embedded', {
-      id: 'dogpile-embedded@baseline',
-      name: `${baseline.label}, embedded (no Redis)`,
-    }),
+    hitMemory: after(
+      after(after(HIT_MEMORY, 'dogpile-l1', { id: 'dogpile-l1@baseline', name: `${baseline.label}, Redis + \`l1: true\` (L1 hit)` }), 'dogpile-embedded', {
+        id: 'dogpile-embedded@baseline',
+        name: `${baseline.label}, embedded (no Redis)`,
+      }),
+      'dogpile-embedded-options',
+      { id: 'dogpile-embedded-options@baseline', name: `${baseline.label}, embedded, options object` },
+    ),
   };
 }
 
@@ -134,6 +138,7 @@ const HIT_MEMORY = [
   { id: 'async-lru', name: '_diagnostic:_ lru-cache `get` in an async function, awaited' },
   { id: 'dogpile-l1', name: 'dogpile-guard, Redis + `l1: true` (L1 hit)' },
   { id: 'dogpile-embedded', name: 'dogpile-guard, embedded (no Redis)' },
+  { id: 'dogpile-embedded-options', name: 'dogpile-guard, embedded, options object (`{ ttl, staleWhileRevalidate }`: checked at every call)' },
   { id: 'bento', name: 'bentocache (memory L1 hit)' },
 ];
 const HIT_KEYS = 100;
@@ -680,6 +685,7 @@ function baselineTable(baseline: Baseline, stampede: Map<string, StampedeRun[]>,
     ['L1 hit, 100 in flight', 'dogpile-l1', 'inflight-distinct'],
     ['embedded hit, sequential', 'dogpile-embedded', 'seq'],
     ['embedded hit, 100 in flight', 'dogpile-embedded', 'inflight-distinct'],
+    ['embedded hit, options object, sequential', 'dogpile-embedded-options', 'seq'],
   ];
   for (const [name, id, mode] of hitRows) {
     const k = (v: number[] | undefined) => (v ?? []).map((x) => x / 1000);

@@ -376,6 +376,8 @@ async function hitSetup(keyCount: number): Promise<{ event: string; bytes: numbe
   for (const key of keys) lru.set(key, value);
   const asyncLruGet = async (key: string) => lru.get(key);
   const dp = (cache: DogpileCache | BaselineCache) => (slot: number) => cache.getOrCompute(keys[slot]!, load, HIT_TTL_MS);
+  // What the HTTP adapters and callers with stale options pass: an options object, checked at every call.
+  const withOptions = (cache: DogpileCache | BaselineCache) => (slot: number) => (cache as DogpileCache).getOrCompute(keys[slot]!, load, { ttl: HIT_TTL_MS, staleWhileRevalidate: 1000 });
   if (base) {
     const bytes = await client.getBuffer(`${BASELINE_PREFIX}:v:{${keys[0]!}}`);
     // The stored formats may differ (the baseline's release may write another entry format or serializer): both sizes are reported.
@@ -396,6 +398,7 @@ async function hitSetup(keyCount: number): Promise<{ event: string; bytes: numbe
       'dogpile-json': dp(dogpileJson),
       'dogpile-l1': dp(dogpileL1),
       'dogpile-embedded': dp(embedded),
+      'dogpile-embedded-options': withOptions(embedded),
       'raw-lru': (slot) => lru.get(keys[slot]!),
       'async-lru': (slot) => asyncLruGet(keys[slot]!),
       acd: (slot) => peers.acd!.call(keys[slot]!, load),
@@ -406,6 +409,7 @@ async function hitSetup(keyCount: number): Promise<{ event: string; bytes: numbe
         'dogpile-json@baseline': dp(base.json),
         'dogpile-l1@baseline': dp(base.l1),
         'dogpile-embedded@baseline': dp(base.embedded),
+        'dogpile-embedded-options@baseline': withOptions(base.embedded),
       }),
     },
   };

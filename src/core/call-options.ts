@@ -1,7 +1,6 @@
 import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { checkKnownOptions } from '../shared/known-options.js';
-import { abortSignal, boolean, duration, durationOrZero, fn, optionNames, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
+import { abortSignal, boolean, duration, durationOrZero, fn, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { validateKey } from '../shared/keys.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { freshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
@@ -116,8 +115,7 @@ export function resolveCallOptions<T>(
       inlineRefresh: inline,
     };
   }
-  checkKnownOptions(ttlOrOptions, CALL_OPTION_NAMES);
-  const o = resolveFields(CALL_TABLE, ttlOrOptions, { defaults: callDefaults(defaults) });
+  const o = resolveFields(CALL_TABLE, ttlOrOptions, { defaults: callDefaults(defaults), refuseUnknown: true });
   const freshness = freshnessRules(o);
   const tags = o.tags !== undefined && o.tags.length > 0 ? o.tags : undefined;
   if (tags) checkTaggedLifetime(o.ttl, freshness, defaults.tagStampTtl);
@@ -137,8 +135,6 @@ export function resolveCallOptions<T>(
     inlineRefresh: inline,
   };
 }
-
-const CALL_OPTION_NAMES: ReadonlySet<string> = new Set(optionNames(CALL_TABLE));
 
 /** The cache's options as the defaults of `CALL_TABLE`'s rows, made once per cache. */
 const CALL_DEFAULTS = new WeakMap<ResolvedCacheOptions, Readonly<Record<string, unknown>>>();

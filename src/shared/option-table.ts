@@ -56,11 +56,12 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Checks and resolves `table`'s fields of `given` (fields not in the table are not read):
  * an omitted field takes `defaults[name]` when given there, else the row's default (a required
  * one is refused by its check, before any other); a field with no value given or by default is left out. `path` is put before every option name (`'l1.'`).
+ * `refuseUnknown`: a field the table lacks is refused as `checkKnownOptions` refuses it ("did you mean").
  */
 export function resolveFields<Table extends AnyTable>(
   table: Table,
   given: object,
-  { path = '', defaults }: { path?: string; defaults?: { readonly [K in keyof Table]?: unknown } } = {},
+  { path = '', defaults, refuseUnknown = false }: { path?: string; defaults?: { readonly [K in keyof Table]?: unknown }; refuseUnknown?: boolean } = {},
 ): ResolvedTable<Table> {
   const plan = planOf(table);
   // A copy of the omitted fields' values (made once per table and defaults object), then the
@@ -72,6 +73,7 @@ export function resolveFields<Table extends AnyTable>(
   for (const name of plan.required) if (values[name] === undefined) plan.rows.get(name)!.check(undefined, `${path}${name}`);
   for (const name in values) {
     const row = plan.rows.get(name);
+    if (row === undefined && refuseUnknown) checkKnownOptions(values, plan.names, path);
     const value = values[name];
     if (row === undefined || value === undefined) continue;
     const resolved = row.check(value, path === '' ? name : `${path}${name}`);
@@ -83,6 +85,7 @@ export function resolveFields<Table extends AnyTable>(
 
 interface Plan {
   readonly table: AnyTable;
+  readonly names: readonly string[];
   readonly rows: ReadonlyMap<string, OptionRow>;
   readonly required: readonly string[];
   readonly omitted: Readonly<Record<string, unknown>>;
@@ -98,6 +101,7 @@ function planOf(table: AnyTable): Plan {
     const names = Object.keys(table);
     plan = {
       table,
+      names,
       rows: new Map(names.map((name) => [name, table[name]!])),
       required: names.filter((name) => table[name]!.required === true),
       omitted: valuesWhenOmitted(table, undefined),
