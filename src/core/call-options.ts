@@ -1,6 +1,6 @@
 import { isDuration, MAX_DURATION_MS, toMs, type Duration } from '../shared/duration.js';
 import { InvalidOptionError } from '../shared/errors.js';
-import { abortSignal, boolean, duration, durationOrZero, fn, optionsObject, resolveFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
+import { abortSignal, boolean, duration, durationOrZero, fn, optionsObject, resolveCallFields, resolveOptions, type OptionTable } from '../shared/option-table.js';
 import { validateKey } from '../shared/keys.js';
 import { MAX_TAG_LENGTH, MAX_TAGS, validateTags } from '../shared/tag-names.js';
 import { freshnessRules, FRESHNESS_TABLE, staleWindow, type FreshnessRules } from './freshness.js';
@@ -115,7 +115,7 @@ export function resolveCallOptions<T>(
       inlineRefresh: inline,
     };
   }
-  const o = resolveFields(CALL_TABLE, ttlOrOptions, { defaults: callDefaults(defaults), refuseUnknown: true });
+  const o = resolveCallFields(CALL_TABLE, ttlOrOptions, callDefaults(defaults));
   const freshness = freshnessRules(o);
   const tags = o.tags !== undefined && o.tags.length > 0 ? o.tags : undefined;
   if (tags) checkTaggedLifetime(o.ttl, freshness, defaults.tagStampTtl);

@@ -56,20 +56,35 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Checks and resolves `table`'s fields of `given` (fields not in the table are not read):
  * an omitted field takes `defaults[name]` when given there, else the row's default (a required
  * one is refused by its check, before any other); a field with no value given or by default is left out. `path` is put before every option name (`'l1.'`).
- * `refuseUnknown`: a field the table lacks is refused as `checkKnownOptions` refuses it ("did you mean").
  */
 export function resolveFields<Table extends AnyTable>(
   table: Table,
   given: object,
-  { path = '', defaults, refuseUnknown = false }: { path?: string; defaults?: { readonly [K in keyof Table]?: unknown }; refuseUnknown?: boolean } = {},
+  { path = '', defaults }: { path?: string; defaults?: { readonly [K in keyof Table]?: unknown } } = {},
 ): ResolvedTable<Table> {
   const plan = planOf(table);
   // A copy of the omitted fields' values (made once per table and defaults object), then the
-  // fields given, each checked by its row: a call's options (each getOrCompute with an options
-  // object, each HTTP request) pay a copy and a check per field given, not a store per field.
-  const out: Record<string, unknown> = Object.assign({}, omittedValues(plan, defaults));
-  const values = given as Record<string, unknown>;
-  // A required field left out is refused first (its check says what is expected).
+  // fields given, each checked by its row.
+  return checkGiven(plan, Object.assign({}, omittedValues(plan, defaults)), given as Record<string, unknown>, path, false) as ResolvedTable<Table>;
+}
+
+/**
+ * `resolveFields` for the options of every call (each `getOrCompute` with an options object,
+ * each HTTP request): the result holds the fields given, checked, and inherits the omitted
+ * fields' values (made once per table and defaults object) instead of copying them. Read its
+ * fields; do not spread it or list its keys. Unknown fields are refused.
+ */
+export function resolveCallFields<Table extends AnyTable>(table: Table, given: object, defaults: { readonly [K in keyof Table]?: unknown }): ResolvedTable<Table> {
+  const plan = planOf(table);
+  return checkGiven(plan, Object.create(omittedValues(plan, defaults)) as Record<string, unknown>, given as Record<string, unknown>, '', true) as ResolvedTable<Table>;
+}
+
+/**
+ * Checks the fields of `values` into `out`: a required one left out first (its check says what
+ * is expected), then each given field by its row. `refuseUnknown`: a field the table lacks is
+ * refused as `checkKnownOptions` refuses it ("did you mean").
+ */
+function checkGiven(plan: Plan, out: Record<string, unknown>, values: Record<string, unknown>, path: string, refuseUnknown: boolean): Record<string, unknown> {
   for (const name of plan.required) if (values[name] === undefined) plan.rows.get(name)!.check(undefined, `${path}${name}`);
   for (const name in values) {
     const row = plan.rows.get(name);
@@ -80,7 +95,7 @@ export function resolveFields<Table extends AnyTable>(
     if (resolved !== undefined) out[name] = resolved;
     else if (name in out) out[name] = undefined; // a check that resolves a given value to nothing
   }
-  return out as ResolvedTable<Table>;
+  return out;
 }
 
 interface Plan {
