@@ -19,6 +19,7 @@ export const INTEGRATION_FILES = [
   'test/demo.test.ts',
   'test/topologies.test.ts',
   'test/stale-processes.test.ts',
+  'test/stale-http.test.ts',
   'test/chaos.test.ts',
   'test/key-memory.test.ts',
   'test/nest-processes.test.ts',
