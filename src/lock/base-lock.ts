@@ -28,6 +28,8 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
   readonly name: string;
   /** @internal */
   protected readonly options: ResolvedLockOptions;
+  /** `acquire()`'s defaults, made once: the resolved omitted values are kept per defaults object. */
+  private readonly acquireDefaults: { timeout: number };
   private state: State = 'idle';
   private value = '';
   private token = 0;
@@ -40,6 +42,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
     super();
     this.name = validateName(name);
     this.options = resolveLockOptions(options, known);
+    this.acquireDefaults = { timeout: this.options.timeout };
   }
 
   get isHeld(): boolean {
@@ -88,7 +91,7 @@ export abstract class BaseLock extends EventEmitter<LockEvents> implements Lock 
 
   private async acquireLock(options: AcquireOptions): Promise<number> {
     checkKnownOptions(optionsObject(options), ACQUIRE_OPTION_NAMES);
-    const { timeout, signal } = resolveFields(ACQUIRE_TABLE, options, { defaults: { timeout: this.options.timeout } }) as { timeout: number; signal?: AbortSignal };
+    const { timeout, signal } = resolveFields(ACQUIRE_TABLE, options, { defaults: this.acquireDefaults }) as { timeout: number; signal?: AbortSignal };
     this.beginAcquire();
     try {
       if (signal?.aborted) throw abortReason(signal, this.name);
