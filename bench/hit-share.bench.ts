@@ -28,8 +28,14 @@ interface App {
   id?: string;
 }
 
-/** `HIT_SHARE_BEFORE=<dir>`: the Express hits of another checkout too (a worktree of an earlier commit, this tree's node_modules linked into it), in the same run. */
+/**
+ * `HIT_SHARE_BEFORE=<dir>`: some hits of another checkout too (a worktree of an earlier commit,
+ * this tree's node_modules linked into it), in the same run: the contenders named in
+ * `HIT_SHARE_BEFORE_APPS` (comma-separated; the two Express hits in process and on Redis + `l1`
+ * by default).
+ */
 const BEFORE = process.env.HIT_SHARE_BEFORE === undefined || process.env.HIT_SHARE_BEFORE === '' ? undefined : path.resolve(process.env.HIT_SHARE_BEFORE);
+const BEFORE_APPS = (process.env.HIT_SHARE_BEFORE_APPS || 'express-dogpile,express-dogpile-redis-l1').split(',').map((name) => name.trim());
 
 const APPS: App[] = [
   { worker: 'http-refresh-worker.ts', contender: 'express-same', name: 'Express 5, own route sending the same bytes' },
@@ -38,16 +44,6 @@ const APPS: App[] = [
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-redis', name: 'Express 5 + `dogpileGuard`, Redis (no `l1`: a round trip per hit)', same: 'express-same' },
   { worker: 'http-refresh-worker.ts', contender: 'express-same-np', name: 'Express 5 without `x-powered-by`, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'express-dogpile-np', name: 'Express 5 without `x-powered-by` + `dogpileGuard`, in-process', same: 'express-same-np' },
-  ...(BEFORE === undefined
-    ? []
-    : ['express-dogpile', 'express-dogpile-redis-l1'].map((contender) => ({
-        worker: 'http-refresh-worker.ts',
-        contender,
-        id: `before:${contender}`,
-        checkout: BEFORE,
-        name: `Express 5 + \`dogpileGuard\`, ${contender.endsWith('-l1') ? 'Redis + `l1`' : 'in-process'}, from \`HIT_SHARE_BEFORE\` (${path.basename(BEFORE)})`,
-        same: 'express-same',
-      }))),
   { worker: 'http-refresh-worker.ts', contender: 'fastify-same', name: 'Fastify 5, own route sending the same bytes' },
   { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile', name: 'Fastify 5 + `dogpileGuardPlugin`, in-process', same: 'fastify-same' },
   { worker: 'http-refresh-worker.ts', contender: 'fastify-dogpile-redis-l1', name: 'Fastify 5 + `dogpileGuardPlugin`, Redis + `l1`', same: 'fastify-same' },
@@ -57,6 +53,14 @@ const APPS: App[] = [
   { worker: 'hono-worker.ts', contender: 'hono-dogpile-redis-l1', name: 'Hono 4 + `dogpileGuard`, Redis + `l1`', same: 'hono-same' },
   { worker: 'hono-worker.ts', contender: 'hono-dogpile-redis', name: 'Hono 4 + `dogpileGuard`, Redis (no `l1`: a round trip per hit)', same: 'hono-same' },
 ];
+if (BEFORE !== undefined) {
+  for (const contender of BEFORE_APPS) {
+    const app = APPS.find((a) => a.contender === contender && a.same !== undefined);
+    if (app === undefined) throw new Error(`HIT_SHARE_BEFORE_APPS: ${contender} is not one of the hits (${APPS.filter((a) => a.same !== undefined).map((a) => a.contender).join(', ')})`);
+    // Beside the hit of this tree it is compared with.
+    APPS.splice(APPS.indexOf(app) + 1, 0, { ...app, id: `before:${contender}`, checkout: BEFORE, name: `${app.name}, from \`HIT_SHARE_BEFORE\` (${path.basename(BEFORE)})` });
+  }
+}
 
 /** Self time per request in dogpile-guard's folders, and in lru-cache. */
 function own(profile: HitProfile): { ours: number; store: number } {

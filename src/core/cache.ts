@@ -13,7 +13,7 @@ import { GuardedBackend } from './guarded-backend.js';
 import { RecoveryQueue, type Invalidation, type RecoveryHost } from './recovery.js';
 import { FreshnessHints } from './hints.js';
 import { MissProtocol, type Flown } from './miss-protocol.js';
-import { registerInternals } from './internal.js';
+import { NOT_FRESH, registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
 import { isFreshNow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
@@ -73,6 +73,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline, false),
       set: (key, value, ttlOrOptions, computedForMs, revalidate) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs, revalidate),
       servedUntil: (key) => servedUntil(this.bulk, key),
+      readIfFresh: (key) => this.readIfFresh(key),
       tagStamps: (tags) => {
         this.assertOpen();
         const list = validateTags(tags);
@@ -158,23 +159,41 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (flight === undefined && this.guarded.usable(key)) {
-        return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
-          (found) => (this.storeHit(key, found) ? (found as StoredEntry).value as T : this.resolve(key, loader, ttlOrOptions).then(valueOf)),
-          () => this.resolve(key, loader, ttlOrOptions).then(valueOf),
-        );
+        return this.readFresh(key, (value) => value as T, () => this.resolve(key, loader, ttlOrOptions).then(valueOf));
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
   }
 
   /**
+   * The read of `getOrCompute`'s second fast path: one bounded GET of a key this process saw
+   * fresh in Redis, shared by concurrent readers of the key. `onHit` with the value when it is
+   * a hit as it is (`storeHit`); `onMiss` for anything else (a miss, a marker, a corrupt or
+   * stale value, a Redis failure), which goes the full way.
+   */
+  private readFresh<R>(key: string, onHit: (value: unknown) => R, onMiss: () => R | PromiseLike<R>): Promise<R> {
+    return this.flights.sharedRead(key, () => this.guarded.get(key)).then((found) => (this.storeHit(key, found) ? onHit((found as StoredEntry).value) : onMiss()), onMiss);
+  }
+
+  /**
+   * `readFresh` where it applies (an open cache, no flight of this process for the key, the key
+   * seen fresh in Redis, Redis usable), resolving `NOT_FRESH` for what goes the full way;
+   * undefined at once where it does not. For the HTTP guards' hits without `l1`.
+   */
+  private readIfFresh(key: string): Promise<unknown> | undefined {
+    if (this.closed || this.flights.has(key) || !this.hints.believedFresh(key) || !this.guarded.usable(key)) return undefined;
+    return this.readFresh(key, (value) => value, () => NOT_FRESH);
+  }
+
+  /**
    * True when `found`, read with a plain GET of a key believed fresh, is a hit as it is (told to
-   * `hit` listeners, kept in the L1): a fresh value without tags. Anything else goes the full
-   * way (a miss, a marker, a corrupt value; an entry with tags, whose stale invalidation
-   * takes the protocol's refresh lead).
+   * `hit` listeners, kept in the L1): a value fresh now. The read judged it by its stamps (its
+   * tags, its cache's generations: `StampedBackend.get`), as the protocol's lookup does, so an
+   * invalidated entry reads gone or stale here. Anything else goes the full way (a miss, a
+   * marker, a corrupt value, a stale one, whose refresh takes the protocol's lead).
    */
   private storeHit(key: string, found: StoredEntry | { corrupt: Error } | undefined): boolean {
-    if (found === undefined || 'corrupt' in found || found.kind !== EntryKind.Value || found.tags !== undefined || !isFreshNow(found, this.clock)) return false;
+    if (found === undefined || 'corrupt' in found || found.kind !== EntryKind.Value || !isFreshNow(found, this.clock)) return false;
     if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
     if (this.options.l1) this.hints.remember(key, found);
     return true;

@@ -11,6 +11,7 @@ interface CacheInternals {
   resolve<T>(key: string, loader: Loader<T>, ttlOrOptions: Duration | GetOrComputeOptions<T>, inline: boolean): Promise<CacheResult<T>>;
   set<T>(key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number, revalidate?: number): Promise<void>;
   servedUntil(key: string): Promise<number | undefined>;
+  readIfFresh(key: string): Promise<unknown> | undefined;
   tagStamps(tags: readonly string[]): Promise<{ hard: number; stale: number }[]>;
 }
 
@@ -49,6 +50,21 @@ export function resolveInline<T>(cache: object, key: string, loader: Loader<T>, 
 export function setComputed<T>(cache: object, key: string, value: T, ttlOrOptions: Duration | SetOptions, computedForMs: number, revalidate?: number): Promise<void> {
   const computed = Number.isFinite(computedForMs) && computedForMs > 0 ? computedForMs : 0;
   return of(cache).set(key, value, ttlOrOptions, computed, revalidate);
+}
+
+/** What `readIfFresh` resolves when the value read is not a hit as it is: the call goes the full way. */
+export const NOT_FRESH: unique symbol = Symbol('dogpile-guard.notFresh');
+
+/**
+ * The value of `key` read as `getOrCompute` reads a key this process saw fresh in Redis (one
+ * bounded GET shared by concurrent readers, no options, no lock): resolves the value when it is
+ * a fresh hit, `NOT_FRESH` for anything else (a miss, a stale or invalidated value, a Redis
+ * failure: never rejects). Undefined at once when no such read applies (nothing seen fresh, a
+ * flight of this process for the key, Redis unusable, the cache closed): the caller goes the
+ * full way, through `resolve`.
+ */
+export function readIfFresh(cache: object, key: string): Promise<unknown> | undefined {
+  return of(cache).readIfFresh(key);
 }
 
 /**

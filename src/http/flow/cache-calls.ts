@@ -4,6 +4,8 @@
  */
 import type { DogpileCache, GetOrComputeOptions, Loader, CacheResult } from '../../core/cache.js';
 import { resolveInline, setComputed } from '../../core/internal.js';
+
+export { NOT_FRESH, readIfFresh } from '../../core/internal.js';
 import { monotonicNow } from '../../shared/clock.js';
 
 /** A stored response's `set`: its ttl and tags, and how long its handler ran before the write (ms). */

@@ -11,11 +11,11 @@ import { revalidationHeaders } from '../rules/conditional.js';
 import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
 import { isValidHost, requestHost, userCacheKey } from '../rules/cache-key.js';
 import { keyAuthority, requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
-import { resolveResponse } from './cache-calls.js';
+import { NOT_FRESH, readIfFresh, resolveResponse } from './cache-calls.js';
 import { checkKey, resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from '../options.js';
 import { defaultKeyInvalidation, invalidationTargets, isUnsafe } from '../rules/invalidation.js';
 import { toVaryRecord, variantKey, type VaryRecord } from '../rules/vary-record.js';
-import { plainHit, prepareResponse, rangeOf, remainingFreshness, toServable, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
+import { DecodedResponses, plainHit, prepareResponse, rangeOf, remainingFreshness, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
 import type { CachePlan, ClientConditional, Exchange, HttpRequestInfo, LeaderRun } from './plan-types.js';
 import { leaderStatus } from '../rules/leader-rules.js';
 import { hasValidator, type StoreRules } from '../rules/response-store.js';
@@ -112,8 +112,8 @@ function readAsGet<Req>(req: Req): Req {
  */
 export class HttpGuard<Req> {
   readonly options: ResolvedHttpCacheOptions<Req>;
-  /** Stored responses decoded once per value object (in-process hits hand out the same Buffer). */
-  private readonly decoded = new WeakMap<object, ServableResponse>();
+  /** Stored responses decoded once per value object (in-process hits), or per bytes read again under their key (Redis hits). */
+  private readonly decoded = new DecodedResponses();
   /** What the guard writes to its cache once a leader's response is complete. */
   private readonly writes: ResponseWrites;
   private readonly pending = new Set<ResponseCapture>();
@@ -212,7 +212,7 @@ export class HttpGuard<Req> {
     const value = this.valueAtOnce(plan);
     if (value === null || typeof value !== 'object') return undefined;
     // A value decoded before is a stored response; a URL's vary record goes through `handle`.
-    const stored = this.decoded.get(value) ?? (toVaryRecord(value) === undefined ? toServable(value, this.decoded) : undefined);
+    const stored = this.decoded.known(value) ?? (toVaryRecord(value) === undefined ? this.decoded.decode(value) : undefined);
     if (stored === undefined || !varyMatches(stored, plan.headers)) return undefined;
     const now = this.cache.now();
     const remaining = remainingFreshness(stored, now);
@@ -330,11 +330,29 @@ export class HttpGuard<Req> {
   }
 
   private handleGet(plan: CachePlan, exchange: Exchange): void {
-    const fresh = this.valueAtOnce(plan);
-    if (fresh !== undefined) {
-      this.serveValue(plan, fresh, 'HIT', exchange);
-      return;
+    if (this.hitsWithoutResolve(plan)) {
+      const fresh = this.cache.peek(plan.key);
+      if (fresh !== undefined) return this.serveValue(plan, fresh, 'HIT', exchange);
+      // A response this process saw fresh in Redis: one GET, as `getOrCompute` reads it; what is
+      // not a fresh hit goes through `resolve`.
+      const read = readIfFresh(this.cache, plan.key);
+      if (read !== undefined) {
+        read.then((value) => {
+          try {
+            if (value === NOT_FRESH) this.resolveGet(plan, exchange);
+            else this.serveValue(plan, value, 'HIT', exchange);
+          } catch (error) {
+            exchange.fail(error);
+          }
+        });
+        return;
+      }
     }
+    this.resolveGet(plan, exchange);
+  }
+
+  /** `handleGet` through `resolve`: a hit, a wait for another request's handler, or this request's handler as the leader. */
+  private resolveGet(plan: CachePlan, exchange: Exchange): void {
     const lead = this.leaderLoader(plan, exchange, (run, response) => this.writes.finish(run, response));
     const background = this.refreshesInBackground(plan, exchange);
     /** This request has been answered from the cache: a run of its loader now is detached from it. */
@@ -355,7 +373,7 @@ export class HttpGuard<Req> {
       return conditional.loader(ctx, stored);
     };
     const loader = (ctx: LoaderContext): Promise<Buffer | null> => {
-      const stored = ctx.stale === undefined ? undefined : toServable(ctx.stale.value, this.decoded);
+      const stored = ctx.stale === undefined ? undefined : this.decoded.decode(ctx.stale.value, plan.key);
       if (stored === undefined || !background) return foreground(ctx, stored);
       // A refresh: detached from this request when the cache answered it with the stale response.
       return refreshOnceAnswered(() => answered, () => this.refreshDetached(plan, stored, exchange.replay, ctx), () => foreground(ctx, stored));
@@ -394,17 +412,20 @@ export class HttpGuard<Req> {
   }
 
   /**
-   * The value process memory holds fresh under the plan's key (the in-process store, or the L1
-   * in front of Redis), read at once: a hit answered without a promise, as `resolve` would
-   * answer it. Undefined when the call goes through `resolve`: nothing fresh in memory, a
-   * tracer listening (its spans come from there), or an early refresh a hit may start.
+   * Whether a hit for the plan may be answered as `resolve` would answer it without calling it:
+   * from process memory at once (`peek`: the in-process store, or the L1 in front of Redis), or
+   * with one read of a response seen fresh in Redis. Not while a tracer listens (its spans come
+   * from `resolve`), nor with an early refresh a hit may start.
    */
-  private valueAtOnce(plan: CachePlan): unknown {
-    if (httpChannel.hasSubscribers || getOrComputeChannel.hasSubscribers) return undefined;
-    const cache = this.cache;
+  private hitsWithoutResolve(plan: CachePlan): boolean {
+    if (httpChannel.hasSubscribers || getOrComputeChannel.hasSubscribers) return false;
     const early = plan.freshness.earlyRefresh;
-    if (early === undefined ? cache.options.freshness.earlyRefreshBeta > 0 : early !== false) return undefined;
-    return cache.peek(plan.key);
+    return early === undefined ? this.cache.options.freshness.earlyRefreshBeta === 0 : early === false;
+  }
+
+  /** The value process memory holds fresh under the plan's key, read at once when `hitsWithoutResolve`; else undefined. */
+  private valueAtOnce(plan: CachePlan): unknown {
+    return this.hitsWithoutResolve(plan) ? this.cache.peek(plan.key) : undefined;
   }
 
   private handleHead(plan: CachePlan, exchange: Exchange): void {
@@ -425,14 +446,14 @@ export class HttpGuard<Req> {
   }
 
   private serveValue(plan: CachePlan, value: unknown, xCache: XCache, exchange: Exchange): void {
-    const known = value !== null && typeof value === 'object' ? this.decoded.get(value) : undefined;
+    const known = this.decoded.known(value, plan.key);
     const record = plan.record === undefined && known === undefined ? toVaryRecord(value) : undefined;
     if (record !== undefined) {
       // The URL's responses vary: look up this request's variant.
       this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers) }, exchange);
       return;
     }
-    const stored = known ?? toServable(value, this.decoded);
+    const stored = known ?? this.decoded.decode(value, plan.key);
     // Not a stored response (something else wrote this key), or a stale one whose refresh here
     // was just answered with a response that may not be stored: let the app answer.
     if (stored === undefined || (xCache === 'STALE' && this.writes.refused(plan.key))) {

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { LRUCache } from 'lru-cache';
 import type { CacheStatus } from '../../core/cache.js';
 import { appendCacheStatus, ttlSeconds, type CacheStatusEntry } from '../rules/cache-status.js';
 import { answerRange } from '../rules/range.js';
@@ -46,15 +47,9 @@ export interface PreparedResponse {
   body: Buffer | undefined;
 }
 
-/**
- * The stored response in a cached value, or undefined when the value is not one. With `memo`
- * (the caller's, by value object), decoded once per value object: in-process hits hand out
- * the same Buffer each time.
- */
-export function toServable(value: unknown, decoded?: WeakMap<object, ServableResponse>): ServableResponse | undefined {
+/** The stored response in a cached value (decoded, its headers ready), or undefined when the value is not one. */
+export function toServable(value: unknown): ServableResponse | undefined {
   if (value === null || typeof value !== 'object') return undefined;
-  const memo = decoded?.get(value);
-  if (memo) return memo;
   let bytes: Buffer;
   if (Buffer.isBuffer(value)) bytes = value;
   else if (value instanceof Uint8Array) bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
@@ -72,9 +67,52 @@ export function toServable(value: unknown, decoded?: WeakMap<object, ServableRes
   const headerObject: Record<string, string | string[]> = {};
   for (const [name, v] of headers) headerObject[name] = v;
   const etag = headerObject.etag;
-  const servable: ServableResponse = { ...stored, headers, headerObject, etag: typeof etag === 'string' ? etag : undefined };
-  decoded?.set(value, servable);
-  return servable;
+  return { ...stored, headers, headerObject, etag: typeof etag === 'string' ? etag : undefined };
+}
+
+/** Stored responses up to this many bytes are matched whole against the last one decoded under their key. */
+const KEYED_BYTES_MAX = 16 * 1024;
+/** How many keys' last decoded response a guard keeps (about `KEYED_BYTES_MAX` each at most). */
+const KEYED_MAX = 256;
+
+/**
+ * Stored responses decoded once. Per value object: in-process hits (and `l1` hits) hand out
+ * the same Buffer each time. Per key, for the bytes a Redis hit reads anew each time: bytes
+ * equal, whole, to the last response decoded under the key are that response (a rewrite, even
+ * in the same millisecond, differs in its bytes: `createdAt` is one of them), so the hit reuses
+ * its decoding and its prepared hit (`lastHit`). Only responses of at most 16 KiB are kept by
+ * key (256 keys): comparing longer ones would cost more than decoding them.
+ */
+export class DecodedResponses {
+  private readonly byValue = new WeakMap<object, ServableResponse>();
+  private readonly byKey = new LRUCache<string, { bytes: Buffer; servable: ServableResponse }>({ max: KEYED_MAX });
+
+  /** The response decoded before from `value` (the same object, or under `key` the same bytes), or undefined. */
+  known(value: unknown, key?: string): ServableResponse | undefined {
+    if (value === null || typeof value !== 'object') return undefined;
+    const memo = this.byValue.get(value);
+    if (memo !== undefined || key === undefined || !Buffer.isBuffer(value) || value.length > KEYED_BYTES_MAX) return memo;
+    const last = this.byKey.get(key);
+    return last !== undefined && last.bytes.equals(value) ? last.servable : undefined;
+  }
+
+  /** The stored response in `value` (`toServable`), decoded once per value object and, under `key`, once per bytes. */
+  decode(value: unknown, key?: string): ServableResponse | undefined {
+    const memo = this.known(value, key);
+    if (memo !== undefined) return memo;
+    if (key === undefined || !Buffer.isBuffer(value) || value.length > KEYED_BYTES_MAX) {
+      const servable = toServable(value);
+      if (servable !== undefined) this.byValue.set(value as object, servable);
+      return servable;
+    }
+    // Kept by key: a copy, so that a larger reply the read was a view of is not held.
+    const bytes = Buffer.from(value);
+    const servable = toServable(bytes);
+    if (servable === undefined) return undefined;
+    this.byValue.set(value, servable);
+    this.byKey.set(key, { bytes, servable });
+    return servable;
+  }
 }
 
 /** True when the request's headers match what the stored response's `Vary` recorded. */
