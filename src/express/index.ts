@@ -64,7 +64,10 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
     }
     guard.handle(plan, {
       headAsGet,
-      replay: replayFor(req.app as unknown as ExpressLikeApp),
+      // Read only for a refresh in the background: a hit never touches `req.app`.
+      get replay() {
+        return replayFor(req.app as unknown as ExpressLikeApp);
+      },
       proceed(capture, run) {
         // Another guard can see this request only through `next()`: claimed just before it, so
         // that a response served from the cache (at once or later) costs no write to the request.
