@@ -30,6 +30,8 @@ export type { SetManyEntry, SetManyOptions } from './bulk.js';
 export type { BatchLoader, BatchLoaderContext, BatchResult } from './batch.js';
 export { AbandonedLoad } from './settled.js';
 
+const notFresh = (): typeof NOT_FRESH => NOT_FRESH;
+
 /**
  * A cache whose misses are computed once: concurrent callers of one key share one loader
  * run — within the process by single-flight, across processes through Redis (look up or
@@ -159,7 +161,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (flight === undefined && this.guarded.usable(key)) {
-        return this.readFresh(key, (value) => value as T, () => this.resolve(key, loader, ttlOrOptions).then(valueOf));
+        return this.readFresh(key, () => this.resolve(key, loader, ttlOrOptions).then(valueOf)) as Promise<T>;
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
@@ -167,12 +169,12 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
   /**
    * The read of `getOrCompute`'s second fast path: one bounded GET of a key this process saw
-   * fresh in Redis, shared by concurrent readers of the key. `onHit` with the value when it is
-   * a hit as it is (`storeHit`); `onMiss` for anything else (a miss, a marker, a corrupt or
-   * stale value, a Redis failure), which goes the full way.
+   * fresh in Redis, shared by concurrent readers of the key. The value when it is a hit as it
+   * is (`storeHit`); `onMiss`'s answer for anything else (a miss, a marker, a corrupt or stale
+   * value, a Redis failure), which goes the full way.
    */
-  private readFresh<R>(key: string, onHit: (value: unknown) => R, onMiss: () => R | PromiseLike<R>): Promise<R> {
-    return this.flights.sharedRead(key, () => this.guarded.get(key)).then((found) => (this.storeHit(key, found) ? onHit((found as StoredEntry).value) : onMiss()), onMiss);
+  private readFresh(key: string, onMiss: () => unknown): Promise<unknown> {
+    return this.flights.sharedRead(key, () => this.guarded.get(key)).then((found) => (this.storeHit(key, found) ? (found as StoredEntry).value : onMiss()), onMiss);
   }
 
   /**
@@ -182,7 +184,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
    */
   private readIfFresh(key: string): Promise<unknown> | undefined {
     if (this.closed || this.flights.has(key) || !this.hints.believedFresh(key) || !this.guarded.usable(key)) return undefined;
-    return this.readFresh(key, (value) => value, () => NOT_FRESH);
+    return this.readFresh(key, notFresh);
   }
 
   /**
