@@ -196,6 +196,32 @@ describe('tags on Redis', () => {
     await cache.close();
   });
 
+  it("a tagged value this process saw fresh is read with one GET per call, judged by its tags' stamps on that read", async () => {
+    const admin = server.client();
+    const prefix = freshId('plain');
+    const cache = createCache({ redis: server.client(), prefix });
+    const tag = freshId('t');
+    const options = { ttl: 60_000, tags: [tag] };
+    expect(await cache.getOrCompute('k', () => 'v1', options)).toBe('v1');
+    expect(await cache.getOrCompute('k', () => 'v2', options)).toBe('v1');
+    const calls = async () => {
+      const stats = String(await admin.call('INFO', 'commandstats'));
+      const of = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+      return { get: of('get'), scripts: of('evalsha') + of('eval') };
+    };
+    const before = await calls();
+    for (let i = 0; i < 5; i++) expect(await cache.getOrCompute('k', () => 'v2', options)).toBe('v1');
+    const after = await calls();
+    expect(after.scripts - before.scripts).toBe(0);
+    expect(after.get - before.get).toBe(5);
+    // Invalidated by another cache (another process's): the next calls compute it again.
+    const other = createCache({ redis: server.client(), prefix });
+    await other.invalidateTags([tag]);
+    await expect.poll(() => cache.getOrCompute('k', () => 'v3', options), { timeout: 2_000 }).toBe('v3');
+    await other.close();
+    await cache.close();
+  });
+
   it('another cache on its own connection sees the invalidation (its stamps follow the tag channel)', async () => {
     const prefix = freshId('two');
     const a = createCache({ redis: server.client(), prefix, l1: { ttl: 60_000 } });

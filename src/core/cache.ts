@@ -161,30 +161,26 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (flight === undefined && this.guarded.usable(key)) {
-        return this.readFresh(key, () => this.resolve(key, loader, ttlOrOptions).then(valueOf)) as Promise<T>;
+        return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
+          (found) => (this.storeHit(key, found) ? (found as StoredEntry).value as T : this.resolve(key, loader, ttlOrOptions).then(valueOf)),
+          () => this.resolve(key, loader, ttlOrOptions).then(valueOf),
+        );
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
   }
 
   /**
-   * The read of `getOrCompute`'s second fast path: one bounded GET of a key this process saw
-   * fresh in Redis, shared by concurrent readers of the key. The value when it is a hit as it
-   * is (`storeHit`); `onMiss`'s answer for anything else (a miss, a marker, a corrupt or stale
-   * value, a Redis failure), which goes the full way.
-   */
-  private readFresh(key: string, onMiss: () => unknown): Promise<unknown> {
-    return this.flights.sharedRead(key, () => this.guarded.get(key)).then((found) => (this.storeHit(key, found) ? (found as StoredEntry).value : onMiss()), onMiss);
-  }
-
-  /**
-   * `readFresh` where it applies (an open cache, no flight of this process for the key, the key
-   * seen fresh in Redis, Redis usable), resolving `NOT_FRESH` for what goes the full way;
-   * undefined at once where it does not. For the HTTP guards' hits without `l1`.
+   * The read of `getOrCompute`'s second fast path where it applies (an open cache, no flight of
+   * this process for the key, the key seen fresh in Redis, Redis usable): one bounded GET shared
+   * by concurrent readers of the key, resolving the value when it is a hit as it is
+   * (`storeHit`), `NOT_FRESH` for what goes the full way; undefined at once where it does not
+   * apply. For the HTTP guards' hits without `l1`. (`getOrCompute` writes the same read inline:
+   * a call of its own there made 100 concurrent hits of one key 0.84–0.88× as fast.)
    */
   private readIfFresh(key: string): Promise<unknown> | undefined {
     if (this.closed || this.flights.has(key) || !this.hints.believedFresh(key) || !this.guarded.usable(key)) return undefined;
-    return this.readFresh(key, notFresh);
+    return this.flights.sharedRead(key, () => this.guarded.get(key)).then((found) => (this.storeHit(key, found) ? (found as StoredEntry).value : NOT_FRESH), notFresh);
   }
 
   /**
