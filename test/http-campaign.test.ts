@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ADAPTERS } from './http-campaign/apps.js';
-import { report, runCampaign, signature } from './http-campaign/campaign.js';
+import { replay, report, runCampaign, signature } from './http-campaign/campaign.js';
 import { requestBytes, unconditional, type Case } from './http-campaign/model.js';
 import { difference, notModified, rangeOf, unstorable } from './http-campaign/oracle.js';
 import { sentRequest, unmatchedRun } from './http-campaign/runs.js';
@@ -89,6 +89,14 @@ describe('the HTTP campaign oracle on handler runs', () => {
 });
 
 describe('the HTTP campaign', () => {
+  it('judges a 304 to If-None-Match: * on a route whose body fails mid-stream by the head its handler sent', async () => {
+    // Found by `npm run http-campaign -- --minutes 3 --seed 20261129`: the guard answers the
+    // leader's own client 304 from the handler's 200 head; the bare app's body breaks, and the
+    // oracle, asking it for the whole answer to compare with, stopped the search.
+    const c: Case = { pool: [{ path: '/broken/a', query: [['%61', '1']] }], actions: [{ do: 'request', resource: 0, method: 'GET', form: 'origin', reverseQuery: false, headers: { conditional: 'inm-star' }, copies: 1 }] };
+    for (const adapter of ['koa', 'express'] as const) expect(await replay(adapter, c, false, 1), adapter).toBeUndefined();
+  }, 120_000);
+
   it('finds no answer from the guard that the bare app would not give, on any adapter', async () => {
     const seed = process.env.HTTP_CAMPAIGN_SEED !== undefined ? Number(process.env.HTTP_CAMPAIGN_SEED) : Math.floor(Math.random() * 2 ** 31);
     const lines: string[] = [`http campaign seed ${seed}`];

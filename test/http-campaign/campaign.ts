@@ -302,7 +302,7 @@ export async function runCase(env: Environment, adapter: Adapter, c: Case, stats
             const value = field(result.reply, name);
             if (value !== undefined) validators.add(value);
           }
-          const message = await judge(env, adapter, a, bytes, result.reply, stats);
+          const message = await judge(env, adapter, a, bytes, result.reply, stats, broken);
           if (message) return { ...violate(message[0], message[1], bytes), ...(message[2] === undefined ? {} : { differs: message[2] }) };
           // The other process hears of an invalidation within one pub/sub delivery (docs/tags-namespaces-l1.md).
           const judged = invalidation !== undefined && (servedBy[copy] === invalidation.by || sentAt - invalidation.resolved >= DELIVERY_MS);
@@ -354,16 +354,27 @@ function checkRuns(env: Environment, adapter: Adapter, stats: AdapterStats): [st
 }
 
 /** The oracle on one guarded reply: [kind, message] of the rule it breaks, or undefined. */
-async function judge(env: Environment, adapter: Adapter, a: RequestAction, bytes: string, got: WireReply, stats: AdapterStats): Promise<[kind: string, message: string, differs?: string] | undefined> {
+async function judge(env: Environment, adapter: Adapter, a: RequestAction, bytes: string, got: WireReply, stats: AdapterStats, broken: boolean): Promise<[kind: string, message: string, differs?: string] | undefined> {
   const xCache = field(got, 'x-cache')?.toUpperCase();
   bump(stats.replies, xCache ?? 'none');
   const fromStore = xCache !== undefined && FROM_STORE.has(xCache);
   const headers = a.do === 'write' ? {} : a.headers;
   if (fromStore && headers.credentials !== undefined) return ['credentials-from-store', `a request with ${headers.credentials} answered ${xCache}: ${summary(got)}`];
+  if (broken && got.status === 304) {
+    // The leader's own client asked `If-None-Match: *`: it is answered 304 from the head of the
+    // handler's 200 (RFC 9110 §13.1.2), as a cache answers from a response's header fields,
+    // though the body then fails. The bare app's answer breaks: there is no whole one to
+    // compare with. The broken route sends no validator, so `*` is the only condition its head
+    // makes false, and nothing of it is ever stored.
+    if (fromStore) return ['broken-from-store', `a body that fails mid-stream answered ${xCache}: ${summary(got)}`];
+    if (headers.conditional !== 'inm-star') return ['bad-304', `a 304 for a response without validators, to a request with ${headers.conditional ?? 'no condition'}: ${summary(got)}`];
+    bump(stats.replies, '304 to If-None-Match: * on a /broken/ path');
+    return undefined;
+  }
   const bare = async (text: string): Promise<WireReply> => {
     stats.bareRequests++;
     const r = await exchange(env.port(env.bare, adapter), text, EXCHANGE_BOUND_MS);
-    if (!r.ok) throw new Error(`the bare ${adapter} app did not answer ${JSON.stringify(text)}: ${r.error}`);
+    if (!r.ok) throw new Error(`the bare ${adapter} app did not answer ${JSON.stringify(text)}: ${r.error} (the guarded app answered ${summary(got)}, X-Cache ${xCache ?? 'none'})`);
     return r.reply;
   };
   const expected = await bare(bytes);
