@@ -4,9 +4,10 @@
  */
 import type { DogpileCache, GetOrComputeOptions, Loader, CacheResult } from '../../core/cache.js';
 import { resolveInline, setComputed } from '../../core/internal.js';
-
-export { NOT_FRESH, readIfFresh } from '../../core/internal.js';
 import { monotonicNow } from '../../shared/clock.js';
+
+/** A hit of a response seen fresh in Redis, read without `resolve` (see `readIfFresh`). */
+export { NOT_FRESH, readIfFresh } from '../../core/internal.js';
 
 /** A stored response's `set`: its ttl and tags, and how long its handler ran before the write (ms). */
 export type StoreOptions = { ttl: number; tags?: readonly string[]; computedFor: number };
