@@ -25,4 +25,7 @@ export const INTEGRATION_FILES = [
   'test/nest-processes.test.ts',
   'test/nest-cache-manager-processes.test.ts',
   'test/http-processes.test.ts',
+  'test/http-refresh-processes.test.ts',
+  'test/web-processes.test.ts',
+  'test/fleet-harness.test.ts',
 ];
