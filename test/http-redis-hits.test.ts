@@ -183,6 +183,18 @@ describe('DecodedResponses', () => {
     expect(servable.body.toString()).toBe('cccc');
   });
 
+  it("keeps at most 4 MB of key text and bytes, whatever the keys' length", () => {
+    const decoded = new DecodedResponses();
+    // Keys of 100 000 characters: about 200 kB each as the key maps count them.
+    const keys = Array.from({ length: 30 }, (_, i) => `${i}:`.padEnd(100_000, 'k'));
+    for (const key of keys) decoded.decode(response('dddd'), key);
+    expect(decoded.known(response('dddd'), keys[29])).toBeDefined();
+    expect(decoded.known(response('dddd'), keys[0])).toBeUndefined();
+    const kept = keys.filter((key) => decoded.known(response('dddd'), key) !== undefined).length;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept * (2 * 100_000 + 64)).toBeLessThanOrEqual(4 * 1024 * 1024);
+  });
+
   it('matches large responses by value object only', () => {
     const decoded = new DecodedResponses();
     const big = response('x'.repeat(20_000));

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
+import { KEY_HINTS_MAX_BYTES, keyHintSize } from '../../shared/keys.js';
 import type { CacheStatus } from '../../core/cache.js';
 import { appendCacheStatus, ttlSeconds, type CacheStatusEntry } from '../rules/cache-status.js';
 import { answerRange } from '../rules/range.js';
@@ -72,7 +73,7 @@ export function toServable(value: unknown): ServableResponse | undefined {
 
 /** Stored responses up to this many bytes are matched whole against the last one decoded under their key. */
 const KEYED_BYTES_MAX = 16 * 1024;
-/** How many keys' last decoded response a guard keeps (about `KEYED_BYTES_MAX` each at most). */
+/** How many keys' last decoded response a guard keeps, within `KEY_HINTS_MAX_BYTES` of key text and bytes together. */
 const KEYED_MAX = 256;
 
 /**
@@ -81,11 +82,16 @@ const KEYED_MAX = 256;
  * equal, whole, to the last response decoded under the key are that response (a rewrite, even
  * in the same millisecond, differs in its bytes: `createdAt` is one of them), so the hit reuses
  * its decoding and its prepared hit (`lastHit`). Only responses of at most 16 KiB are kept by
- * key (256 keys): comparing longer ones would cost more than decoding them.
+ * key (comparing longer ones would cost more than decoding them), for 256 keys at most and
+ * within 4 MB of key text and bytes together, whatever the keys' length.
  */
 export class DecodedResponses {
   private readonly byValue = new WeakMap<object, ServableResponse>();
-  private readonly byKey = new LRUCache<string, { bytes: Buffer; servable: ServableResponse }>({ max: KEYED_MAX });
+  private readonly byKey = new LRUCache<string, { bytes: Buffer; servable: ServableResponse }>({
+    max: KEYED_MAX,
+    maxSize: KEY_HINTS_MAX_BYTES,
+    sizeCalculation: (entry, key) => keyHintSize(key) + entry.bytes.length,
+  });
 
   /** The response decoded before from `value` (the same object, or under `key` the same bytes), or undefined. */
   known(value: unknown, key?: string): ServableResponse | undefined {
