@@ -212,7 +212,7 @@ export class HttpGuard<Req> {
     const value = this.valueAtOnce(plan);
     if (value === null || typeof value !== 'object') return undefined;
     // A value decoded before is a stored response; a URL's vary record goes through `handle`.
-    const stored = this.decoded.known(value) ?? (toVaryRecord(value) === undefined ? this.decoded.decode(value) : undefined);
+    const stored = this.decoded.known(value) ?? (toVaryRecord(value) === undefined ? this.decoded.decodeNew(value) : undefined);
     if (stored === undefined || !varyMatches(stored, plan.headers)) return undefined;
     const now = this.cache.now();
     const remaining = remainingFreshness(stored, now);
@@ -453,7 +453,7 @@ export class HttpGuard<Req> {
       this.handle({ ...plan, record, key: variantKey(plan.base, record, plan.headers) }, exchange);
       return;
     }
-    const stored = known ?? this.decoded.decode(value, plan.key);
+    const stored = known ?? this.decoded.decodeNew(value, plan.key);
     // Not a stored response (something else wrote this key), or a stale one whose refresh here
     // was just answered with a response that may not be stored: let the app answer.
     if (stored === undefined || (xCache === 'STALE' && this.writes.refused(plan.key))) {

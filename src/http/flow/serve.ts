@@ -97,16 +97,19 @@ export class DecodedResponses {
   known(value: unknown, key?: string): ServableResponse | undefined {
     if (value === null || typeof value !== 'object') return undefined;
     const memo = this.byValue.get(value);
-    if (memo !== undefined || key === undefined || !Buffer.isBuffer(value) || value.length > KEYED_BYTES_MAX) return memo;
-    const last = this.byKey.get(key);
+    if (memo !== undefined || !keyable(value, key)) return memo;
+    const last = this.byKey.get(key!);
     return last !== undefined && last.bytes.equals(value) ? last.servable : undefined;
   }
 
   /** The stored response in `value` (`toServable`), decoded once per value object and, under `key`, once per bytes. */
   decode(value: unknown, key?: string): ServableResponse | undefined {
-    const memo = this.known(value, key);
-    if (memo !== undefined) return memo;
-    if (key === undefined || !Buffer.isBuffer(value) || value.length > KEYED_BYTES_MAX) {
+    return this.known(value, key) ?? this.decodeNew(value, key);
+  }
+
+  /** `decode` of a value `known` has just said nothing of: decoded and kept. */
+  decodeNew(value: unknown, key?: string): ServableResponse | undefined {
+    if (!keyable(value, key)) {
       const servable = toServable(value);
       if (servable !== undefined) this.byValue.set(value as object, servable);
       return servable;
@@ -116,9 +119,14 @@ export class DecodedResponses {
     const servable = toServable(bytes);
     if (servable === undefined) return undefined;
     this.byValue.set(value, servable);
-    this.byKey.set(key, { bytes, servable });
+    this.byKey.set(key!, { bytes, servable });
     return servable;
   }
+}
+
+/** Whether `value` is kept by `key` as well as by object: bytes short enough to compare whole. */
+function keyable(value: unknown, key: string | undefined): value is Buffer {
+  return key !== undefined && Buffer.isBuffer(value) && value.length <= KEYED_BYTES_MAX;
 }
 
 /** True when the request's headers match what the stored response's `Vary` recorded. */
