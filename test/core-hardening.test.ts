@@ -13,6 +13,17 @@ import { useRedis } from './support/use-redis.js';
 import { killAllChildren, type JsonChild } from '../tools/child-process.js';
 import { Fleet, launch } from '../tools/fleet/fleet.js';
 import { freshId, sleep, waitUntil } from '../tools/basics.js';
+import { startRedis } from '../tools/redis-server.js';
+import { EventEmitter } from 'node:events';
+import { GuardedBackend } from '../src/core/guarded-backend.js';
+import type { CacheEmitter } from '../src/core/events.js';
+import { RedisBackend } from '../src/store/redis-backend.js';
+import { StampedBackend } from '../src/store/stamped-backend.js';
+import { MemoryGenerations } from '../src/store/generations.js';
+import { processNow } from '../src/shared/clock.js';
+import { EntryCodec } from '../src/store/codec.js';
+import { portableSerializer } from '../src/store/serializer.js';
+import { BackendError } from '../src/shared/errors.js';
 
 const server = useRedis();
 let redis: Redis;
@@ -212,7 +223,9 @@ describe('keys refreshed by another process: what a process follows is bounded, 
     const warnings: string[] = [];
     const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
     process.on('warning', onWarning);
-    const options = { staleWhileRevalidate: '1m' as const, lockTtl: 30_000 };
+    // What is measured is the bounds: a SUBSCRIBE slowed past the default 1 s commandTimeout (a
+    // starved test process) is not what these tests are about, and its key would not be followed.
+    const options = { staleWhileRevalidate: '1m' as const, lockTtl: 30_000, commandTimeout: 10_000 };
     const refresher = cacheOn(options);
     const follower = cacheOn(options);
     const hanging = deferred<string>();
@@ -277,6 +290,59 @@ describe('keys refreshed by another process: what a process follows is bounded, 
     expect(subscribed.slice(0, 50).some(Boolean)).toBe(false);
     expect(subscribed.slice(50).every(Boolean)).toBe(true);
     expect(warnings).toEqual([]);
+  });
+});
+
+describe('a subscription given up on at commandTimeout', () => {
+  /**
+   * Every caller of `listen` (a waiter, a refresh followed here, a key refreshed elsewhere)
+   * treats a subscription that timed out as failed and never holds its unlisten. Redis answers
+   * the SUBSCRIBE later all the same: that late subscription must be let go, or its listener and
+   * channel stay for the life of the process (and a bounded follower is over its bound).
+   */
+  it('is let go once Redis confirms it after all: the channel is not left subscribed', async () => {
+    const own = await startRedis();
+    const admin = own.client();
+    const probe = own.client();
+    const stamps = new MemoryGenerations(processNow);
+    try {
+      const prefix = freshId('late-subscribe');
+      const backend = new StampedBackend(new RedisBackend(await own.libraryClient(), { prefix, codec: new EntryCodec(portableSerializer), inlineMax: 65_536, l1: undefined }), {
+        generations: ['/'],
+        stamps,
+        jitter: 0,
+        tagStampTtl: 60_000,
+      });
+      const guarded = new GuardedBackend(backend, { commandTimeout: 200, backendCooldown: 100 }, new EventEmitter() as CacheEmitter, () => {});
+      // The subscriber's connection is up before the pause (kept subscribed to another channel): the SUBSCRIBE itself waits.
+      await guarded.listen('warm-up', () => {});
+      const connection = async () => {
+        const line = ((await admin.call('CLIENT', 'LIST')) as string).split('\n').find((l) => / sub=[1-9]/.test(l));
+        return Object.fromEntries((line ?? '').split(' ').map((field) => field.split('=', 2)));
+      };
+      const id = (await connection()).id;
+      expect(id).toBeDefined();
+      const channel = cacheKeys(prefix, 'k').channel;
+      await admin.call('CLIENT', 'PAUSE', '800', 'ALL');
+      const resumed = probe.ping().then(() => 'resumed');
+      const listening = guarded.listen('k', () => {}).then(
+        () => 'listening',
+        (error: unknown) => (error instanceof BackendError ? 'timed out' : `other: ${String(error)}`),
+      );
+      expect(await Promise.race([listening, resumed])).toBe('timed out');
+      await resumed;
+      // The late SUBSCRIBE reaches Redis once the pause ends; its UNSUBSCRIBE follows on the same connection.
+      const last = await waitUntil('the late subscription to be confirmed, then let go', async () => {
+        const fields = Object.fromEntries(((await admin.call('CLIENT', 'LIST', 'ID', id)) as string).trim().split(' ').map((f) => f.split('=', 2)));
+        return fields.cmd === 'unsubscribe' ? fields : undefined;
+      }, 5000, 20);
+      expect(last.sub).toBe('1');
+      expect(((await admin.call('PUBSUB', 'NUMSUB', channel)) as (string | number)[])[1]).toBe(0);
+    } finally {
+      await admin.call('CLIENT', 'UNPAUSE').catch(() => {});
+      stamps.close();
+      await own.stop();
+    }
   });
 });
 

@@ -114,8 +114,20 @@ export class GuardedBackend {
     return this.timed(key, 'renew', () => this.backend.renew(key, token, lockTtl));
   }
 
-  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<() => void> {
-    return this.timed(key, 'subscribe', () => this.backend.listen(key, listener));
+  /**
+   * Subscribes `listener` to the key's channel, bounded like every call. A subscription given up
+   * on (its caller holds no unlisten) is let go at once should Redis confirm it later: else its
+   * listener and channel would stay for the life of the process.
+   */
+  listen(key: string, listener: (outcome: Outcome | null) => void): Promise<(atOnce?: boolean) => void> {
+    const subscribing = this.backend.listen(key, listener);
+    return this.timed(key, 'subscribe', () => subscribing).catch((error: unknown) => {
+      subscribing.then(
+        (unlisten) => unlisten(true),
+        () => {},
+      );
+      throw error;
+    });
   }
 
   set(key: string, entry: StoredEntry, write?: boolean): Promise<void> {
