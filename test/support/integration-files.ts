@@ -3,7 +3,8 @@
  * projects, the README's quick starts, a `next build`, an app on Next 15 from the registry, a Nest
  * 11 app, the examples on Bun, Deno and another Node), and the longest whole-system runs (every
  * Redis topology, the fleets of processes under stale windows, the fault campaign's histories,
- * the memory bounds):
+ * the differential HTTP campaign's live run, the memory bounds, the API report made from a
+ * fresh build):
  * `npm run test:integration` runs them, `npm test` runs the rest, in under 15 minutes. CI runs both.
  */
 export const INTEGRATION_FILES = [
@@ -28,4 +29,6 @@ export const INTEGRATION_FILES = [
   'test/http-refresh-processes.test.ts',
   'test/web-processes.test.ts',
   'test/fleet-harness.test.ts',
+  'test/http-campaign.test.ts',
+  'test/api-report.test.ts',
 ];
