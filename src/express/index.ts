@@ -4,7 +4,10 @@ import { leadOnServerResponse, passOnServerResponse, runAsGet, writeServerRespon
 import { leaderHead } from '../http/flow/leader-answer.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import type { Replay } from '../http/pipeline.js';
+import type { Exchange, LeaderRun } from '../http/flow/plan-types.js';
+import type { ResponseCapture } from '../http/flow/capture.js';
 import { expressReplay, type ExpressLikeApp } from '../http/exchange/node-replay.js';
+import type { PreparedResponse } from '../http/flow/serve.js';
 
 export { HTTP_CACHE_DEFAULTS, type HttpCacheOptions } from '../http/options.js';
 
@@ -62,26 +65,46 @@ export function dogpileGuard(options?: DogpileGuardOptions): RequestHandler {
       writeServerResponse(res, hit);
       return;
     }
-    guard.handle(plan, {
-      headAsGet,
-      // Read only for a refresh in the background: a hit never touches `req.app`.
-      get replay() {
-        return replayFor(req.app as unknown as ExpressLikeApp);
-      },
-      proceed(capture, run) {
-        // Another guard can see this request only through `next()`: claimed just before it, so
-        // that a response served from the cache (at once or later) costs no write to the request.
-        HttpGuard.claim(req);
-        leadOnServerResponse(res, capture, (status, headers) => leaderHead(guard, run, capture, status, headers));
-        if (capture && req.method === 'HEAD') runAsGet(req, res);
-        next();
-      },
-      serve(response) {
-        writeServerResponse(res, response);
-      },
-      fail(error) {
-        next(error);
-      },
-    });
+    guard.handle(plan, new ExpressExchange(guard, req, res, next, headAsGet, replayFor));
   };
+}
+
+/**
+ * What the guard does with one Express request. A class: its methods and the `replay` getter sit
+ * on the prototype, so a request costs one object of one shape. (An object literal with a getter
+ * and four closures cost 15% more CPU per Redis hit: V8 builds such a literal through the
+ * runtime, a new shape each time.)
+ */
+class ExpressExchange implements Exchange {
+  constructor(
+    private readonly guard: HttpGuard<Request>,
+    private readonly req: Request,
+    private readonly res: Response,
+    private readonly next: NextFunction,
+    readonly headAsGet: boolean,
+    private readonly replayFor: (app: ExpressLikeApp) => Replay,
+  ) {}
+
+  /** Read only for a refresh in the background: a hit never touches `req.app`. */
+  get replay(): Replay {
+    return this.replayFor(this.req.app as unknown as ExpressLikeApp);
+  }
+
+  proceed(capture: ResponseCapture | undefined, run?: LeaderRun): void {
+    const { guard, req, res } = this;
+    // Another guard can see this request only through `next()`: claimed just before it, so
+    // that a response served from the cache (at once or later) costs no write to the request.
+    HttpGuard.claim(req);
+    leadOnServerResponse(res, capture, (status, headers) => leaderHead(guard, run, capture, status, headers));
+    if (capture && req.method === 'HEAD') runAsGet(req, res);
+    this.next();
+  }
+
+  serve(response: PreparedResponse): void {
+    writeServerResponse(this.res, response);
+  }
+
+  fail(error: unknown): void {
+    this.next(error);
+  }
 }
