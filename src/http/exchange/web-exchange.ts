@@ -1,8 +1,9 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { settleOnce } from '../flow/settle-once.js';
+import { settleOnce, type SettleOnce } from '../flow/settle-once.js';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
 import { HttpGuard, type CachePlan, type HttpRequestInfo, type LeaderRun, type PassThrough } from '../flow/guard.js';
+import type { Exchange } from '../flow/plan-types.js';
 import { RequestClaims } from '../flow/request-plan.js';
 import type { ResponseCapture } from '../flow/capture.js';
 import type { PreparedResponse } from '../flow/serve.js';
@@ -179,6 +180,42 @@ function originOf(url: string): string {
  * arrived), and a background refresh, whose `Request` is parsed anew, would then run the
  * handler for another target. Such a request is refreshed in the foreground.
  */
+/**
+ * What the guard does with one request of a fetch handler or middleware. A class: its methods
+ * sit on the prototype, so a request costs one object of one shape; and `replay` is made only
+ * when a refresh reads it (a hit never does), since checking the target parses the URL.
+ */
+class WebExchange<Req> implements Exchange {
+  readonly headAsGet = true;
+
+  constructor(
+    private readonly owner: WebGuard<Req>,
+    private readonly request: Request,
+    private readonly run: RunHandler,
+    private readonly replayRun: RunHandler | undefined,
+    private readonly outcome: SettleOnce<Response>,
+    private readonly head: boolean,
+  ) {}
+
+  get replay(): Replay | undefined {
+    const { replayRun, request } = this;
+    return replayRun === undefined || !replayable(request.url) ? undefined : replayWith(request, replayRun);
+  }
+
+  proceed(capture: ResponseCapture | undefined, lead?: LeaderRun): void {
+    const { outcome } = this;
+    this.owner.lead(this.request, lead, capture, this.run).then(outcome.resolve, outcome.reject);
+  }
+
+  serve(response: PreparedResponse): void {
+    this.outcome.resolve(served(response, this.head));
+  }
+
+  fail(error: unknown): void {
+    this.outcome.reject(error);
+  }
+}
+
 function replayable(url: string): boolean {
   try {
     return new URL(url).href === url;
@@ -250,19 +287,12 @@ export class WebGuard<Req> {
     const hit = this.guard.hitAtOnce(plan, true);
     if (hit !== undefined) return served(hit, head);
     const outcome = settleOnce<Response>();
-    this.guard.handle(plan, {
-      headAsGet: true,
-      ...(replay === undefined || !replayable(request.url) ? {} : { replay: replayWith(request, replay) }),
-      proceed: (capture, lead) => {
-        this.lead(request, lead, capture, run).then(outcome.resolve, outcome.reject);
-      },
-      serve: (response) => outcome.resolve(served(response, head)),
-      fail: outcome.reject,
-    });
+    this.guard.handle(plan, new WebExchange(this, request, run, replay, outcome, head));
     return outcome.value();
   }
 
-  private async lead(request: Request, lead: LeaderRun | undefined, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
+  /** @internal The leader's run of the handler for `request`, its answer made from the response it returns (or its throw). */
+  async lead(request: Request, lead: LeaderRun | undefined, capture: ResponseCapture | undefined, run: RunHandler): Promise<Response> {
     const head = request.method === 'HEAD';
     let answer: ClientAnswer;
     try {

@@ -3,7 +3,7 @@
  * value, or a throw for an error), else a promise of it. For an answer that is often ready
  * before its caller asks (a hit from process memory), without a promise and its hops then.
  */
-interface SettleOnce<T> {
+export interface SettleOnce<T> {
   resolve(value: T): void;
   reject(error: unknown): void;
   value(): T | Promise<T>;
