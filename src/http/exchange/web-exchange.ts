@@ -175,12 +175,6 @@ function originOf(url: string): string {
 }
 
 /**
- * True when a `Request` built from `url` has exactly that URL: a server may hand the handler a
- * URL the WHATWG parser would write otherwise (`@hono/node-server` keeps most targets as they
- * arrived), and a background refresh, whose `Request` is parsed anew, would then run the
- * handler for another target. Such a request is refreshed in the foreground.
- */
-/**
  * What the guard does with one request of a fetch handler or middleware. A class: its methods
  * sit on the prototype, so a request costs one object of one shape; and `replay` is made only
  * when a refresh reads it (a hit never does), since checking the target parses the URL.
@@ -216,6 +210,12 @@ class WebExchange<Req> implements Exchange {
   }
 }
 
+/**
+ * True when a `Request` built from `url` has exactly that URL: a server may hand the handler a
+ * URL the WHATWG parser would write otherwise (`@hono/node-server` keeps most targets as they
+ * arrived), and a background refresh, whose `Request` is parsed anew, would then run the
+ * handler for another target. Such a request is refreshed in the foreground.
+ */
 function replayable(url: string): boolean {
   try {
     return new URL(url).href === url;
