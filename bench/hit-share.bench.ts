@@ -53,6 +53,15 @@ const APPS: App[] = [
   { worker: 'hono-worker.ts', contender: 'hono-dogpile-redis-l1', name: 'Hono 4 + `dogpileGuard`, Redis + `l1`', same: 'hono-same' },
   { worker: 'hono-worker.ts', contender: 'hono-dogpile-redis', name: 'Hono 4 + `dogpileGuard`, Redis (no `l1`: a round trip per hit)', same: 'hono-same' },
 ];
+/**
+ * `HIT_SHARE_FRAMEWORKS=<names>`: only the apps of these frameworks (comma-separated:
+ * `express`, `fastify`, `hono`), for a shorter run about one adapter; all of them otherwise.
+ */
+const FRAMEWORKS = (process.env.HIT_SHARE_FRAMEWORKS ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '');
+for (const name of FRAMEWORKS) {
+  if (!APPS.some((app) => app.contender.startsWith(`${name}-`))) throw new Error(`HIT_SHARE_FRAMEWORKS: ${name} is not one of express, fastify, hono`);
+}
+if (FRAMEWORKS.length > 0) APPS.splice(0, APPS.length, ...APPS.filter((app) => FRAMEWORKS.some((name) => app.contender.startsWith(`${name}-`))));
 if (BEFORE !== undefined) {
   for (const contender of BEFORE_APPS) {
     const app = APPS.find((a) => a.contender === contender && a.same !== undefined);

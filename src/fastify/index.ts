@@ -4,12 +4,13 @@ import fp from 'fastify-plugin';
 import { watchClientGone, type ResponseCapture } from '../http/flow/capture.js';
 import { dropTargetedFieldsOnWrite } from '../http/rules/targeted-fields.js';
 import { HttpGuard, type LeaderRun, type PassThrough } from '../http/flow/guard.js';
+import type { Exchange } from '../http/flow/plan-types.js';
 import { capturable, leaderHead, leaderPayload, payloadSize } from '../http/flow/leader-answer.js';
-import { servedInstructions } from '../http/pipeline.js';
+import { servedNodeFields, type Replay } from '../http/pipeline.js';
 import type { PreparedResponse } from '../http/flow/serve.js';
 import type { HttpCacheOptions } from '../http/options.js';
 import { replayer } from './replay.js';
-import { settleOnce } from '../http/flow/settle-once.js';
+import { SettleOnce } from '../http/flow/settle-once.js';
 import { named, warnOfEarlyRoutes } from './route-order.js';
 import { routeSettings, type DogpileRouteConfig } from './route-config.js';
 
@@ -54,10 +55,60 @@ function insertBeforeLastHook(existing: unknown, hook: RouteHook): RouteHook[] {
 
 /** Sends a response from the cache through `reply`, so the route's onSend hooks still see it. */
 function serveOn(reply: FastifyReply, response: PreparedResponse): void {
-  const served = servedInstructions(response);
-  void reply.code(served.status);
-  for (const [name, value] of served.headers) void reply.header(name, value);
-  reply.send(served.body);
+  // Shared by every hit on the response: Fastify keeps each value as given and replaces it when
+  // set again (it appends only to `Set-Cookie`, which a stored response never has).
+  void reply.code(response.status).headers(servedNodeFields(response) as Record<string, string | string[]>);
+  reply.send(response.body);
+}
+
+/** What the plugin keeps per request whose handler leads: the run and its capture, when the response is shared. */
+type Leads = WeakMap<FastifyRequest, { run: LeaderRun | undefined; capture: ResponseCapture | undefined }>;
+
+/**
+ * What the guard does with one request of a cached route, and its outcome handed to Fastify as
+ * the handler's return value (`value()`): the reply says the response is handled; a value is
+ * sent, as an async handler's is; a throw goes to the error handler. An answer known before
+ * `handle` returns is returned as it is, with no promise. A class: its methods sit on the
+ * prototype, so a request costs one object of one shape.
+ */
+class FastifyExchange extends SettleOnce<unknown> implements Exchange {
+  constructor(
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly handler: (request: FastifyRequest, reply: FastifyReply) => unknown,
+    private readonly leads: Leads,
+    readonly headAsGet: boolean,
+    readonly replay: Replay,
+  ) {
+    super();
+  }
+
+  proceed(capture: ResponseCapture | undefined, run?: LeaderRun): void {
+    const { request, reply } = this;
+    this.leads.set(request, { run, capture });
+    if (capture) watchClientGone(reply.raw, capture);
+    if (capture && request.raw.method === 'HEAD') Object.defineProperty(request, 'method', { value: 'GET', configurable: true }); // stores the GET response
+    let result: unknown;
+    try {
+      result = this.handler(request, reply);
+    } catch (error) {
+      this.reject(error);
+      return;
+    }
+    // A handler returning nothing sent (or will send) the response through `reply`.
+    this.resolve(result === undefined ? reply : result);
+  }
+
+  serve(response: PreparedResponse): void {
+    const { reply } = this;
+    serveOn(reply, response);
+    // Sent already unless an async onSend hook is still running: then wait for it.
+    this.resolve(reply.sent ? undefined : reply);
+  }
+
+  fail(error: unknown): void {
+    this.reject(error);
+  }
 }
 
 /** Distinguishes the hooks of each registration of the plugin in `printRoutes()`. */
@@ -67,7 +118,7 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
   const registration = ++registrations;
   const guard = new HttpGuard<FastifyRequest>(options, { extra: FASTIFY_REGISTER_OPTIONS });
   /** Requests whose handler leads: the run and its capture, when the response is shared. */
-  const leads = new WeakMap<FastifyRequest, { run: LeaderRun | undefined; capture: ResponseCapture | undefined }>();
+  const leads: Leads = new WeakMap();
   /** Requests the cache does not answer: what the pipeline does around their handler. */
   const passing = new WeakMap<FastifyRequest, PassThrough>();
   /** Background refreshes: requests injected to run a route's handler, which this plugin lets through. */
@@ -155,35 +206,9 @@ const dogpileGuard: FastifyPluginAsync<DogpileGuardPluginOptions> = async (fasti
         serveOn(reply, hit);
         return reply.sent ? undefined : reply;
       }
-      // The outcome, handed to Fastify as a handler's return value: the reply says the response
-      // is handled; a value is sent, as an async handler's is; a throw goes to the error
-      // handler. An answer known before `handle` returns is returned as it is, with no promise.
-      const outcome = settleOnce<unknown>();
-      guard.handle(plan, {
-        headAsGet,
-        replay: replays.replay,
-        proceed(capture, run) {
-          leads.set(request, { run, capture });
-          if (capture) watchClientGone(reply.raw, capture);
-          if (capture && request.raw.method === 'HEAD') Object.defineProperty(request, 'method', { value: 'GET', configurable: true }); // stores the GET response
-          let result: unknown;
-          try {
-            result = handler(request, reply);
-          } catch (error) {
-            outcome.reject(error);
-            return;
-          }
-          // A handler returning nothing sent (or will send) the response through `reply`.
-          outcome.resolve(result === undefined ? reply : result);
-        },
-        serve(response) {
-          serveOn(reply, response);
-          // Sent already unless an async onSend hook is still running: then wait for it.
-          outcome.resolve(reply.sent ? undefined : reply);
-        },
-        fail: (error) => outcome.reject(error),
-      });
-      return outcome.value();
+      const exchange = new FastifyExchange(request, reply, handler, leads, headAsGet, replays.replay);
+      guard.handle(plan, exchange);
+      return exchange.value();
     };
 
     route.handler = guarded as RouteOptions['handler'];

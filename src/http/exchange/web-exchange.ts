@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { settleOnce, type SettleOnce } from '../flow/settle-once.js';
+import { SettleOnce } from '../flow/settle-once.js';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeWebStream } from 'node:stream/web';
 import { HttpGuard, type CachePlan, type HttpRequestInfo, type LeaderRun, type PassThrough } from '../flow/guard.js';
@@ -179,7 +179,7 @@ function originOf(url: string): string {
  * sit on the prototype, so a request costs one object of one shape; and `replay` is made only
  * when a refresh reads it (a hit never does), since checking the target parses the URL.
  */
-class WebExchange<Req> implements Exchange {
+class WebExchange<Req> extends SettleOnce<Response> implements Exchange {
   readonly headAsGet = true;
 
   constructor(
@@ -187,9 +187,10 @@ class WebExchange<Req> implements Exchange {
     private readonly request: Request,
     private readonly run: RunHandler,
     private readonly replayRun: RunHandler | undefined,
-    private readonly outcome: SettleOnce<Response>,
     private readonly head: boolean,
-  ) {}
+  ) {
+    super();
+  }
 
   get replay(): Replay | undefined {
     const { replayRun, request } = this;
@@ -197,16 +198,18 @@ class WebExchange<Req> implements Exchange {
   }
 
   proceed(capture: ResponseCapture | undefined, lead?: LeaderRun): void {
-    const { outcome } = this;
-    this.owner.lead(this.request, lead, capture, this.run).then(outcome.resolve, outcome.reject);
+    this.owner.lead(this.request, lead, capture, this.run).then(
+      (response) => this.resolve(response),
+      (error: unknown) => this.reject(error),
+    );
   }
 
   serve(response: PreparedResponse): void {
-    this.outcome.resolve(served(response, this.head));
+    this.resolve(served(response, this.head));
   }
 
   fail(error: unknown): void {
-    this.outcome.reject(error);
+    this.reject(error);
   }
 }
 
@@ -286,9 +289,9 @@ export class WebGuard<Req> {
     const head = request.method === 'HEAD';
     const hit = this.guard.hitAtOnce(plan, true);
     if (hit !== undefined) return served(hit, head);
-    const outcome = settleOnce<Response>();
-    this.guard.handle(plan, new WebExchange(this, request, run, replay, outcome, head));
-    return outcome.value();
+    const exchange = new WebExchange(this, request, run, replay, head);
+    this.guard.handle(plan, exchange);
+    return exchange.value();
   }
 
   /** @internal The leader's run of the handler for `request`, its answer made from the response it returns (or its throw). */
