@@ -45,7 +45,7 @@ const app = new Hono();
 app.get('/ping', (c) => c.text('pong'));
 app.get('/cpu', (c) => {
   const { user, system } = process.cpuUsage();
-  return c.json({ micros: user + system });
+  return c.json({ micros: user + system, user, system });
 });
 if (cache) app.use(dogpileGuard({ cache, ttl: 60_000 }));
 if (contender === 'hono-map') {

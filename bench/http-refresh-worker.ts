@@ -77,7 +77,7 @@ else if (contender.includes('dogpile')) {
 
 const cpu = () => {
   const { user, system } = process.cpuUsage();
-  return { micros: user + system, runs };
+  return { micros: user + system, user, system, runs };
 };
 
 let close: () => Promise<void>;

@@ -58,7 +58,7 @@ async function slow(id: string) {
 
 const cpu = () => {
   const { user, system } = process.cpuUsage();
-  return { micros: user + system };
+  return { micros: user + system, user, system };
 };
 
 let close: () => Promise<void>;

@@ -3,7 +3,9 @@
  * own process (from this tree or another checkout), all started at once, then `--rounds`
  * rounds in which each app is loaded by autocannon (50 connections) for `--seconds`, one after
  * the other, the order reversed every round. Per app: its median req/s and CPU per request
- * (its own CPU time ÷ requests, from its `/cpu` route), and per round its req/s ÷ the first
+ * (its own CPU time ÷ requests, from its `/cpu` route; user and system apart when the worker
+ * gives them: a cost in the runtime, the garbage collector or page faults shows in both, where
+ * a profile's self time shows neither), and per round its req/s ÷ the first
  * app's in the same round, median [min–max]. Rounds this short, alternated, follow the load of
  * a shared machine more closely than one long run per app.
  *
@@ -51,11 +53,14 @@ interface App {
   ports: number[];
   rps: number[];
   cpu: number[];
+  /** User and system CPU per request, when the worker's `/cpu` gives them apart. */
+  user: number[];
+  system: number[];
 }
 const apps: App[] = specs.map((spec) => {
   const match = /^([^=]+)=([^@]+)(?:@(.+))?$/.exec(spec);
   if (!match) throw new Error(`expected <label>=<contender>[@<checkout>], got ${spec}`);
-  return { label: match[1]!, contender: match[2]!, checkout: path.resolve(match[3] ?? root), children: [], ports: [], rps: [], cpu: [] };
+  return { label: match[1]!, contender: match[2]!, checkout: path.resolve(match[3] ?? root), children: [], ports: [], rps: [], cpu: [], user: [], system: [] };
 });
 
 // As the benchmarks measure it: each checkout's `src/` as built for the package (BENCH_SOURCES=tsx: its sources under tsx).
@@ -71,7 +76,9 @@ function start(app: App): Promise<void> {
   return child.waitFor(/^listening (\d+)/m, 60_000).then((match) => void app.ports.push(Number(match[1])));
 }
 
-const cpuMicros = async (port: number): Promise<number> => (JSON.parse((await fetchReply(port, '/cpu')).text) as { micros: number }).micros;
+/** The app process's CPU time so far (µs): in all, and user and system apart when its worker says (an earlier checkout's may not). */
+const cpuMicros = async (port: number): Promise<{ micros: number; user?: number; system?: number }> =>
+  JSON.parse((await fetchReply(port, '/cpu')).text) as { micros: number; user?: number; system?: number };
 
 try {
   await Promise.all(apps.flatMap((app) => Array.from({ length: processes }, () => start(app))));
@@ -81,7 +88,11 @@ try {
       const port = app.ports[round % processes]!;
       const before = await cpuMicros(port);
       const run = await autocannon({ url: `http://127.0.0.1:${port}/hit`, connections: 50, duration: seconds });
-      app.cpu.push(((await cpuMicros(port)) - before) / Math.max(1, run.requests.total));
+      const after = await cpuMicros(port);
+      const requests = Math.max(1, run.requests.total);
+      app.cpu.push((after.micros - before.micros) / requests);
+      if (after.user !== undefined && before.user !== undefined) app.user.push((after.user - before.user) / requests);
+      if (after.system !== undefined && before.system !== undefined) app.system.push((after.system - before.system) / requests);
       app.rps.push(run.requests.average);
     }
   }
@@ -91,8 +102,9 @@ try {
   for (const app of apps) {
     const ratios = app.rps.map((rps, i) => rps / first.rps[i]!);
     const where = path.relative(root, app.checkout) || 'this tree';
+    const split = app.user.length === 0 ? '' : ` (user ${median(app.user).toFixed(1)} + system ${median(app.system).toFixed(1)})`;
     console.log(
-      `${app.label.padEnd(12)} ${app.contender} (${where}): ${median(app.rps).toFixed(0)} req/s, ${median(app.cpu).toFixed(1)} µs CPU per request, ` +
+      `${app.label.padEnd(12)} ${app.contender} (${where}): ${median(app.rps).toFixed(0)} req/s, ${median(app.cpu).toFixed(1)} µs CPU per request${split}, ` +
         `ratio ${summary(ratios, 2)}`,
     );
   }
