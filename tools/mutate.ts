@@ -72,7 +72,7 @@ interface RunResult {
   failures: string;
 }
 
-/** `npx vitest run <files> [-t filter]` in `cwd`; CI unset so no retry hides a failure. */
+/** `npx vitest run --config vitest.all.config.ts <files> [-t filter]` in `cwd`; CI unset so no retry hides a failure. */
 /** The process group of the vitest run in progress, stopped with the script (Ctrl-C). */
 let running: number | undefined;
 let scratch: string | undefined;
@@ -89,7 +89,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 function vitest(cwd: string, files: string[], filter: string | undefined): Promise<RunResult> {
-  const argv = ['vitest', 'run', ...files, ...(filter ? ['-t', filter] : [])];
+  // vitest.all.config.ts: a mutation's tests may be integration files (the cross-process proofs).
+  const argv = ['vitest', 'run', '--config', 'vitest.all.config.ts', ...files, ...(filter ? ['-t', filter] : [])];
   const env = { ...process.env };
   delete env.CI;
   const started = performance.now();

@@ -2,10 +2,11 @@
  * The tests that install or build something whole before they run (the packed tarball in fresh
  * projects, the README's quick starts, a `next build`, an app on Next 15 from the registry, a Nest
  * 11 app, the examples on Bun, Deno and another Node), and the longest whole-system runs (every
- * Redis topology, the fleets of processes under stale windows, the fault campaign's histories,
- * the differential HTTP campaign's live run, the memory bounds, the API report made from a
- * fresh build):
- * `npm run test:integration` runs them, `npm test` runs the rest, in under 15 minutes. CI runs both.
+ * Redis topology, the fleets of processes of every suite, the fault campaign's histories, the
+ * differential HTTP campaign's live run, the memory bounds, the API report made from a fresh
+ * build):
+ * `npm run test:integration` runs them, `npm test` runs the rest, in under 15 minutes. CI runs
+ * both, and some of them again on every other client (vitest.all.config.ts).
  */
 export const INTEGRATION_FILES = [
   'test/quickstarts.test.ts',
@@ -20,6 +21,9 @@ export const INTEGRATION_FILES = [
   'test/demo.test.ts',
   'test/topologies.test.ts',
   'test/stale-processes.test.ts',
+  'test/cache-processes.test.ts',
+  'test/lock-processes.test.ts',
+  'test/coherence-processes.test.ts',
   'test/stale-http.test.ts',
   'test/chaos.test.ts',
   'test/key-memory.test.ts',
