@@ -72,7 +72,6 @@ interface RunResult {
   failures: string;
 }
 
-/** `npx vitest run --config vitest.all.config.ts <files> [-t filter]` in `cwd`; CI unset so no retry hides a failure. */
 /** The process group of the vitest run in progress, stopped with the script (Ctrl-C). */
 let running: number | undefined;
 let scratch: string | undefined;
@@ -88,6 +87,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/** `npx vitest run --config vitest.all.config.ts <files> [-t filter]` in `cwd`; CI unset so no retry hides a failure. */
 function vitest(cwd: string, files: string[], filter: string | undefined): Promise<RunResult> {
   // vitest.all.config.ts: a mutation's tests may be integration files (the cross-process proofs).
   const argv = ['vitest', 'run', '--config', 'vitest.all.config.ts', ...files, ...(filter ? ['-t', filter] : [])];
