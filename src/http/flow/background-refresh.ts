@@ -2,11 +2,14 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { LoaderError } from '../../shared/errors.js';
 import { monotonicNow } from '../../shared/clock.js';
 import { requestHost, UNKEYED_INPUT_HEADERS } from '../rules/cache-key.js';
-import type { CapturedResponse } from './capture.js';
+import type { CapturedResponse, SharedResponse } from './capture.js';
 import { revalidationHeaders } from '../rules/conditional.js';
 import { headerValue } from '../rules/headers.js';
 import { collectBody, type Replay, type ReplayRequest } from '../pipeline.js';
 import type { ServableResponse } from './serve.js';
+import type { CachePlan, LeaderRun } from './plan-types.js';
+import type { ResponseWrites } from './response-writes.js';
+import { hasValidator } from '../rules/response-store.js';
 import { ORIGIN_ERROR_STATUSES } from './stale-on-error.js';
 
 /** What a background refresh needs to know of the request that found the response stale. */
@@ -62,7 +65,7 @@ interface ReplayedResponse {
  * the cache answers it as a loader's failure (the stale response under `staleIfError`, retries
  * held for `failSafeRetry`).
  */
-export async function runReplay(replay: Replay, request: ReplayRequest, key: string, maxBodySize: number): Promise<ReplayedResponse> {
+async function runReplay(replay: Replay, request: ReplayRequest, key: string, maxBodySize: number): Promise<ReplayedResponse> {
   const startedAt = monotonicNow();
   const answer = await replay(request);
   if (ORIGIN_ERROR_STATUSES.has(answer.status)) {
@@ -81,6 +84,28 @@ export async function runReplay(replay: Replay, request: ReplayRequest, key: str
     else headers[lower] = Array.isArray(value) ? value.map(String) : (value as string | number);
   }
   return { response: { status: answer.status, headers, tooBig, body: chunks, startedAt }, targeted, tagged };
+}
+
+/**
+ * A refresh of `plan`'s stored response detached from every client: the handler runs through
+ * `replay` for a request reconstructed from the stored response (conditional when it has a
+ * validator), and its response is stored, renews the stored one (a 304), or is refused (stored
+ * nowhere, the stale copy dropped). Resolves with what `writes` made of it.
+ */
+export async function refreshDetached(
+  plan: CachePlan,
+  stored: ServableResponse,
+  replay: Replay,
+  options: { readonly replayHeaders: readonly string[] | undefined; readonly maxBodySize: number },
+  writes: ResponseWrites,
+): Promise<SharedResponse | null> {
+  const conditional = hasValidator(stored.headerObject);
+  const source = { url: plan.url, headers: plan.headers, defaultKey: !plan.userKey, replayHeaders: options.replayHeaders ?? [] };
+  const request = replayRequest(source, stored, conditional);
+  const { response, targeted, tagged } = await runReplay(replay, request, plan.key, options.maxBodySize);
+  // The run: the replayed request's headers, no client to answer, no stale stand-in (a failure throws).
+  const run: LeaderRun = { plan: { ...plan, headers: request.headers }, conditional: {}, revalidating: conditional ? stored : undefined, fallback: undefined, targeted, tagged };
+  return conditional ? writes.finishRevalidation(run, stored, response, false) : writes.finish(run, response);
 }
 
 /**

@@ -1,106 +1,29 @@
-import type { OutgoingHttpHeaders } from 'node:http';
 import type { DogpileCache, LoaderContext } from '../../core/cache.js';
 import { getDefaultCache } from '../../core/default-cache.js';
 import type { FreshnessOptions } from '../../core/freshness.js';
 import { getOrComputeChannel, httpChannel, traceHttp } from '../../shared/diagnostics.js';
 import { CacheClosedError } from '../../shared/errors.js';
-import { validateTags } from '../../shared/tag-names.js';
-import { MAY_BYPASS, requestBypassReason, requestScanner, UNKEYED_INPUT, type RequestScan } from '../rules/cacheability.js';
 import { formatCacheStatus, type CacheStatusEntry } from '../rules/cache-status.js';
-import { revalidationHeaders } from '../rules/conditional.js';
 import { ResponseCapture, type CapturedResponse, type SharedResponse } from './capture.js';
-import { isValidHost, requestHost, userCacheKey } from '../rules/cache-key.js';
-import { keyAuthority, requestBaseKey, RequestClaims, withUrlTag } from './request-plan.js';
+import { answersOnly, asksPlainly, handled, RequestPlanner } from './request-planner.js';
+import { leaderLoader, verdict } from './leader-loader.js';
+import { invalidateAfterWrite, type PassThrough } from './pass-through.js';
 import { NOT_FRESH, readIfFresh, resolveResponse } from './cache-calls.js';
-import { checkKey, resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from '../options.js';
-import { defaultKeyInvalidation, invalidationTargets, isUnsafe } from '../rules/invalidation.js';
+import { resolveHttpCacheOptions, type HttpCacheOptions, type ResolvedHttpCacheOptions } from '../options.js';
+import { isUnsafe } from '../rules/invalidation.js';
 import { toVaryRecord, variantKey, type VaryRecord } from '../rules/vary-record.js';
 import { DecodedResponses, plainHit, prepareResponse, rangeOf, remainingFreshness, varyMatches, xCacheFor, type PreparedResponse, type ServableResponse, type XCache } from './serve.js';
-import type { CachePlan, ClientConditional, Exchange, HttpRequestInfo, LeaderRun } from './plan-types.js';
+import type { CachePlan, Exchange, HttpRequestInfo, LeaderRun } from './plan-types.js';
 import { leaderStatus } from '../rules/leader-rules.js';
 import { hasValidator, type StoreRules } from '../rules/response-store.js';
 import { ResponseWrites } from './response-writes.js';
 import { reuseOf, staleInsteadOf } from './stale-on-error.js';
 import { routeWindow } from '../rules/freshness.js';
-import { refreshOnceAnswered, replayRequest, runReplay } from './background-refresh.js';
+import { refreshDetached, refreshOnceAnswered } from './background-refresh.js';
 import type { Replay } from '../pipeline.js';
 
 export type { CachePlan, Exchange, HttpRequestInfo, LeaderRun } from './plan-types.js';
-
-/** What the pipeline does for a request it does not answer from the cache: `HttpGuard.passing`. */
-export interface PassThrough {
-  /** Header fields to set on the handler's response. */
-  readonly headers: ReadonlyArray<readonly [name: string, value: string]>;
-  /**
-   * Called once the handler's status and header fields are final (`headers` reads them, only
-   * when needed); a promise to wait for before the response is sent, or undefined.
-   */
-  afterHandler(status: number, headers: () => OutgoingHttpHeaders): Promise<void> | undefined;
-}
-
-/**
- * Raw requests (`IncomingMessage`) already handled by a guard, so an app-wide and a route guard
- * never both act; a request injected for a background refresh is claimed before the app sees it,
- * so every guard lets it through. Shared by every copy of dogpile-guard in the process: one read
- * tells a guard both.
- */
-const handled = new RequestClaims('handled', true);
-
-/** A request a plain hit answers as it is: no validators to evaluate, no range to cut (`plainHit`). */
-function asksPlainly(plan: CachePlan): boolean {
-  return plan.lookupOnly !== true && plan.headers['if-none-match'] === undefined && plan.headers['if-modified-since'] === undefined;
-}
-
-/**
- * A request answered from a stored response or else by its own handler, never leading nor
- * storing: a HEAD that cannot run as a GET (an explicit HEAD handler produces no body to store),
- * or a GET with `Range` (`lookupOnly`).
- */
-function answersOnly(plan: CachePlan, exchange: Exchange): boolean {
-  return (plan.head && exchange.headAsGet !== true) || plan.lookupOnly === true;
-}
-
-/** The loader's verdict on a captured response (`ctx.decide`), and the value it resolves with. */
-function verdict(ctx: LoaderContext, shared: SharedResponse | null): Buffer | null {
-  if (shared === null) {
-    ctx.decide('private');
-    return null;
-  }
-  ctx.decide(shared.decision);
-  return shared.bytes;
-}
-
-/**
- * The request fields of the leader's request that its handler must not see: the client's own
- * validators are taken off (the handler produces the full response for everyone; its client
- * still gets the answer to them, `leaderNotModified`), and a revalidation's are put on
- * (`revalidating`: the stored response's). Edits `headers`, the request's own; returns the
- * client's validators.
- */
-function leaderRequestHeaders(headers: CachePlan['headers'], revalidating: ServableResponse | undefined): ClientConditional {
-  const conditional: { 'if-none-match'?: string; 'if-modified-since'?: string } = {};
-  for (const name of ['if-none-match', 'if-modified-since'] as const) {
-    if (headers[name] !== undefined) conditional[name] = headers[name];
-    delete headers[name];
-  }
-  if (revalidating !== undefined) Object.assign(headers, revalidationHeaders(revalidating.headerObject));
-  return conditional;
-}
-
-/**
- * The request as a `key` function would see a GET of the same URL: `method` reads 'GET', all
- * else is the request (methods are called on the request itself).
- */
-function readAsGet<Req>(req: Req): Req {
-  if (req === null || typeof req !== 'object') return req;
-  return new Proxy(req as object, {
-    get(target, property) {
-      if (property === 'method') return 'GET';
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  }) as Req;
-}
+export type { PassThrough } from './pass-through.js';
 
 /**
  * The framework-neutral part of the HTTP adapters: which requests and responses may be
@@ -117,14 +40,11 @@ export class HttpGuard<Req> {
   /** What the guard writes to its cache once a leader's response is complete. */
   private readonly writes: ResponseWrites;
   private readonly pending = new Set<ResponseCapture>();
-  /** The request fields that pass a request as a credential: none when a `key` function includes the identity. */
-  private readonly privateNames: readonly string[];
-  private readonly scan: RequestScan;
+  private readonly planner: RequestPlanner<Req>;
 
   constructor(options?: HttpCacheOptions<Req>, resolveOptions?: { extra?: readonly string[] }) {
     this.options = resolveHttpCacheOptions(options, resolveOptions);
-    this.privateNames = this.options.key === undefined ? this.options.privateHeaders : [];
-    this.scan = requestScanner(this.privateNames);
+    this.planner = new RequestPlanner(this.options);
     this.writes = new ResponseWrites(
       () => this.cache,
       () => this.storeRules(),
@@ -165,39 +85,7 @@ export class HttpGuard<Req> {
    * synchronously reaches no other guard, and a claim is one more write to the request).
    */
   planUnclaimed(req: Req, info: HttpRequestInfo, marker: object, ttl: number = this.options.ttl, freshness: FreshnessOptions = this.options.freshness): CachePlan | undefined {
-    const { method, headers } = info;
-    if (method !== 'GET' && method !== 'HEAD') return undefined;
-    if (handled.has(marker)) return undefined;
-    const { key: keyFn, skip } = this.options;
-    if (skip !== undefined && skip(req)) return undefined;
-    const scan = this.scan(headers);
-    // Most requests carry none of the fields that may make them pass: then only the host is checked.
-    const reason = (scan & MAY_BYPASS) !== 0 ? requestBypassReason(method, headers, this.privateNames) : isValidHost(requestHost(headers)) ? undefined : 'host';
-    // A GET with Range is answered from a stored full response when there is one (lookupOnly).
-    const range = reason === 'range' && method === 'GET';
-    if (reason !== undefined && !range) return undefined;
-    let userKey: string | undefined;
-    if (keyFn !== undefined) {
-      userKey = checkKey(keyFn(req));
-      if (userKey === undefined) return undefined;
-    }
-    // Forwarding fields that put the request under a key of its own (and give it its URL's tag).
-    const unkeyed = userKey === undefined && (scan & UNKEYED_INPUT) !== 0;
-    const authority = keyAuthority(info);
-    const base = requestBaseKey(method, info.url, headers, userKey, unkeyed, authority);
-    const tags = userKey === undefined ? withUrlTag(this.requestTags(req), info.url, headers, unkeyed, authority) : this.requestTags(req);
-    if (tags === false) return undefined; // no room left for the URL's tag: passes uncached
-    return { head: method === 'HEAD', url: info.url, base, key: base, ttl, headers, retried: false, lookupOnly: range, freshness, userKey: userKey !== undefined, tags };
-  }
-
-  /** The `tags` option's tags for a request (validated: `InvalidOptionError`), or undefined for none. */
-  private requestTags(req: Req): readonly string[] | undefined {
-    const tagsFn = this.options.tags;
-    if (tagsFn === undefined) return undefined;
-    const given = tagsFn(req);
-    if (given === undefined || given === null) return undefined;
-    const tags = validateTags(given, 'tags');
-    return tags.length > 0 ? tags : undefined;
+    return handled.has(marker) ? undefined : this.planner.plan(req, info, ttl, freshness);
   }
 
   /**
@@ -256,52 +144,24 @@ export class HttpGuard<Req> {
    * `cachedRoute` is false for a route the cache never covers (no bypass to report).
    */
   passing(info: HttpRequestInfo, req?: Req, cachedRoute = true): PassThrough {
-    const bypass = cachedRoute ? this.bypassStatus(info) : undefined;
+    const bypass = cachedRoute ? this.planner.bypassReason(info) : undefined;
     return {
-      headers: bypass === undefined ? [] : [['cache-status', bypass]],
-      afterHandler: (status, headers) => (isUnsafe(info.method) && status >= 200 && status <= 399 ? this.invalidate(info, status, headers(), req) : undefined),
+      headers: bypass === undefined ? [] : [['cache-status', this.member({ fwd: 'bypass', detail: bypass })]],
+      afterHandler: (status, headers) =>
+        isUnsafe(info.method) && status >= 200 && status <= 399
+          ? invalidateAfterWrite(info, status, headers(), this.options.key, req, (keys, tags) => this.writes.invalidate(keys, tags))
+          : undefined,
     };
   }
 
-  /** The `Cache-Status` for a GET or HEAD that a request rule made pass the cache, or undefined. */
-  private bypassStatus(info: HttpRequestInfo): string | undefined {
-    if (info.method !== 'GET' && info.method !== 'HEAD') return undefined;
-    const reason = requestBypassReason(info.method, info.headers, this.privateNames);
-    return reason === undefined ? undefined : this.member({ fwd: 'bypass', detail: reason });
-  }
 
-  /**
-   * The loader that makes this request the leader: its handler runs with a capture that hands
-   * the response to `finish`, for the `LeaderRun` it starts. The handler must produce the full
-   * response for the others, not a 304 for this client's copy, so this client's conditional
-   * headers are taken off the request (its own client still gets the answer to them:
-   * leaderNotModified); a revalidation of `revalidating` puts its validators on. The loader's
-   * `fallback` is the stored response the run refreshes. `ran` tells whether the loader ran here.
-   */
-  private leaderLoader(
-    plan: CachePlan,
-    exchange: Exchange,
-    finish: (run: LeaderRun, response: CapturedResponse) => SharedResponse | null,
-    revalidating?: ServableResponse,
-  ): { loader: (ctx: LoaderContext, fallback?: ServableResponse) => Promise<Buffer | null>; ran: boolean } {
-    const lead = {
-      ran: false,
-      loader: (ctx: LoaderContext, fallback?: ServableResponse): Promise<Buffer | null> => {
-        lead.ran = true;
-        const conditional = leaderRequestHeaders(plan.headers, revalidating);
-        const run: LeaderRun = { plan, conditional, revalidating, fallback, targeted: undefined, tagged: undefined };
-        const capture = new ResponseCapture(this.options.maxBodySize, (response) => finish(run, response), (c) => this.pending.delete(c), this.cache.options.waitTimeout);
-        this.pending.add(capture);
-        try {
-          exchange.proceed(capture, run);
-        } catch (error) {
-          capture.share(null);
-          exchange.fail(error);
-        }
-        return capture.promise.then((shared) => verdict(ctx, shared));
-      },
+  /** A run's capture, handed to `finish` once complete; abandoned at shutdown while in progress (`abandonPending`). */
+  private capturing(finish: (run: LeaderRun, response: CapturedResponse) => SharedResponse | null): (run: LeaderRun) => ResponseCapture {
+    return (run) => {
+      const capture = new ResponseCapture(this.options.maxBodySize, (response) => finish(run, response), (c) => this.pending.delete(c), this.cache.options.waitTimeout);
+      this.pending.add(capture);
+      return capture;
     };
-    return lead;
   }
 
   /**
@@ -311,15 +171,11 @@ export class HttpGuard<Req> {
    * stored response, a full response replaces it.
    */
   private revalidate(plan: CachePlan, stored: ServableResponse, exchange: Exchange): void {
-    const lead = this.leaderLoader(plan, exchange, (run, response) => this.writes.finishRevalidation(run, stored, response), stored);
+    const lead = leaderLoader(plan, exchange, this.capturing((run, response) => this.writes.finishRevalidation(run, stored, response)), stored);
     this.cache.resolve(`${plan.key}\n#revalidate`, (ctx) => lead.loader(ctx), { ttl: 1000, onWaitTimeout: 'load', hitForMissTtl: 0 }).then(
       (result) => {
         if (lead.ran) return;
-        try {
-          this.serveValue(plan, result.value, 'COALESCED', exchange);
-        } catch (error) {
-          exchange.fail(error);
-        }
+        this.serveSettled(plan, result.value, 'COALESCED', exchange);
       },
       (error: unknown) => {
         if (lead.ran) return;
@@ -353,7 +209,7 @@ export class HttpGuard<Req> {
 
   /** `handleGet` through `resolve`: a hit, a wait for another request's handler, or this request's handler as the leader. */
   private resolveGet(plan: CachePlan, exchange: Exchange): void {
-    const lead = this.leaderLoader(plan, exchange, (run, response) => this.writes.finish(run, response));
+    const lead = leaderLoader(plan, exchange, this.capturing((run, response) => this.writes.finish(run, response)));
     const background = this.refreshesInBackground(plan, exchange);
     /** This request has been answered from the cache: a run of its loader now is detached from it. */
     let answered = false;
@@ -362,11 +218,11 @@ export class HttpGuard<Req> {
     // a new body (RFC 9111 §4.3.1, §4.3.4).
     const foreground = (ctx: LoaderContext, stored: ServableResponse | undefined): Promise<Buffer | null> => {
       if (stored === undefined || !hasValidator(stored.headerObject) || answersOnly(plan, exchange)) return lead.loader(ctx, stored);
-      const conditional = this.leaderLoader(
+      const conditional = leaderLoader(
         plan,
         exchange,
         // Stored (or renewed) by the cache, with the route's stale windows: the loader's verdict says how.
-        (run, response) => this.writes.finishRevalidation(run, stored, response, false),
+        this.capturing((run, response) => this.writes.finishRevalidation(run, stored, response, false)),
         stored,
       );
       lead.ran = true;
@@ -376,7 +232,7 @@ export class HttpGuard<Req> {
       const stored = ctx.stale === undefined ? undefined : this.decoded.decode(ctx.stale.value, plan.key);
       if (stored === undefined || !background) return foreground(ctx, stored);
       // A refresh: detached from this request when the cache answered it with the stale response.
-      return refreshOnceAnswered(() => answered, () => this.refreshDetached(plan, stored, exchange.replay, ctx), () => foreground(ctx, stored));
+      return refreshOnceAnswered(() => answered, () => refreshDetached(plan, stored, exchange.replay, this.options, this.writes).then((shared) => verdict(ctx, shared)), () => foreground(ctx, stored));
     };
     // The stored lifetime is the response's own (the cacheable decision carries it); the call's
     // ttl must still be valid when the adapter's is 0. A stale response inside
@@ -396,11 +252,7 @@ export class HttpGuard<Req> {
         // When the loader ran for this request, its handler has answered it already.
         if (lead.ran) return void this.writes.settled(plan.key);
         answered = true;
-        try {
-          this.serveValue(plan, result.value, xCacheFor(result.status), exchange);
-        } catch (error) {
-          exchange.fail(error);
-        }
+        this.serveSettled(plan, result.value, xCacheFor(result.status), exchange);
       },
       (error: unknown) => {
         if (lead.ran) return void this.writes.settled(plan.key);
@@ -443,6 +295,15 @@ export class HttpGuard<Req> {
       // Redis trouble is reported by the cache's `backendError` event; the app still answers.
       () => exchange.proceed(undefined),
     );
+  }
+
+  /** `serveValue` for a value a cache call settled with: what it throws goes to `exchange.fail`. */
+  private serveSettled(plan: CachePlan, value: unknown, xCache: XCache, exchange: Exchange): void {
+    try {
+      this.serveValue(plan, value, xCache, exchange);
+    } catch (error) {
+      exchange.fail(error);
+    }
   }
 
   private serveValue(plan: CachePlan, value: unknown, xCache: XCache, exchange: Exchange): void {
@@ -532,50 +393,4 @@ export class HttpGuard<Req> {
     if (answersOnly(plan, exchange)) return false;
     return !plan.userKey || this.options.replayHeaders !== undefined;
   }
-
-  /**
-   * A refresh detached from every client: the handler runs for a request reconstructed from
-   * the stored response (conditional when it has a validator), and its response is stored,
-   * renews the stored one (a 304), or is refused (stored nowhere, the stale copy dropped).
-   */
-  private async refreshDetached(plan: CachePlan, stored: ServableResponse, replay: Replay, ctx: LoaderContext): Promise<Buffer | null> {
-    const conditional = hasValidator(stored.headerObject);
-    const source = { url: plan.url, headers: plan.headers, defaultKey: !plan.userKey, replayHeaders: this.options.replayHeaders ?? [] };
-    const request = replayRequest(source, stored, conditional);
-    const { response, targeted, tagged } = await runReplay(replay, request, plan.key, this.options.maxBodySize);
-    // The run: the replayed request's headers, no client to answer, no stale stand-in (a failure throws).
-    const run: LeaderRun = { plan: { ...plan, headers: request.headers }, conditional: {}, revalidating: conditional ? stored : undefined, fallback: undefined, targeted, tagged };
-    const shared = conditional ? this.writes.finishRevalidation(run, stored, response, false) : this.writes.finish(run, response);
-    return verdict(ctx, shared);
-  }
-
-  /**
-   * Deletes the stored GET responses (every `Vary` variant) of the URLs a successful unsafe
-   * request invalidates (RFC 9111 §4.4): its own, and its `Location` / `Content-Location` on
-   * the same host, whatever forwarding headers the write carried (`defaultKeyInvalidation`).
-   * With a `key` function, the key of its own URL is what that function returns
-   * for `req` seen as a GET (`method` reads 'GET'; URL, headers and everything else are the
-   * request's own, so a key that includes the identity finds that client's entry); the
-   * `Location` / `Content-Location` URLs are then left alone, since no request for them exists
-   * to ask the function about. Never rejects.
-   */
-  private async invalidate(info: HttpRequestInfo, status: number, responseHeaders: CapturedResponse['headers'], req?: Req): Promise<void> {
-    const targets = invalidationTargets(info.method, status, info.url, requestHost(info.headers), responseHeaders);
-    if (targets.length === 0) return;
-    const keyFn = this.options.key;
-    if (keyFn === undefined) {
-      const { keys, tags } = defaultKeyInvalidation(targets, info.headers, keyAuthority(info));
-      return this.writes.invalidate(keys, tags);
-    }
-    if (req === undefined) return;
-    let k: unknown;
-    try {
-      k = keyFn(readAsGet(req));
-    } catch {
-      // A key function that cannot answer for the GET view has nothing to invalidate.
-      return;
-    }
-    return this.writes.invalidate(typeof k === 'string' && k !== '' ? [userCacheKey(k)] : [], []);
-  }
-
 }
