@@ -352,7 +352,7 @@ describe('errors', () => {
       ['src/shared/errors.ts', 'new Error(remote.message)'], // a remote loader error rebuilt as a RemoteLoaderError's cause
       ['src/core/settled.ts', 'class AbandonedLoad extends Error'], // internal: a lead handed back without a result
       ['src/nest/handler-value.ts', 'class HandlerError extends Error'], // internal: unwrapped to the handler's own error
-      ['src/http/flow/capture.ts', "new Error('the response stream closed before its end')"], // destroys a response stream
+      ['src/http/flow/payload-capture.ts', "new Error('the response stream closed before its end')"], // destroys a response stream
       ['src/store/typed-reader.ts', 'new Error(this.text())'], // a stored Error value, decoded: the user's value, never thrown
     ]);
     const found: string[] = [];

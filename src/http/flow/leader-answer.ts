@@ -1,7 +1,8 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { HttpGuard, LeaderRun } from './guard.js';
-import { capturePayload, isRepresentationHeader, type ResponseCapture } from './capture.js';
+import { isRepresentationHeader, type ResponseCapture } from './capture.js';
+import { capturePayload } from './payload-capture.js';
 import { appendCacheStatus } from '../rules/cache-status.js';
 import { isTargetedField } from '../rules/targeted-fields.js';
 import { leaderNotModified, revalidated304 } from '../rules/leader-rules.js';
