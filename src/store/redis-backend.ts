@@ -17,6 +17,7 @@ import { valueReader } from '../redis/get-batch.js';
 import { ServerClock } from '../redis/server-clock.js';
 import { BackendError, UnknownSerializerError } from '../shared/errors.js';
 import { COMMIT, DELETE_ANNOUNCE, LOOKUP, SET_ANNOUNCE, TRY_LEAD } from './cache-scripts.js';
+import { stamped, WriteTimes } from './write-times.js';
 import type { Commit, Lookup, LookupRequest, Outcome, Store, StoredEntry } from './types.js';
 
 interface RedisBackendOptions {
@@ -36,9 +37,6 @@ interface RedisBackendOptions {
    */
   writeTimeout?: number;
 }
-
-/** The most leads whose start this process remembers (a lead always ends in a commit; this only bounds a leak). */
-const LEAD_STARTS_MAX = 10_000;
 
 const EMPTY = Buffer.alloc(0);
 
@@ -69,8 +67,8 @@ export class RedisBackend implements Store {
   private readonly parsed = new WeakMap<Buffer, Outcome>();
   /** The server's clock, read without a round trip. */
   readonly clock: ServerClock;
-  /** When (on the server's clock) each lead of this process was taken, by token: its value's run began after. */
-  private readonly leadStarts = new Map<string, number>();
+  /** The server's times this backend's writes carry (its leads' starts, the writes' deadlines). */
+  private readonly times: WriteTimes;
   /** Fresh entries of a serializer this process cannot read: reported once, looked past, never replaced. */
   private readonly foreign = new ForeignEntries();
 
@@ -80,6 +78,7 @@ export class RedisBackend implements Store {
   ) {
     this.commands = commandClient(client);
     this.clock = new ServerClock(this.commands);
+    this.times = new WriteTimes(this.clock, options.writeTimeout ?? 0);
     this.now = this.clock.now.bind(this.clock);
     this.values = valueReader(client, this.commands);
     this.cluster = isAnyCluster(client);
@@ -145,7 +144,7 @@ export class RedisBackend implements Store {
       skip === undefined ? '0' : skip === 'any' ? '1' : `<${skip.createdUpTo}`,
       expired ? '1' : '0',
       tryLead ? '1' : '0',
-      this.notAfter(),
+      this.times.notAfter(),
       this.clock.known ? '0' : '1',
     ]);
     // A wait carries no reading of the server's clock once this process has one (see LOOKUP).
@@ -157,11 +156,11 @@ export class RedisBackend implements Store {
         const decoded = this.decode(reply[2], sent);
         if ('error' in decoded && decoded.error instanceof UnknownSerializerError && reply[3] === 1) {
           // Past its expiry and the lead is ours: replaced like any expired value.
-          this.startedLead(token, time);
+          this.times.leadTaken(token, time);
           return { kind: 'lead' };
         }
         if ('error' in decoded) return this.unreadable(request, decoded.error);
-        if (reply[3] === 1) this.startedLead(token, time);
+        if (reply[3] === 1) this.times.leadTaken(token, time);
         return reply[3] === 1
           ? { kind: 'stale', entry: decoded, lead: true, remaining: 0, hold: false }
           : { kind: 'stale', entry: decoded, lead: false, remaining: Number(reply[4]), hold: reply[5] === 1 };
@@ -171,7 +170,7 @@ export class RedisBackend implements Store {
         return 'error' in decoded ? this.unreadable(request, decoded.error) : { kind: 'hit', entry: decoded };
       }
       case 2:
-        this.startedLead(token, time);
+        this.times.leadTaken(token, time);
         if (this.options.replication) await this.leadReplicated(key, k.lock, token, this.options.replication);
         return { kind: 'lead' };
       case 4:
@@ -194,29 +193,6 @@ export class RedisBackend implements Store {
     if (this.foreign.met(key, error)) return { kind: 'corrupt', error: forKey(error, key) };
     const createdAt = error.entry?.createdAt;
     return createdAt === undefined ? { kind: 'corrupt', error } : this.lookup({ ...request, skip: { createdUpTo: createdAt }, expired: false });
-  }
-
-  /** Remembers when the lead of `token` was taken (server's clock), for its commit. */
-  private startedLead(token: string, at: number): void {
-    if (this.leadStarts.size >= LEAD_STARTS_MAX) this.leadStarts.delete(this.leadStarts.keys().next().value!);
-    this.leadStarts.set(token, at);
-  }
-
-  /**
-   * When a value written now began, on the server's clock, at the latest: `delta` ms (its run,
-   * measured on this process's monotonic clock) before the server's time, less the clock's
-   * uncertainty. '' when nothing says (no duration).
-   */
-  private startedBefore(delta: number | undefined): string {
-    if (!delta) return '';
-    return String(this.clock.now() - delta - this.clock.uncertainty);
-  }
-
-  /** The server's time after which a write sent now is refused (its caller has given up), as text; '' for none. */
-  private notAfter(): string {
-    const timeout = this.options.writeTimeout ?? 0;
-    if (!(timeout > 0) || !this.clock.known) return '';
-    return String(this.clock.now() + timeout - this.clock.uncertainty);
   }
 
   /**
@@ -268,8 +244,7 @@ export class RedisBackend implements Store {
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
     if (this.l1 && commit.mode === 'store') this.sentAt.set(commit.entry, monotonicNow());
-    const started = this.leadStarts.get(token);
-    if (commit.mode !== 'fail') this.leadStarts.delete(token);
+    const started = this.times.commitStart(token, commit.mode === 'store' || commit.mode === 'share' ? commit.entry.delta : undefined, commit.mode === 'fail');
     const committing = COMMIT.run(this.commands, [k.value, k.lock, k.shared], [
       token,
       commit.mode,
@@ -279,7 +254,7 @@ export class RedisBackend implements Store {
       this.options.inlineMax,
       Math.max(1, Math.ceil(sharedTtl)),
       pub,
-      started === undefined ? this.startedBefore(commit.mode === 'store' || commit.mode === 'share' ? commit.entry.delta : undefined) : String(started),
+      started,
     ]);
     if (commit.mode === 'store' || commit.mode === 'share') commit.sent?.();
     const reply = await committing;
@@ -294,8 +269,8 @@ export class RedisBackend implements Store {
     // The run begins after the lock is taken: the server's time before the command was sent is no later.
     const before = this.clock.now() - this.clock.uncertainty;
     // Taken only while its caller still waits for the answer (a late command takes nothing).
-    const led = (await TRY_LEAD.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, Math.max(1, Math.ceil(lockTtl)), this.notAfter()])) === 1;
-    if (led) this.startedLead(token, before);
+    const led = (await TRY_LEAD.run(this.commands, [cacheKeys(this.options.prefix, key).lock], [token, Math.max(1, Math.ceil(lockTtl)), this.times.notAfter()])) === 1;
+    if (led) this.times.leadTaken(token, before);
     return led;
   }
 
@@ -372,8 +347,8 @@ export class RedisBackend implements Store {
       k.channel,
       this.options.inlineMax,
       pub,
-      this.startedBefore(entry.delta),
-      this.notAfter(),
+      this.times.startedBefore(entry.delta),
+      this.times.notAfter(),
       write ? '1' : '0',
     ]);
     if (reply === 0) throw new BackendError(`the write of "${key}" reached Redis after its caller had given up (commandTimeout); it was not applied`, { key });
@@ -388,7 +363,7 @@ export class RedisBackend implements Store {
     if (!this.clock.known) await this.clock.ready();
     const k = cacheKeys(this.options.prefix, key);
     const pub = publishCommand(knownPubSubMode(this.client) ?? (await pubSubMode(this.client)));
-    const reply = await DELETE_ANNOUNCE.run(this.commands, [k.value, k.lock], [k.channel, pub, this.notAfter()]);
+    const reply = await DELETE_ANNOUNCE.run(this.commands, [k.value, k.lock], [k.channel, pub, this.times.notAfter()]);
     if (reply === 0) throw new BackendError(`the delete of "${key}" reached Redis after its caller had given up (commandTimeout); it was not applied`, { key });
     this.l1?.heard(key, Number(reply[1]));
     return reply[0] > 0;
@@ -415,13 +390,4 @@ export class RedisBackend implements Store {
     }
     return outcome;
   }
-}
-
-/** `entry` as the server stamped it (created at, and Δ where the entry records one). */
-function stamped(entry: StoredEntry, createdAt: string, delta: string): void {
-  const at = Number(createdAt);
-  if (!(at > 0)) return;
-  entry.createdAt = at;
-  const d = Number(delta);
-  if (entry.delta !== undefined && d > entry.delta) entry.delta = d;
 }
