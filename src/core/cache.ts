@@ -5,23 +5,23 @@ import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagn
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../shared/keys.js';
-import type { Backend, StoredEntry } from '../store/types.js';
+import type { Backend } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
 import { coalesced, ListenerFlag, type CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
+import { HitReads } from './hit-reads.js';
 import { RecoveryQueue, type Invalidation, type RecoveryHost } from './recovery.js';
 import { FreshnessHints } from './hints.js';
 import { MissProtocol, type Flown } from './miss-protocol.js';
-import { NOT_FRESH, registerInternals } from './internal.js';
+import { registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
-import { isFreshNow } from './freshness.js';
 import { TIMED_OUT, type Settled } from './settled.js';
 import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
 import { getOrComputeMany, type BatchLoader } from './batch.js';
-import { deletion, getMany, readMany, readStored, servedUntil, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
+import { deletion, getMany, readStored, servedUntil, setMany, storeOne, validateKeys, type BulkHost, type SetManyEntry, type SetManyOptions } from './bulk.js';
 import { childScope, clearScope, clearStale, rootScope, scopedBackend, validateNamespaceName, type CacheScope } from './namespace.js';
 
 export type { CacheDecision, CacheResult, CacheStatus, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, SetOptions, StoreDecision, Loader, LoaderContext, StaleReason } from './types.js';
@@ -29,8 +29,6 @@ export type { CacheEvents } from './events.js';
 export type { SetManyEntry, SetManyOptions } from './bulk.js';
 export type { BatchLoader, BatchLoaderContext, BatchResult } from './batch.js';
 export { AbandonedLoad } from './settled.js';
-
-const notFresh = (): typeof NOT_FRESH => NOT_FRESH;
 
 /**
  * A cache whose misses are computed once: concurrent callers of one key share one loader
@@ -47,6 +45,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly guarded: GuardedBackend;
   private readonly hints: FreshnessHints;
   private readonly protocol: MissProtocol;
+  /** The hits answered without the miss protocol (process memory, a plain GET of a value seen fresh). */
+  private readonly reads: HitReads;
   private readonly flights = new Flights();
   /** Forced refreshes (`forceRefresh`) in flight: joined by forced calls only, so plain callers keep reading what is stored. */
   private readonly forced = new Flights();
@@ -70,12 +70,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    this.reads = new HitReads(this.bulk, this.flights, this.hits);
     this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl, false, false));
     registerInternals(this, {
       resolve: (key, loader, ttlOrOptions, inline) => this.resolveTraced(key, loader, ttlOrOptions, inline, false),
       set: (key, value, ttlOrOptions, computedForMs, revalidate) => storeOne(this.bulk, key, value, ttlOrOptions, computedForMs, revalidate),
       servedUntil: (key) => servedUntil(this.bulk, key),
-      readIfFresh: (key) => this.readIfFresh(key),
+      readIfFresh: (key) => (this.closed ? undefined : this.reads.ifFresh(key)),
       tagStamps: (tags) => {
         this.assertOpen();
         const list = validateTags(tags);
@@ -144,7 +145,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     // With early refresh on, every hit draws, so hits go through resolve().
     if (!this.closed && this.options.freshness.earlyRefreshBeta === 0 && isPlainCall(key, loader, ttlOrOptions)) {
       // (Without an in-process store or L1, nothing to look at.)
-      const local = this.backend.holdsInMemory ? this.memoryHit(key) : undefined;
+      const local = this.backend.holdsInMemory ? this.reads.memory(key) : undefined;
       if (local !== undefined) {
         if (getOrComputeChannel.hasSubscribers) traceHit(key, this.backend.peekLayer, { value: local.value, status: 'hit', createdAt: local.createdAt, degraded: false });
         return Promise.resolve(local.value as T);
@@ -161,67 +162,13 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
       // concurrent readers of the key. A miss, a marker, a corrupt value or a Redis failure goes
       // on to the full protocol.
       if (flight === undefined && this.guarded.usable(key)) {
-        return this.flights.sharedRead(key, () => this.guarded.get(key)).then(
-          (found) => (this.storeHit(key, found) ? (found as StoredEntry).value as T : this.resolve(key, loader, ttlOrOptions).then(valueOf)),
+        return this.reads.read(key).then(
+          (found) => (this.reads.stored(key, found) ? (found.value as T) : this.resolve(key, loader, ttlOrOptions).then(valueOf)),
           () => this.resolve(key, loader, ttlOrOptions).then(valueOf),
         );
       }
     }
     return this.resolve(key, loader, ttlOrOptions).then(valueOf);
-  }
-
-  /**
-   * The read of `getOrCompute`'s second fast path where it applies (an open cache, no flight of
-   * this process for the key, the key seen fresh in Redis, Redis usable): one bounded GET shared
-   * by concurrent readers of the key, resolving the value when it is a hit as it is
-   * (`storeHit`), `NOT_FRESH` for what goes the full way; undefined at once where it does not
-   * apply. For the HTTP guards' hits without `l1`. (`getOrCompute` writes the same read inline:
-   * a call of its own there made 100 concurrent hits of one key 0.84–0.88× as fast.)
-   */
-  private readIfFresh(key: string): Promise<unknown> | undefined {
-    if (this.closed || this.flights.has(key) || !this.hints.believedFresh(key) || !this.guarded.usable(key)) return undefined;
-    return this.flights.sharedRead(key, () => this.guarded.get(key)).then((found) => (this.storeHit(key, found) ? (found as StoredEntry).value : NOT_FRESH), notFresh);
-  }
-
-  /**
-   * True when `found`, read with a plain GET of a key believed fresh, is a hit as it is (told to
-   * `hit` listeners, kept in the L1): a value fresh now. The read judged it by its stamps (its
-   * tags, its cache's generations: `StampedBackend.get`), as the protocol's lookup does, so an
-   * invalidated entry reads gone or stale here. Anything else goes the full way (a miss, a
-   * marker, a corrupt value, a stale one, whose refresh takes the protocol's lead).
-   */
-  private storeHit(key: string, found: StoredEntry | { corrupt: Error } | undefined): boolean {
-    if (found === undefined || 'corrupt' in found || found.kind !== EntryKind.Value || !isFreshNow(found, this.clock)) return false;
-    if (this.hits.listened) this.emit('hit', { key, layer: 'store' });
-    if (this.options.l1) this.hints.remember(key, found);
-    return true;
-  }
-
-  /**
-   * The keys of `keys` answered as hits as `getOrCompute`'s fast paths answer them, for a plain
-   * call only: values fresh in process memory, then, in one read (`MGET`), the values this
-   * process saw in Redis and believes fresh. A key with a flight of this process, and every key
-   * of a read that fails, is left to the one-key protocol.
-   */
-  private async plainHits(keys: readonly string[], loader: unknown, ttlOrOptions: unknown): Promise<Map<string, unknown>> {
-    const hits = new Map<string, unknown>();
-    if (this.closed || this.options.freshness.earlyRefreshBeta !== 0 || getOrComputeChannel.hasSubscribers || !isPlainCall(keys[0], loader, ttlOrOptions)) return hits;
-    const remote: string[] = [];
-    for (const key of keys) {
-      if (this.flights.has(key)) continue;
-      const local = this.backend.holdsInMemory ? this.memoryHit(key) : undefined;
-      if (local !== undefined) hits.set(key, local.value);
-      else if (this.hints.believedFresh(key) && this.guarded.usable(key)) remote.push(key);
-    }
-    if (remote.length === 0) return hits;
-    let found;
-    try {
-      found = await readMany(this.bulk, remote);
-    } catch {
-      return hits;
-    }
-    for (let i = 0; i < remote.length; i++) if (this.storeHit(remote[i]!, found[i])) hits.set(remote[i]!, (found[i] as StoredEntry).value);
-    return hits;
   }
 
   /**
@@ -232,15 +179,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   peek<T = unknown>(key: string): T | undefined {
     validateKey(key);
     if (this.closed) return undefined;
-    return this.memoryHit(key)?.value as T | undefined;
-  }
-
-  /** A value process memory holds fresh for `key`, as a hit (told to `hit` listeners); else undefined. */
-  private memoryHit(key: string): StoredEntry | undefined {
-    const local = this.hints.freshInMemory(key);
-    if (local?.kind !== EntryKind.Value) return undefined;
-    if (this.hits.listened) this.emit('hit', { key, layer: this.backend.peekLayer });
-    return local;
+    return this.reads.memory(key)?.value as T | undefined;
   }
 
   /** `getOrCompute` that also tells how the call was answered (used by the HTTP adapters). */
@@ -263,7 +202,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.assertOpen();
     if (opts.signal?.aborted) throw abortReason(opts.signal, key);
     // `unseen`: in this same turn, getOrCompute found no fresh value in process memory, no flight and no freshness hint.
-    const local = opts.forceRefresh || unseen ? undefined : this.memoryHit(key);
+    const local = opts.forceRefresh || unseen ? undefined : this.reads.memory(key);
     if (local !== undefined) {
       this.protocol.refreshes.afterHit(key, local, loader, opts);
       return { value: local.value as T, status: 'hit', createdAt: local.createdAt, degraded: false };
@@ -407,7 +346,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     return getOrComputeMany<T>(
       {
         resolve: (key, load, ttl, onJoin) => this.resolveTraced(key, load, ttl, false, false, onJoin).then(valueOf),
-        hits: (unique) => this.plainHits(unique, loader, ttlOrOptions),
+        hits: (unique) => (this.closed ? Promise.resolve(new Map()) : this.reads.plain(unique, loader, ttlOrOptions)),
       },
       keys,
       loader,
