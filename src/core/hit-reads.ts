@@ -74,8 +74,8 @@ export class HitReads {
    * The read of `getOrCompute`'s second fast path where it applies (`seenFresh`), resolving the
    * value when it is a hit as it is (`stored`), `NOT_FRESH` for what goes the full way; undefined
    * at once where it does not apply. For the HTTP guards' hits without `l1`. (`getOrCompute`
-   * writes the same read inline: a call of its own there made 100 concurrent hits of one key
-   * 0.84–0.88× as fast.)
+   * chains `read` and `stored` itself, after its own look at the key's flight: going through
+   * this call, one more promise, made 100 concurrent hits of one key 0.84–0.88× as fast.)
    */
   ifFresh(key: string): Promise<unknown> | undefined {
     if (!this.seenFresh(key)) return undefined;
