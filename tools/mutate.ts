@@ -28,7 +28,7 @@ import { cpSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, s
 import os from 'node:os';
 import path from 'node:path';
 import { root } from './child-process.js';
-import { MUTATIONS, type Mutation } from '../test/mutations/list.js';
+import { MUTATIONS, occurrences, type Mutation } from '../test/mutations/list.js';
 
 /** Longest run of one mutation's tests: a hang counts as killed (the test did not pass). */
 const RUN_TIMEOUT_MS = 300_000;
@@ -128,12 +128,6 @@ function vitest(cwd: string, files: string[], filter: string | undefined): Promi
       });
     });
   });
-}
-
-function occurrences(text: string, search: string): number {
-  let n = 0;
-  for (let i = text.indexOf(search); i !== -1; i = text.indexOf(search, i + 1)) n++;
-  return n;
 }
 
 /** `--check`: every mutation's search string is found exactly once in its file (nothing is run). */

@@ -16,6 +16,13 @@ export interface Mutation {
   filter?: string;
 }
 
+/** How many times `search` occurs in `text` (a mutation's file): the mutation applies only where that is 1. */
+export function occurrences(text: string, search: string): number {
+  let n = 0;
+  for (let i = text.indexOf(search); i !== -1; i = text.indexOf(search, i + 1)) n++;
+  return n;
+}
+
 const CACHE_SCRIPTS = 'src/store/cache-scripts.ts';
 const LOCK_SCRIPTS = 'src/lock/lock-scripts.ts';
 
@@ -189,8 +196,8 @@ export const MUTATIONS: Mutation[] = [
     id: 'tag-verdict-delta',
     breaks: "a value whose loader ran while its tag was invalidated counts as computed after it",
     file: 'src/store/tags.ts',
-    search: 'const started = entry.createdAt - (entry.delta ?? 0);',
-    replace: 'const started = entry.createdAt;',
+    search: 'return entry.createdAt - (entry.delta ?? 0);',
+    replace: 'return entry.createdAt;',
     tests: ['test/tags.test.ts'],
     filter: 'a value whose loader ran while its tag was invalidated',
   },
