@@ -48,8 +48,13 @@ describe.each(stores)('tags %s', (_name, make) => {
     expect(await cache.getOrCompute('b', b.loader, { ttl: 60_000, tags: ['all'] })).toBe('b1');
     expect(await cache.getOrCompute('c', c.loader, 60_000)).toBe('c1');
     await cache.set('d', 'd-set', { ttl: 60_000, tags: [user] });
+    // An entry with a stale window: an invalidation without `stale` makes it a miss all the same.
+    const e = counting((run) => `e${run}`);
+    expect(await cache.getOrCompute('e', e.loader, { ttl: 60_000, staleWhileRevalidate: 60_000, tags: [user] })).toBe('e1');
 
     await cache.invalidateTags([user]);
+    expect(await cache.get('e')).toBeUndefined();
+    expect(await cache.getOrCompute('e', e.loader, { ttl: 60_000, staleWhileRevalidate: 60_000, tags: [user] })).toBe('e2');
     expect(await cache.getOrCompute('a', a.loader, { ttl: 60_000, tags: [user, 'all'] })).toBe('a2');
     expect(await cache.getOrCompute('b', b.loader, { ttl: 60_000, tags: ['all'] })).toBe('b1');
     expect(await cache.getOrCompute('c', c.loader, 60_000)).toBe('c1');
