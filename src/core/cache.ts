@@ -47,6 +47,8 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
   private readonly protocol: MissProtocol;
   /** The hits answered without the miss protocol (process memory, a plain GET of a value seen fresh). */
   private readonly reads: HitReads;
+  /** What the single-key writes, the bulk calls and the hit reads work with. */
+  private readonly bulk: BulkHost;
   private readonly flights = new Flights();
   /** Forced refreshes (`forceRefresh`) in flight: joined by forced calls only, so plain callers keep reading what is stored. */
   private readonly forced = new Flights();
@@ -70,6 +72,17 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.hints = new FreshnessHints(this.backend);
     this.guarded = new GuardedBackend(this.backend, this.options, this, (key) => this.hints.forget(key));
     this.protocol = new MissProtocol(this.guarded, this.hints, this);
+    this.bulk = {
+      backend: this.backend,
+      guarded: this.guarded,
+      hints: this.hints,
+      options: this.options,
+      events: this,
+      clock: this.clock,
+      assertOpen: () => this.assertOpen(),
+      wrote: (key) => this.wrote(key),
+      beforeWrite: () => this.recovery?.before() ?? Promise.resolve(),
+    };
     this.reads = new HitReads(this.bulk, this.flights, this.hits);
     this.callers = new Callers(this.options, this.protocol, this, (key, loader, ttl) => this.resolveCall(key, loader, ttl, false, false));
     registerInternals(this, {
@@ -390,22 +403,6 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
     this.forced.detach(key);
     this.protocol.refreshes.wrote(key);
   }
-
-  private get bulk(): BulkHost {
-    this.bulkHost ??= {
-      backend: this.backend,
-      guarded: this.guarded,
-      hints: this.hints,
-      options: this.options,
-      events: this,
-      clock: this.clock,
-      assertOpen: () => this.assertOpen(),
-      wrote: (key) => this.wrote(key),
-      beforeWrite: () => this.recovery?.before() ?? Promise.resolve(),
-    };
-    return this.bulkHost;
-  }
-  private bulkHost: BulkHost | undefined;
 
   private assertOpen(): void {
     if (this.closed) throw new CacheClosedError('the cache is closed; create a new one with createCache()');

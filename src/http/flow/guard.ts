@@ -154,7 +154,6 @@ export class HttpGuard<Req> {
     };
   }
 
-
   /** A run's capture, handed to `finish` once complete; abandoned at shutdown while in progress (`abandonPending`). */
   private capturing(finish: (run: LeaderRun, response: CapturedResponse) => SharedResponse | null): (run: LeaderRun) => ResponseCapture {
     return (run) => {
