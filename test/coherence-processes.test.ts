@@ -139,6 +139,37 @@ describe('one Redis, 4 processes, an L1 with a 60 s TTL', () => {
       RECONNECT_BOUND_MS,
     );
   });
+  it('a copy written over while the subscriber was down is not served once it is back, even after another read trusts the stamps again', async () => {
+    const workers = await startWorkers({ url: server.url });
+    const written = freshId('missed');
+    const other = freshId('other');
+    const readers = workers.slice(1);
+    for (const key of [written, other]) {
+      await Promise.all(workers.map(async (w) => {
+        w.send({ cmd: 'warm', key });
+        await w.take('warm', 20_000);
+      }));
+    }
+    // The write lands while no reader's subscriber is connected (ioredis waits 50 ms before it
+    // reconnects): its announcement never reaches them.
+    const killed = Number(await redis.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
+    expect(killed).toBeGreaterThanOrEqual(4);
+    workers[0]!.send({ cmd: 'set', key: written, version: 2 });
+    await workers[0]!.take('done', 10_000);
+    // Each reader waits until the other key is answered from its L1 again: its subscriber is
+    // back, the other key's channel live, and the cache's generation stamp read and trusted
+    // again, so nothing but the copy of `written` itself stands between a read and the L1.
+    await Promise.all(readers.map(async (w) => {
+      w.send({ cmd: 'warm', key: other });
+      await w.take('warm', 20_000);
+    }));
+    for (const w of readers) {
+      w.send({ cmd: 'read', key: written });
+      const read = await w.take('read', 10_000);
+      expect(read.version, 'the value written while the subscriber was down').toBe(2);
+    }
+    expect(Number(await redis.get(`${written}:runs`))).toBe(1);
+  });
 });
 
 describe('a 3-master Redis Cluster (sharded pub/sub), 4 processes', () => {

@@ -171,7 +171,7 @@ export const MUTATIONS: Mutation[] = [
     search: '      l1.untrust(key);\n      link.liveAt = existingSharedSubscriber',
     replace: '      link.liveAt = existingSharedSubscriber',
     tests: ['test/coherence-processes.test.ts'],
-    filter: 'the subscriber connections killed between two writes',
+    filter: 'the subscriber (connections killed between two writes|was down)',
   },
   {
     id: 'tag-channel',
