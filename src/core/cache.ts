@@ -1,13 +1,13 @@
 import { EventEmitter } from 'node:events';
 import type { Duration } from '../shared/duration.js';
 import { CacheClosedError } from '../shared/errors.js';
-import { debug, getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
+import { getOrComputeChannel, traceCall, traceHit } from '../shared/diagnostics.js';
 import { abortReason } from '../shared/wait.js';
 import { EntryKind } from '../store/entry.js';
 import { validateKey } from '../shared/keys.js';
 import type { Backend } from '../store/types.js';
 import { isPlainCall, resolveCallOptions, resolveInvalidateOptions } from './call-options.js';
-import { coalesced, ListenerFlag, type CacheEvents } from './events.js';
+import { ListenerFlag, type CacheEvents } from './events.js';
 import { Flights, withSignal } from './flights.js';
 import { GuardedBackend } from './guarded-backend.js';
 import { HitReads } from './hit-reads.js';
@@ -16,7 +16,7 @@ import { FreshnessHints } from './hints.js';
 import { MissProtocol, type Flown } from './miss-protocol.js';
 import { registerInternals } from './internal.js';
 import { resolveCacheOptions, type CacheOptions, type ResolvedCacheOptions } from './options.js';
-import { TIMED_OUT, type Settled } from './settled.js';
+import type { Settled } from './settled.js';
 import { Callers, result, valueOf } from './callers.js';
 import type { CacheResult, ClearOptions, GetOrComputeOptions, InvalidateTagsOptions, Loader, SetOptions } from './types.js';
 import { validateTags } from '../shared/tag-names.js';
@@ -223,20 +223,7 @@ export class DogpileCache extends EventEmitter<CacheEvents> {
 
     const flights = opts.forceRefresh ? this.forced : this.flights;
     const existing = unseen && !opts.forceRefresh ? undefined : flights.get<T>(key);
-    if (existing) {
-      const stale = opts.forceRefresh ? undefined : this.protocol.refreshes.staleWhileRefreshing<T>(key, opts);
-      if (stale) return result(stale);
-      coalesced(this, key, false, opts.onJoin);
-      if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
-      let settled;
-      try {
-        settled = await flights.join(existing, key, opts);
-      } catch (error) {
-        return this.callers.afterRemoteError(error, key, loader, opts);
-      }
-      if (settled === TIMED_OUT) return result(await this.protocol.local.waitTimedOut(key, loader, opts));
-      return this.callers.afterJoin(settled, key, loader, opts, () => this.resolveCall(key, loader, ttlOrOptions, inline, false, onJoin));
-    }
+    if (existing) return this.callers.join(flights, existing, key, loader, opts, () => this.resolveCall(key, loader, ttlOrOptions, inline, false, onJoin));
 
     // Plain callers joined to this flight are answered as soon as another process's value is
     // heard (from the subscriber's listener), not after the hops back to this flight.

@@ -7,7 +7,7 @@ import { Flights, withSignal } from './flights.js';
 import { Joiners, type Answer } from './joiners.js';
 import type { MissProtocol } from './miss-protocol.js';
 import type { ResolvedCacheOptions } from './options.js';
-import type { Answered, Settled } from './settled.js';
+import { TIMED_OUT, type Answered, type Settled } from './settled.js';
 import type { CacheResult, Loader } from './types.js';
 
 /**
@@ -72,6 +72,27 @@ export class Callers {
   }
 
   private readonly plainCalls = new Map<Duration, CallOptions<unknown>>();
+
+  /**
+   * A caller joins `flight`, the run of `key` this process has going in `flights` (the forced
+   * refreshes' or the others'): answered with a stale value while a refresh runs (not when it
+   * forces one), else once the flight settles (`afterJoin`), or past its wait as a timed-out
+   * waiter is.
+   */
+  async join<T>(flights: Flights, flight: Promise<Settled<T>>, key: string, loader: Loader<T>, opts: CallOptions<T>, again: () => Promise<CacheResult<T>>): Promise<CacheResult<T>> {
+    const stale = opts.forceRefresh ? undefined : this.protocol.refreshes.staleWhileRefreshing<T>(key, opts);
+    if (stale) return result(stale);
+    coalesced(this.events, key, false, opts.onJoin);
+    if (debug.enabled) debug('join key=%s: a loader of this process is running', key);
+    let settled;
+    try {
+      settled = await flights.join(flight, key, opts);
+    } catch (error) {
+      return this.afterRemoteError(error, key, loader, opts);
+    }
+    if (settled === TIMED_OUT) return result(await this.protocol.local.waitTimedOut(key, loader, opts));
+    return this.afterJoin(settled, key, loader, opts, again);
+  }
 
   /**
    * How a caller that joined this process's flight is answered once it settled: with the
