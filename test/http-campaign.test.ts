@@ -97,6 +97,15 @@ describe('the HTTP campaign', () => {
     for (const adapter of ['koa', 'express'] as const) expect(await replay(adapter, c, false, 1), adapter).toBeUndefined();
   }, 120_000);
 
+  it('judges a 304 on a /broken/ path that the app routes elsewhere as any answer: a stored response may give it', async () => {
+    // Found by `npm run http-campaign -- --minutes 2 --seed 20261209`: Fastify's handler sees an
+    // absolute-form target as its path, so `HEAD http://evil.test/broken/a` is answered whole
+    // (the catch-all route) and stored; another of the same requests, with `If-None-Match: *`,
+    // is then rightly answered 304 from the store, which the oracle took for a broken body served.
+    const c: Case = { pool: [{ path: '/broken/a', query: [] }], actions: [{ do: 'request', resource: 0, method: 'HEAD', form: 'absolute-other', reverseQuery: false, headers: { conditional: 'inm-star' }, copies: 3 }] };
+    expect(await replay('fastify', c, false, 2)).toBeUndefined();
+  }, 120_000);
+
   it('finds no answer from the guard that the bare app would not give, on any adapter', async () => {
     const seed = process.env.HTTP_CAMPAIGN_SEED !== undefined ? Number(process.env.HTTP_CAMPAIGN_SEED) : Math.floor(Math.random() * 2 ** 31);
     const lines: string[] = [`http campaign seed ${seed}`];

@@ -353,6 +353,17 @@ function checkRuns(env: Environment, adapter: Adapter, stats: AdapterStats): [st
   return undefined;
 }
 
+/**
+ * True when the app routes `bytes` to the route whose body fails mid-stream: its GET, without
+ * conditions, breaks on the bare app. A /broken/ path may be routed elsewhere (Fastify's handler
+ * sees an absolute-form target as its path), and then its answer is whole, and storable.
+ */
+async function routedToBroken(env: Environment, adapter: Adapter, bytes: string, stats: AdapterStats): Promise<boolean> {
+  stats.bareRequests++;
+  const r = await exchange(env.port(env.bare, adapter), unconditional(bytes).replace(/^HEAD /, 'GET '), EXCHANGE_BOUND_MS);
+  return !r.ok;
+}
+
 /** The oracle on one guarded reply: [kind, message] of the rule it breaks, or undefined. */
 async function judge(env: Environment, adapter: Adapter, a: RequestAction, bytes: string, got: WireReply, stats: AdapterStats, broken: boolean): Promise<[kind: string, message: string, differs?: string] | undefined> {
   const xCache = field(got, 'x-cache')?.toUpperCase();
@@ -360,7 +371,7 @@ async function judge(env: Environment, adapter: Adapter, a: RequestAction, bytes
   const fromStore = xCache !== undefined && FROM_STORE.has(xCache);
   const headers = a.do === 'write' ? {} : a.headers;
   if (fromStore && headers.credentials !== undefined) return ['credentials-from-store', `a request with ${headers.credentials} answered ${xCache}: ${summary(got)}`];
-  if (broken && got.status === 304) {
+  if (broken && got.status === 304 && (await routedToBroken(env, adapter, bytes, stats))) {
     // The leader's own client asked `If-None-Match: *`: it is answered 304 from the head of the
     // handler's 200 (RFC 9110 §13.1.2), as a cache answers from a response's header fields,
     // though the body then fails. The bare app's answer breaks: there is no whole one to
