@@ -139,6 +139,7 @@ describe('one Redis, 4 processes, an L1 with a 60 s TTL', () => {
       RECONNECT_BOUND_MS,
     );
   });
+
   it('a copy written over while the subscriber was down is not served once it is back, even after another read trusts the stamps again', async () => {
     const workers = await startWorkers({ url: server.url });
     const written = freshId('missed');
