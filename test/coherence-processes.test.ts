@@ -167,7 +167,7 @@ describe('one Redis, 4 processes, an L1 with a 60 s TTL', () => {
     for (const w of readers) {
       w.send({ cmd: 'read', key: written });
       const read = await w.take('read', 10_000);
-      expect(read.version, 'the value written while the subscriber was down').toBe(2);
+      expect(read.version, `the value written while the subscriber was down (the read: ${String(read.status)}, layer '${String(read.layer)}')`).toBe(2);
     }
     expect(Number(await redis.get(`${written}:runs`))).toBe(1);
   });
